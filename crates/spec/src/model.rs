@@ -1,0 +1,548 @@
+//! The resolved fleet model: what a `fleet.yaml` means once parsed, defaulted and validated.
+//!
+//! Everything downstream (planner, controller, agent operations) works on these types, never on
+//! YAML. Every [`Container`] is fully resolved: `defaults` are applied, `hostname` defaults to the
+//! container's key, a `template_url` shortcut is turned into an entry of [`Fleet::templates`] with a
+//! derived name, the bridge defaults to `vmbr0`, `unprivileged` defaults to `true`, and `file:` SSH
+//! keys are replaced by the key text. Fields stay `Option` only where PVE itself has no value (no
+//! node: the scheduler places the container; no vm_id: the controller allocates one; no cores:
+//! all host CPUs).
+//!
+//! Defaults taken from PVE where the file says nothing: memory 512 MiB, swap 512 MiB, disk_size
+//! 4 GiB, bridge `vmbr0`, unprivileged true, start_on_boot false, protection false, firewall false,
+//! ip_address `dhcp` on every interface, ipv6 none.
+//!
+//! Source positions are kept beside the model in [`Spans`] (path -> line:column), so checks made
+//! later (against the world, in the planner) can still point at the line that caused them.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::str::FromStr;
+
+use ipnet::{Ipv4Net, Ipv6Net};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// Memory when neither the container nor `defaults` say (PVE's default), in MiB.
+pub const DEFAULT_MEMORY_MIB: u64 = 512;
+/// Swap when neither the container nor `defaults` say (PVE's default), in MiB.
+pub const DEFAULT_SWAP_MIB: u64 = 512;
+/// Root disk size when neither the container nor `defaults` say (PVE's default), in GiB.
+pub const DEFAULT_DISK_GIB: u64 = 4;
+/// Bridge of an interface that names none.
+pub const DEFAULT_BRIDGE: &str = "vmbr0";
+/// Storage where template files are cached on each node, when a template names none.
+pub const DEFAULT_TEMPLATE_STORAGE: &str = "local";
+
+/// One fleet: one `fleet.yaml`, authoritative for the containers it names.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Fleet {
+    /// Fleet name: lower-case letters, digits and `-`.
+    pub name: String,
+    /// Whether containers of this fleet may set `unprivileged: false`.
+    #[serde(default)]
+    pub allow_privileged: bool,
+    /// Templates by name: the declared ones plus those derived from `template_url` shortcuts.
+    #[serde(default)]
+    pub templates: BTreeMap<String, Template>,
+    /// Containers by key (the name in the file, also used in the PVE description mark).
+    #[serde(default)]
+    pub containers: BTreeMap<String, Container>,
+    /// Where each field came from in the source file. Not part of the fleet's meaning: two fleets
+    /// that differ only in layout compare equal (see [`Spans`]'s `PartialEq`).
+    #[serde(default, skip_serializing_if = "Spans::is_empty")]
+    pub spans: Spans,
+}
+
+/// A position in a source file, both 1-based (the column counts characters).
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub struct Span {
+    pub line: u32,
+    pub column: u32,
+}
+
+impl fmt::Display for Span {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.line, self.column)
+    }
+}
+
+/// Source positions by field path (`containers.web-1.memory`, `templates.ubuntu.sha256`,
+/// `containers.web-1.extra_interfaces.0.ip_address`). A container whose field came from
+/// `defaults` has no entry for it; [`Spans::lookup`] falls back to the parent path, then to
+/// `defaults.<field>`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Spans(pub BTreeMap<String, Span>);
+
+impl PartialEq for Spans {
+    /// Source positions are metadata: reformatting a file does not change the fleet.
+    fn eq(&self, _other: &Self) -> bool {
+        true
+    }
+}
+
+impl Spans {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn insert(&mut self, path: impl Into<String>, span: Span) {
+        self.0.insert(path.into(), span);
+    }
+
+    /// Exact position of `path`, if it was written in the file.
+    pub fn get(&self, path: &str) -> Option<Span> {
+        self.0.get(path).copied()
+    }
+
+    /// Best position for `path`: the path itself, else its nearest written ancestor
+    /// (`containers.web-1.memory` -> `containers.web-1`), else the same field under `defaults`
+    /// for container fields, else line 1 column 1.
+    pub fn lookup(&self, path: &str) -> Span {
+        if let Some(s) = self.get(path) {
+            return s;
+        }
+        if let Some(rest) = path.strip_prefix("containers.") {
+            // containers.<key>.<field...> -> defaults.<field...>
+            if let Some((_, field)) = rest.split_once('.') {
+                if let Some(s) = self.get(&format!("defaults.{field}")) {
+                    return s;
+                }
+            }
+        }
+        let mut p = path;
+        while let Some((parent, _)) = p.rsplit_once('.') {
+            if let Some(s) = self.get(parent) {
+                return s;
+            }
+            p = parent;
+        }
+        Span { line: 1, column: 1 }
+    }
+}
+
+/// A container template: where its root file system tarball comes from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Template {
+    pub source: TemplateSource,
+    /// PVE storage (with `vztmpl` content) where the file is cached on each node. Default `local`.
+    pub storage: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum TemplateSource {
+    /// Downloaded by the agent, verified against the checksum while streaming.
+    /// `checksum` is `None` only for templates derived from a container's `template_url`
+    /// shortcut (the Terraform field carries no checksum).
+    Url {
+        url: String,
+        checksum: Option<Checksum>,
+    },
+    /// An appliance from PVE's catalogue, fetched with `pveam download`,
+    /// e.g. `debian-12-standard_12.7-1_amd64.tar.zst`.
+    Pveam { appliance: String },
+}
+
+impl Template {
+    /// The file name the template has in the storage's `template/cache/` directory.
+    pub fn file_name(&self) -> &str {
+        match &self.source {
+            TemplateSource::Url { url, .. } => url_file_name(url),
+            TemplateSource::Pveam { appliance } => appliance,
+        }
+    }
+}
+
+/// Last path segment of a URL (without query or fragment).
+pub fn url_file_name(url: &str) -> &str {
+    let end = url.find(['?', '#']).unwrap_or(url.len());
+    let path = &url[..end];
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// A template checksum, lower-case hex.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Checksum {
+    Sha256(String),
+    Sha512(String),
+}
+
+impl Checksum {
+    pub fn algorithm(&self) -> &'static str {
+        match self {
+            Checksum::Sha256(_) => "sha256",
+            Checksum::Sha512(_) => "sha512",
+        }
+    }
+
+    pub fn hex(&self) -> &str {
+        match self {
+            Checksum::Sha256(h) | Checksum::Sha512(h) => h,
+        }
+    }
+}
+
+/// One container, fully resolved (defaults applied). Field names follow the file (and the
+/// Terraform `lxc_configs` names); the PVE option each maps to is given per field.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Container {
+    /// The key in `containers:`.
+    pub name: String,
+    /// PVE vmid (100..=999999999). `None`: allocated fleet-wide by the controller.
+    pub vm_id: Option<u32>,
+    /// `--hostname`; defaults to the key.
+    pub hostname: String,
+    /// PVE node. `None`: the scheduler places the container.
+    pub node: Option<String>,
+    /// `--cores` (1..=8192). `None`: all host CPUs (PVE's default).
+    pub cores: Option<u32>,
+    /// `--cpulimit` (0..=8192, 0 = unlimited). `None`: PVE default (0).
+    pub cpu_limit: Option<f64>,
+    /// `--cpuunits` (0..=500000). `None`: PVE default (100 on cgroup v2).
+    pub cpu_units: Option<u32>,
+    /// `--memory`, MiB (>= 16). Default 512.
+    pub memory: u64,
+    /// `--swap`, MiB (>= 0). Default 512.
+    pub swap: u64,
+    /// Root disk size in GiB (> 0), `--rootfs <datastore_id>:<disk_size>`. Default 4.
+    pub disk_size: u64,
+    /// Storage of the root disk. `None`: the scheduler picks a storage of the node that holds
+    /// `rootdir` content.
+    pub datastore_id: Option<String>,
+    /// Name of an entry of [`Fleet::templates`].
+    pub template: String,
+    /// `--unprivileged`. Default true.
+    pub unprivileged: bool,
+    /// `--features`.
+    pub features: Features,
+    /// `--net0`, `--net1`, ...: net0 from the top-level network fields, net1.. from
+    /// `extra_interfaces`.
+    pub interfaces: Vec<Interface>,
+    /// `--nameserver`, `--searchdomain`.
+    pub dns: Dns,
+    /// OpenSSH public keys (text, one key per entry), `--ssh-public-keys`.
+    pub ssh_public_keys: Vec<String>,
+    /// Root password. `None`: the controller generates one and keeps it as a sensitive output.
+    pub password: Option<Secret>,
+    /// `--startup`.
+    pub startup: Option<Startup>,
+    /// `--onboot`. Default false.
+    pub start_on_boot: bool,
+    /// `--protection`. Default false. A protected container is not destroyed when it leaves the file.
+    pub protection: bool,
+    /// `--tags` (pxfleet adds its own `pxfleet` tag on top).
+    pub tags: Vec<String>,
+    /// `--description` (pxfleet appends its `managed-by:` line).
+    pub description: Option<String>,
+    /// Free-form labels of the container, used by placement constraints.
+    pub labels: BTreeMap<String, String>,
+    /// Placement constraints for the scheduler.
+    pub constraints: Constraints,
+    /// `--mp0`, `--mp1`, ...
+    pub mount_points: Vec<MountPoint>,
+}
+
+/// `--features`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Features {
+    pub nesting: bool,
+    pub fuse: bool,
+    pub keyctl: bool,
+    /// Allowed file-system types for mount(2) inside the container (`mount=nfs;cifs`).
+    pub mount: Vec<String>,
+}
+
+/// One network interface (`netN`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Interface {
+    /// `eth0`, `eth1`, ... (the position in [`Container::interfaces`] gives `netN`).
+    pub name: String,
+    /// `bridge=`. Default `vmbr0`.
+    pub bridge: String,
+    /// `ip=` / `gw=`.
+    pub ipv4: Ipv4Config,
+    /// `ip6=` / `gw6=`.
+    pub ipv6: Ipv6Config,
+    /// `tag=` (1..=4094).
+    pub vlan_id: Option<u16>,
+    /// `mtu=` (576..=65520).
+    pub mtu: Option<u16>,
+    /// `hwaddr=`. `None`: PVE generates one.
+    pub mac_address: Option<MacAddr>,
+    /// `firewall=`. Default false.
+    pub firewall: bool,
+    /// `rate=`, MB/s.
+    pub rate_limit: Option<f64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "mode")]
+pub enum Ipv4Config {
+    /// `ip=dhcp`
+    Dhcp,
+    /// `ip=<cidr>`, `gw=<gateway>`; `gateway: None` only when the file says `gateway: none`.
+    Static {
+        addr: Ipv4Net,
+        gateway: Option<Ipv4Addr>,
+    },
+    /// No IPv4 configuration (`ip_address: none`).
+    None,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "mode")]
+pub enum Ipv6Config {
+    /// `ip6=auto` (SLAAC)
+    Auto,
+    /// `ip6=dhcp`
+    Dhcp,
+    /// `ip6=<cidr>`, `gw6=<gateway>`.
+    Static {
+        addr: Ipv6Net,
+        gateway: Option<Ipv6Addr>,
+    },
+    /// No IPv6 configuration (the default).
+    None,
+}
+
+impl Ipv4Config {
+    /// The static address (without prefix), if any.
+    pub fn static_addr(&self) -> Option<Ipv4Addr> {
+        match self {
+            Ipv4Config::Static { addr, .. } => Some(addr.addr()),
+            _ => None,
+        }
+    }
+}
+
+impl Ipv6Config {
+    /// The static address (without prefix), if any.
+    pub fn static_addr(&self) -> Option<Ipv6Addr> {
+        match self {
+            Ipv6Config::Static { addr, .. } => Some(addr.addr()),
+            _ => None,
+        }
+    }
+}
+
+/// A MAC address; displayed upper-case with colons, as PVE writes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct MacAddr(pub [u8; 6]);
+
+impl MacAddr {
+    /// Whether the multicast bit is clear (an interface address must be unicast).
+    pub fn is_unicast(&self) -> bool {
+        self.0[0] & 1 == 0
+    }
+}
+
+impl fmt::Display for MacAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let b = self.0;
+        write!(
+            f,
+            "{:02X}:{:02X}:{:02X}:{:02X}:{:02X}:{:02X}",
+            b[0], b[1], b[2], b[3], b[4], b[5]
+        )
+    }
+}
+
+/// Error parsing a MAC address.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "'{0}' is not a MAC address; expected six hex pairs separated by ':', e.g. BC:24:11:2A:3B:4C"
+)]
+pub struct MacParseError(pub String);
+
+impl FromStr for MacAddr {
+    type Err = MacParseError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let mut out = [0u8; 6];
+        let parts: Vec<&str> = s.split([':', '-']).collect();
+        if parts.len() != 6 {
+            return Err(MacParseError(s.to_owned()));
+        }
+        for (i, p) in parts.iter().enumerate() {
+            if p.len() != 2 || !p.bytes().all(|c| c.is_ascii_hexdigit()) {
+                return Err(MacParseError(s.to_owned()));
+            }
+            out[i] = u8::from_str_radix(p, 16).map_err(|_| MacParseError(s.to_owned()))?;
+        }
+        Ok(MacAddr(out))
+    }
+}
+
+impl Serialize for MacAddr {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for MacAddr {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// `--nameserver` / `--searchdomain`. Empty: PVE uses the host's settings.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Dns {
+    pub servers: Vec<IpAddr>,
+    pub domain: Option<String>,
+}
+
+/// `--startup order=..,up=..,down=..` (seconds for the delays).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Startup {
+    pub order: Option<u32>,
+    pub up_delay: Option<u32>,
+    pub down_delay: Option<u32>,
+}
+
+/// Where the scheduler may place a container that names no `node`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Constraints {
+    /// Only these nodes (empty: any node).
+    pub nodes: Vec<String>,
+    /// The node must carry all of these labels with these values.
+    pub node_labels: BTreeMap<String, String>,
+    /// Container label keys: containers of the fleet that share a value for one of these
+    /// labels are spread onto different nodes.
+    pub anti_affinity: Vec<String>,
+}
+
+/// `--mpN`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum MountPoint {
+    /// A new volume on a datastore: `mpN: <datastore_id>:<size_gib>,mp=<path>,backup=..,ro=..`.
+    Volume {
+        datastore_id: String,
+        size_gib: u64,
+        /// Mount path inside the container (absolute).
+        path: String,
+        /// Included in vzdump backups. Default false (PVE's default for mount points).
+        backup: bool,
+        read_only: bool,
+    },
+    /// A bind mount of a host directory: `mpN: <host_path>,mp=<path>,ro=..`.
+    Bind {
+        host_path: String,
+        path: String,
+        read_only: bool,
+    },
+}
+
+impl MountPoint {
+    /// Mount path inside the container.
+    pub fn path(&self) -> &str {
+        match self {
+            MountPoint::Volume { path, .. } | MountPoint::Bind { path, .. } => path,
+        }
+    }
+}
+
+/// A sensitive string (a password). Its `Debug`, `Display` and `Serialize` print `(sensitive)`,
+/// so it cannot leak into plans, logs or errors; [`Secret::expose`] is the one way to read it.
+/// Consequence: serializing a [`Fleet`] drops passwords; whoever stores them (the controller's
+/// secrets tree) takes them with `expose()`.
+#[derive(Clone, PartialEq, Eq, Default)]
+pub struct Secret(String);
+
+/// What a [`Secret`] prints as.
+pub const REDACTED: &str = "(sensitive)";
+
+impl Secret {
+    pub fn new(s: impl Into<String>) -> Self {
+        Secret(s.into())
+    }
+
+    /// The secret's value. Call only where it is really needed (handing it to `pct`'s stdin,
+    /// storing it in the secrets tree).
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(REDACTED)
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(REDACTED)
+    }
+}
+
+impl Serialize for Secret {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(REDACTED)
+    }
+}
+
+impl<'de> Deserialize<'de> for Secret {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(Secret(String::deserialize(d)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_never_prints() {
+        let s = Secret::new("hunter2");
+        assert_eq!(format!("{s}"), REDACTED);
+        assert_eq!(format!("{s:?}"), REDACTED);
+        assert_eq!(serde_json::to_string(&s).unwrap(), "\"(sensitive)\"");
+        assert_eq!(s.expose(), "hunter2");
+    }
+
+    #[test]
+    fn mac_parses_and_prints_upper() {
+        let m: MacAddr = "bc:24:11:2a:3b:4c".parse().unwrap();
+        assert_eq!(m.to_string(), "BC:24:11:2A:3B:4C");
+        assert!("bc:24:11:2a:3b".parse::<MacAddr>().is_err());
+        assert!("zz:24:11:2a:3b:4c".parse::<MacAddr>().is_err());
+    }
+
+    #[test]
+    fn spans_lookup_falls_back() {
+        let mut s = Spans::default();
+        s.insert("containers.web", Span { line: 5, column: 3 });
+        s.insert(
+            "defaults.memory",
+            Span {
+                line: 2,
+                column: 11,
+            },
+        );
+        assert_eq!(
+            s.lookup("containers.web.memory"),
+            Span {
+                line: 2,
+                column: 11
+            }
+        );
+        assert_eq!(
+            s.lookup("containers.web.cores"),
+            Span { line: 5, column: 3 }
+        );
+        assert_eq!(s.lookup("nothing"), Span { line: 1, column: 1 });
+    }
+
+    #[test]
+    fn url_file_name_strips_query() {
+        assert_eq!(url_file_name("https://x/a/b.tar.xz?x=1"), "b.tar.xz");
+    }
+}
