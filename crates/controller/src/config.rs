@@ -1,0 +1,301 @@
+//! The controller's TOML configuration (`/etc/pxcontroller/controller.toml`): what it listens on, where its
+//! state and PKI live, the vm_id range it allocates from and the reconciler's timings. Unknown keys are refused.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// Default state directory (FHS: state under `/var/lib`).
+pub const DEFAULT_DATA_DIR: &str = "/var/lib/pxcontroller";
+/// Default path of the configuration file.
+pub const DEFAULT_CONFIG_PATH: &str = "/etc/pxcontroller/controller.toml";
+
+/// Errors reading or validating the configuration; each names the file and, where known, the line and column.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}:{line}:{column}: {message}")]
+    Parse {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("{path}: field `{field}`: {message}")]
+    Invalid {
+        path: PathBuf,
+        field: &'static str,
+        message: String,
+    },
+}
+
+/// The whole configuration. Every field has a default, so an empty file is a valid configuration.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Where the sled database and the PKI live.
+    pub data_dir: PathBuf,
+    /// The one gRPC port (mutual TLS), for pxctl and agents alike.
+    pub listen: SocketAddr,
+    /// Plain-HTTP `/metrics` and `/healthz`; localhost by default because it is unauthenticated.
+    pub metrics_listen: SocketAddr,
+    /// Certificate paths; relative paths are taken relative to `data_dir`.
+    pub tls: TlsConfig,
+    /// The range vm_ids are allocated from when a container gives none.
+    pub vm_ids: VmIdRange,
+    /// Reconciler timings.
+    pub reconciler: ReconcilerConfig,
+    /// Lifetime of a join token made by `CreateJoinToken` when the caller gives none.
+    pub join_token_ttl_secs: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            data_dir: PathBuf::from(DEFAULT_DATA_DIR),
+            listen: "0.0.0.0:8443".parse().expect("literal address"),
+            metrics_listen: "127.0.0.1:9090".parse().expect("literal address"),
+            tls: TlsConfig::default(),
+            vm_ids: VmIdRange::default(),
+            reconciler: ReconcilerConfig::default(),
+            join_token_ttl_secs: 3600,
+        }
+    }
+}
+
+/// Paths of the CA certificate (and key, used to sign node certificates at enrolment) and the server identity.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct TlsConfig {
+    pub ca_cert: PathBuf,
+    pub ca_key: PathBuf,
+    pub server_cert: PathBuf,
+    pub server_key: PathBuf,
+}
+
+impl Default for TlsConfig {
+    fn default() -> Self {
+        TlsConfig {
+            ca_cert: PathBuf::from("pki/ca.pem"),
+            ca_key: PathBuf::from("pki/ca.key"),
+            server_cert: PathBuf::from("pki/server.pem"),
+            server_key: PathBuf::from("pki/server.key"),
+        }
+    }
+}
+
+/// An inclusive range of vm_ids. PVE accepts 100..=999999999; the default starts at 1000 to leave room for
+/// hand-made containers.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct VmIdRange {
+    pub first: u32,
+    pub last: u32,
+}
+
+impl Default for VmIdRange {
+    fn default() -> Self {
+        VmIdRange {
+            first: 1000,
+            last: 999_999,
+        }
+    }
+}
+
+/// How the reconciler paces itself.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReconcilerConfig {
+    /// A node without a heartbeat for this long is `down`.
+    pub heartbeat_timeout_secs: u64,
+    /// A dispatched operation without a result after this long is failed and retried.
+    pub operation_deadline_secs: u64,
+    /// Attempts before a container is left `failed` (until the next submit).
+    pub max_attempts: u32,
+    /// First retry delay; doubles per attempt, jittered, capped at `backoff_max_ms`.
+    pub backoff_base_ms: u64,
+    pub backoff_max_ms: u64,
+    /// Level-triggered pass interval (passes also run after every observation).
+    pub interval_ms: u64,
+}
+
+impl Default for ReconcilerConfig {
+    fn default() -> Self {
+        ReconcilerConfig {
+            heartbeat_timeout_secs: 30,
+            operation_deadline_secs: 900,
+            max_attempts: 3,
+            backoff_base_ms: 1000,
+            backoff_max_ms: 60_000,
+            interval_ms: 1000,
+        }
+    }
+}
+
+impl ReconcilerConfig {
+    pub fn heartbeat_timeout(&self) -> Duration {
+        Duration::from_secs(self.heartbeat_timeout_secs)
+    }
+    pub fn operation_deadline(&self) -> Duration {
+        Duration::from_secs(self.operation_deadline_secs)
+    }
+}
+
+impl Config {
+    /// Reads, parses and validates a config file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Config::parse(path, &text)
+    }
+
+    /// Parses and validates config text; `path` is used in error messages only.
+    pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
+        let config: Config = toml::from_str(text).map_err(|e| {
+            let (line, column) = e
+                .span()
+                .map(|span| line_column(text, span.start))
+                .unwrap_or((1, 1));
+            ConfigError::Parse {
+                path: path.to_path_buf(),
+                line,
+                column,
+                message: e.message().to_string(),
+            }
+        })?;
+        config.validate(path)?;
+        Ok(config)
+    }
+
+    fn validate(&self, path: &Path) -> Result<(), ConfigError> {
+        let invalid = |field, message: String| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            field,
+            message,
+        };
+        if self.vm_ids.first < 100
+            || self.vm_ids.last > 999_999_999
+            || self.vm_ids.first > self.vm_ids.last
+        {
+            return Err(invalid(
+                "vm_ids",
+                format!(
+                    "range {}..={} is not within 100..=999999999 with first <= last",
+                    self.vm_ids.first, self.vm_ids.last
+                ),
+            ));
+        }
+        if self.reconciler.heartbeat_timeout_secs == 0 {
+            return Err(invalid(
+                "reconciler.heartbeat_timeout_secs",
+                "must be at least 1".into(),
+            ));
+        }
+        if self.reconciler.max_attempts == 0 {
+            return Err(invalid(
+                "reconciler.max_attempts",
+                "must be at least 1".into(),
+            ));
+        }
+        if self.reconciler.interval_ms == 0 {
+            return Err(invalid(
+                "reconciler.interval_ms",
+                "must be at least 1".into(),
+            ));
+        }
+        if self.join_token_ttl_secs == 0 {
+            return Err(invalid("join_token_ttl_secs", "must be at least 1".into()));
+        }
+        Ok(())
+    }
+
+    /// A TLS path resolved against the data directory.
+    pub fn resolve(&self, p: &Path) -> PathBuf {
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            self.data_dir.join(p)
+        }
+    }
+
+    /// The sled database directory.
+    pub fn db_path(&self) -> PathBuf {
+        self.data_dir.join("db")
+    }
+}
+
+/// 1-based line and column of a byte offset.
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before
+        .rsplit('\n')
+        .next()
+        .map(|l| l.chars().count())
+        .unwrap_or(0)
+        + 1;
+    (line, column)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_file_gives_defaults() {
+        let c = Config::parse(Path::new("c.toml"), "").unwrap();
+        assert_eq!(c, Config::default());
+        assert_eq!(c.listen.port(), 8443);
+        assert_eq!(c.metrics_listen.to_string(), "127.0.0.1:9090");
+        assert_eq!((c.vm_ids.first, c.vm_ids.last), (1000, 999_999));
+    }
+
+    #[test]
+    fn shipped_example_parses() {
+        let path = Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/examples/controller.toml"
+        ));
+        let c = Config::load(path).unwrap();
+        assert_eq!(c.data_dir, PathBuf::from("/var/lib/pxcontroller"));
+        assert_eq!(c.reconciler.heartbeat_timeout_secs, 30);
+    }
+
+    #[test]
+    fn unknown_key_refused_with_position() {
+        let err = Config::parse(
+            Path::new("c.toml"),
+            "listen = \"127.0.0.1:1\"\nlisten_addr = 1\n",
+        )
+        .unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.starts_with("c.toml:2:1:"), "{msg}");
+        assert!(msg.contains("listen_addr"), "{msg}");
+    }
+
+    #[test]
+    fn bad_range_names_field() {
+        let err =
+            Config::parse(Path::new("c.toml"), "[vm_ids]\nfirst = 500\nlast = 400\n").unwrap_err();
+        assert!(err.to_string().contains("field `vm_ids`"), "{err}");
+    }
+
+    #[test]
+    fn relative_tls_paths_resolve_under_data_dir() {
+        let c = Config::parse(Path::new("c.toml"), "data_dir = \"/srv/pxc\"\n").unwrap();
+        assert_eq!(
+            c.resolve(&c.tls.ca_cert),
+            PathBuf::from("/srv/pxc/pki/ca.pem")
+        );
+        assert_eq!(c.resolve(Path::new("/x.pem")), PathBuf::from("/x.pem"));
+    }
+}

@@ -1,0 +1,424 @@
+//! The controller's domain types: what it stores in sled and reasons about. Protobuf and spec types are
+//! converted to these at the edges (fleet_service, agent_service), so the store, scheduler and reconciler
+//! do not depend on wire formats.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Milliseconds since the Unix epoch.
+pub type Millis = u64;
+
+/// Wall-clock now in milliseconds since the epoch.
+pub fn now_ms() -> Millis {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// A storage as the agent reports it (`pvesm status` / `pvesh get /nodes/N/storage`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct StorageInfo {
+    pub id: String,
+    /// Content types, e.g. `rootdir`, `vztmpl`, `images`.
+    pub content: Vec<String>,
+    pub enabled: bool,
+    pub active: bool,
+    pub total_bytes: u64,
+    pub avail_bytes: u64,
+}
+
+impl StorageInfo {
+    pub fn holds_rootdir(&self) -> bool {
+        self.enabled && self.content.iter().any(|c| c == "rootdir")
+    }
+}
+
+/// What a node told us about itself in its hello (refreshed with every inventory update).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct NodeInventory {
+    pub pve_version: String,
+    pub cores: u32,
+    pub memory_mib: u64,
+    pub memory_free_mib: u64,
+    pub storages: Vec<StorageInfo>,
+    pub bridges: Vec<String>,
+    /// Template volume ids cached on the node (e.g. `local:vztmpl/ubuntu-25.04.tar.xz`).
+    pub templates: Vec<String>,
+    /// Labels the agent's config gives the node (merged with labels set through the API).
+    pub labels: BTreeMap<String, String>,
+}
+
+/// A node as stored: inventory, operator state and liveness.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct NodeRecord {
+    pub name: String,
+    pub inventory: NodeInventory,
+    pub cordoned: bool,
+    /// Last heartbeat or message, ms since epoch; 0 = never seen.
+    pub last_seen_ms: Millis,
+    /// When the node enrolled.
+    pub enrolled_ms: Millis,
+    /// Templates seeded on this node through a successful seed operation: template name -> sha256.
+    pub seeded: BTreeMap<String, String>,
+}
+
+/// Node status as shown by `get nodes`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NodeStatus {
+    Ready,
+    Down,
+    Cordoned,
+}
+
+impl NodeStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeStatus::Ready => "ready",
+            NodeStatus::Down => "down",
+            NodeStatus::Cordoned => "cordoned",
+        }
+    }
+}
+
+impl NodeRecord {
+    /// `down` beats `cordoned`: an operator wants to know first that the node is unreachable.
+    pub fn status(&self, now: Millis, heartbeat_timeout_ms: u64) -> NodeStatus {
+        if self.last_seen_ms == 0 || now.saturating_sub(self.last_seen_ms) > heartbeat_timeout_ms {
+            NodeStatus::Down
+        } else if self.cordoned {
+            NodeStatus::Cordoned
+        } else {
+            NodeStatus::Ready
+        }
+    }
+}
+
+/// The pxfleet mark on a container: which fleet entry it belongs to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, PartialOrd, Ord, Hash)]
+pub struct ManagedBy {
+    pub fleet: String,
+    pub name: String,
+}
+
+/// A container as an agent reports it; managed or not.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct ObservedContainer {
+    pub node: String,
+    pub vm_id: u32,
+    pub hostname: String,
+    /// `running`, `stopped`, ...
+    pub status: String,
+    pub managed: Option<ManagedBy>,
+    pub cores: u32,
+    pub memory_mib: u64,
+    pub swap_mib: u64,
+    pub disk_gib: u64,
+    /// Static addresses from the config (CIDR), used for collision checks.
+    pub ip_config: Vec<String>,
+    /// Addresses actually seen on the interfaces.
+    pub ipv4: Option<String>,
+    pub ipv6: Option<String>,
+    /// `lock:` value (e.g. `create`), if any.
+    pub lock: Option<String>,
+}
+
+impl ObservedContainer {
+    pub fn is_running(&self) -> bool {
+        self.status == "running"
+    }
+}
+
+/// Feature flags of a container.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Features {
+    pub nesting: bool,
+    pub fuse: bool,
+    pub keyctl: bool,
+}
+
+/// Startup ordering.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Startup {
+    pub order: Option<u32>,
+    pub up_delay: Option<u32>,
+    pub down_delay: Option<u32>,
+}
+
+/// A template a container is created from, as the fleet declares it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct TemplateRef {
+    pub name: String,
+    pub url: String,
+    pub sha256: String,
+    /// Storage the template file is cached in on each node.
+    pub storage: String,
+}
+
+/// A mount point.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct MountPoint {
+    pub datastore_id: String,
+    pub size_gib: u64,
+    pub path: String,
+}
+
+/// The resolved configuration of one container, as it should exist on its node. Secrets are not in here
+/// (the password lives in the secrets tree), so this can be logged and shown in plans.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct ContainerConfig {
+    pub hostname: String,
+    pub template: TemplateRef,
+    pub datastore_id: String,
+    pub disk_gib: u64,
+    pub cores: u32,
+    pub memory_mib: u64,
+    pub swap_mib: u64,
+    pub bridge: String,
+    /// `dhcp`, a CIDR, or None for no IPv4.
+    pub ip_address: Option<String>,
+    pub gateway: Option<String>,
+    pub ipv6: Option<String>,
+    pub gateway6: Option<String>,
+    pub vlan_id: Option<u16>,
+    pub mtu: Option<u16>,
+    pub dns_servers: Vec<String>,
+    pub dns_domain: Option<String>,
+    pub features: Features,
+    pub startup: Startup,
+    pub tags: Vec<String>,
+    pub description: Option<String>,
+    pub unprivileged: bool,
+    pub start_on_boot: bool,
+    pub protection: bool,
+    pub ssh_public_keys: Vec<String>,
+    pub mount_points: Vec<MountPoint>,
+    /// Placement: node labels that must match (`key=value`).
+    pub constraints: BTreeMap<String, String>,
+}
+
+impl ContainerConfig {
+    /// The static IPv4 address (without prefix) if one is configured.
+    pub fn static_ipv4(&self) -> Option<&str> {
+        static_addr(self.ip_address.as_deref())
+    }
+    /// Total disk the container needs on its datastore, GiB.
+    pub fn total_disk_gib(&self) -> u64 {
+        self.disk_gib
+            + self
+                .mount_points
+                .iter()
+                .filter(|m| m.datastore_id == self.datastore_id)
+                .map(|m| m.size_gib)
+                .sum::<u64>()
+    }
+}
+
+/// The address part of a `ip/prefix` value; None for `dhcp`, `auto`, `manual` or nothing.
+pub fn static_addr(v: Option<&str>) -> Option<&str> {
+    let v = v?;
+    if matches!(v, "dhcp" | "auto" | "manual" | "") {
+        return None;
+    }
+    Some(v.split('/').next().unwrap_or(v))
+}
+
+/// One container of one fleet as it should be: placed (node) and numbered (vm_id).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DesiredContainer {
+    pub fleet: String,
+    pub name: String,
+    pub node: String,
+    pub vm_id: u32,
+    pub config: ContainerConfig,
+    /// The fleet revision that last changed this container; a new revision resets failed attempts.
+    pub revision: u64,
+}
+
+/// What was last successfully applied to a node for a container (created, updated). The reconciler compares
+/// desired against this for what the agent cannot observe (template, unprivileged), and uses its existence
+/// to know which containers it must destroy when they leave the fleet.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppliedContainer {
+    pub fleet: String,
+    pub name: String,
+    pub node: String,
+    pub vm_id: u32,
+    pub config: ContainerConfig,
+}
+
+/// A fleet's head: the current revision and who made it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FleetRecord {
+    pub name: String,
+    pub revision: u64,
+    pub author: String,
+    pub updated_ms: Millis,
+}
+
+/// One numbered revision of a fleet: the whole normalised spec, the author, the time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Revision {
+    pub fleet: String,
+    pub revision: u64,
+    pub author: String,
+    pub created_ms: Millis,
+    /// The normalised spec (secrets removed) as JSON.
+    pub spec: serde_json::Value,
+    /// A one-line summary of the plan this revision applied ("2 to create, 1 to destroy").
+    pub summary: String,
+}
+
+/// What an operation does.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum OperationKind {
+    /// Download and verify a template into the node's storage.
+    SeedTemplate {
+        template: TemplateRef,
+    },
+    /// `pct create` (the password is taken from the secrets tree at dispatch) then start.
+    Create {
+        config: ContainerConfig,
+    },
+    /// `pct set` of the fields that differ, applied live where PVE allows.
+    Update {
+        config: ContainerConfig,
+    },
+    /// `pct resize rootfs`.
+    Resize {
+        disk_gib: u64,
+    },
+    Start,
+    Stop,
+    /// Stop and `pct destroy --purge`.
+    Destroy,
+}
+
+impl OperationKind {
+    pub fn name(&self) -> &'static str {
+        match self {
+            OperationKind::SeedTemplate { .. } => "seed_template",
+            OperationKind::Create { .. } => "create",
+            OperationKind::Update { .. } => "update",
+            OperationKind::Resize { .. } => "resize",
+            OperationKind::Start => "start",
+            OperationKind::Stop => "stop",
+            OperationKind::Destroy => "destroy",
+        }
+    }
+}
+
+/// Where an operation is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OpState {
+    /// Waiting for its node (or its backoff) to be sent.
+    Pending,
+    /// Sent to the agent; no progress yet.
+    Dispatched,
+    /// The agent reported progress.
+    Running,
+    Succeeded,
+    Failed,
+}
+
+impl OpState {
+    pub fn is_active(self) -> bool {
+        matches!(
+            self,
+            OpState::Pending | OpState::Dispatched | OpState::Running
+        )
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OpState::Pending => "pending",
+            OpState::Dispatched => "dispatched",
+            OpState::Running => "running",
+            OpState::Succeeded => "succeeded",
+            OpState::Failed => "failed",
+        }
+    }
+}
+
+/// One unit of work for one node. Idempotent on the agent by `id`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Operation {
+    pub id: String,
+    /// Empty for node-level operations (template seeding).
+    pub fleet: String,
+    pub container: String,
+    pub node: String,
+    pub vm_id: u32,
+    pub kind: OperationKind,
+    /// Which attempt this is (1-based) for this container's current goal.
+    pub attempt: u32,
+    pub state: OpState,
+    pub created_ms: Millis,
+    /// Not sent before this time (backoff).
+    pub not_before_ms: Millis,
+    pub dispatched_ms: Option<Millis>,
+    /// A dispatched operation without a result by then is failed.
+    pub deadline_ms: Option<Millis>,
+    pub finished_ms: Option<Millis>,
+    pub last_error: Option<String>,
+    /// The revision of the desired container this operation works towards.
+    pub revision: u64,
+}
+
+/// A random 128-bit hex id.
+pub fn new_id() -> String {
+    let bytes: [u8; 16] = rand::random();
+    hex::encode(bytes)
+}
+
+/// Status of a container as `get containers` shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ContainerStatus {
+    Pending,
+    Creating,
+    Running,
+    Stopped,
+    Updating,
+    Destroying,
+    Failed,
+}
+
+impl ContainerStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ContainerStatus::Pending => "pending",
+            ContainerStatus::Creating => "creating",
+            ContainerStatus::Running => "running",
+            ContainerStatus::Stopped => "stopped",
+            ContainerStatus::Updating => "updating",
+            ContainerStatus::Destroying => "destroying",
+            ContainerStatus::Failed => "failed",
+        }
+    }
+    pub const ALL: [ContainerStatus; 7] = [
+        ContainerStatus::Pending,
+        ContainerStatus::Creating,
+        ContainerStatus::Running,
+        ContainerStatus::Stopped,
+        ContainerStatus::Updating,
+        ContainerStatus::Destroying,
+        ContainerStatus::Failed,
+    ];
+}
+
+/// One line of the audit log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditEntry {
+    pub time_ms: Millis,
+    /// The identity from the client certificate (`user/alice`, `node/mk33`).
+    pub actor: String,
+    /// What was done (`submit`, `destroy`, `cordon`, `create_join_token`, `enroll`).
+    pub action: String,
+    /// What it was done to (fleet, node).
+    pub target: String,
+    pub detail: String,
+}

@@ -1,0 +1,731 @@
+//! The sled database: one tree per kind of state (fleets, revisions, desired, applied, observed, nodes,
+//! operations, secrets, audit, tokens, serials). Values are JSON. A submit is one multi-tree transaction, so it
+//! lands whole or not at all; per-fleet values (desired containers, secrets) are single keys so the transaction
+//! never needs to scan.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use sled::transaction::{
+    ConflictableTransactionError, TransactionError, Transactional, TransactionalTree,
+};
+
+use crate::model::{
+    AppliedContainer, AuditEntry, DesiredContainer, FleetRecord, Millis, NodeRecord,
+    ObservedContainer, Operation, Revision,
+};
+
+/// Store errors, with the tree and key where one is at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database error: {0}")]
+    Sled(#[from] sled::Error),
+    #[error("corrupt value in tree {tree} at key {key:?}: {source}")]
+    Corrupt {
+        tree: &'static str,
+        key: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error(
+        "fleet {fleet}: the plan was computed on revision {expected} but the fleet is now at revision {actual}; \
+         plan again"
+    )]
+    RevisionMoved {
+        fleet: String,
+        expected: u64,
+        actual: u64,
+    },
+    #[error("fleet {fleet}: {message}")]
+    Invalid { fleet: String, message: String },
+    #[error("join token is unknown, already used or expired")]
+    TokenRefused,
+}
+
+/// A stored join token (only its hash is kept).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TokenRecord {
+    pub hash: String,
+    /// The node name the token is for; the node certificate will carry it.
+    pub node: String,
+    pub created_by: String,
+    pub created_ms: Millis,
+    pub expires_ms: Millis,
+    pub used_ms: Option<Millis>,
+}
+
+/// A certificate the CA issued.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SerialRecord {
+    pub serial: String,
+    pub subject: String,
+    pub issued_ms: Millis,
+    pub revoked: bool,
+}
+
+/// Everything one submit (or destroy) writes, atomically.
+#[derive(Debug, Clone)]
+pub struct SubmitTx {
+    pub fleet: String,
+    /// The revision the plan was computed on (0 = the fleet must not exist yet); None = don't check.
+    pub expected_revision: Option<u64>,
+    pub author: String,
+    pub time_ms: Millis,
+    pub spec: serde_json::Value,
+    pub summary: String,
+    /// The fleet's complete desired containers after this submit; `revision` fields are filled in by the store
+    /// for containers that changed.
+    pub desired: Vec<DesiredContainer>,
+    /// The fleet's complete secrets after this submit (container name -> root password).
+    pub secrets: BTreeMap<String, String>,
+    pub audit_action: String,
+}
+
+#[derive(Clone)]
+pub struct Store {
+    db: sled::Db,
+    fleets: sled::Tree,
+    revisions: sled::Tree,
+    desired: sled::Tree,
+    applied: sled::Tree,
+    observed: sled::Tree,
+    nodes: sled::Tree,
+    operations: sled::Tree,
+    secrets: sled::Tree,
+    audit: sled::Tree,
+    tokens: sled::Tree,
+    serials: sled::Tree,
+}
+
+fn enc<T: Serialize>(v: &T) -> Vec<u8> {
+    serde_json::to_vec(v).expect("domain types serialize")
+}
+
+fn dec<T: DeserializeOwned>(tree: &'static str, key: &[u8], v: &[u8]) -> Result<T, StoreError> {
+    serde_json::from_slice(v).map_err(|source| StoreError::Corrupt {
+        tree,
+        key: String::from_utf8_lossy(key).into_owned(),
+        source,
+    })
+}
+
+fn key2(a: &str, b: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(a.len() + b.len() + 1);
+    k.extend_from_slice(a.as_bytes());
+    k.push(0);
+    k.extend_from_slice(b.as_bytes());
+    k
+}
+
+fn prefix(a: &str) -> Vec<u8> {
+    let mut k = a.as_bytes().to_vec();
+    k.push(0);
+    k
+}
+
+fn revision_key(fleet: &str, rev: u64) -> Vec<u8> {
+    let mut k = prefix(fleet);
+    k.extend_from_slice(&rev.to_be_bytes());
+    k
+}
+
+/// Aborts a transaction with a store error.
+fn abort<T>(e: StoreError) -> Result<T, ConflictableTransactionError<StoreError>> {
+    Err(ConflictableTransactionError::Abort(e))
+}
+
+fn tx_dec<T: DeserializeOwned>(
+    tree: &'static str,
+    key: &[u8],
+    v: &[u8],
+) -> Result<T, ConflictableTransactionError<StoreError>> {
+    dec(tree, key, v).map_err(ConflictableTransactionError::Abort)
+}
+
+fn unwrap_tx<T>(r: Result<T, TransactionError<StoreError>>) -> Result<T, StoreError> {
+    r.map_err(|e| match e {
+        TransactionError::Abort(e) => e,
+        TransactionError::Storage(e) => StoreError::Sled(e),
+    })
+}
+
+impl Store {
+    /// Opens (or creates) the database in `path`.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        Store::from_db(sled::open(path)?)
+    }
+
+    /// A throw-away in-memory-ish database for tests.
+    pub fn temporary() -> Result<Store, StoreError> {
+        Store::from_db(sled::Config::new().temporary(true).open()?)
+    }
+
+    fn from_db(db: sled::Db) -> Result<Store, StoreError> {
+        Ok(Store {
+            fleets: db.open_tree("fleets")?,
+            revisions: db.open_tree("revisions")?,
+            desired: db.open_tree("desired")?,
+            applied: db.open_tree("applied")?,
+            observed: db.open_tree("observed")?,
+            nodes: db.open_tree("nodes")?,
+            operations: db.open_tree("operations")?,
+            secrets: db.open_tree("secrets")?,
+            audit: db.open_tree("audit")?,
+            tokens: db.open_tree("tokens")?,
+            serials: db.open_tree("serials")?,
+            db,
+        })
+    }
+
+    /// Flushes to disk; called after every state change a user waits on.
+    pub async fn flush(&self) -> Result<(), StoreError> {
+        self.db.flush_async().await?;
+        Ok(())
+    }
+
+    fn scan<T: DeserializeOwned>(
+        tree: &sled::Tree,
+        name: &'static str,
+        pfx: &[u8],
+    ) -> Result<Vec<T>, StoreError> {
+        tree.scan_prefix(pfx)
+            .map(|r| {
+                let (k, v) = r?;
+                dec(name, &k, &v)
+            })
+            .collect()
+    }
+
+    fn get<T: DeserializeOwned>(
+        tree: &sled::Tree,
+        name: &'static str,
+        key: &[u8],
+    ) -> Result<Option<T>, StoreError> {
+        match tree.get(key)? {
+            Some(v) => Ok(Some(dec(name, key, &v)?)),
+            None => Ok(None),
+        }
+    }
+
+    // --- fleets, revisions, desired, secrets ---
+
+    pub fn fleet(&self, name: &str) -> Result<Option<FleetRecord>, StoreError> {
+        Self::get(&self.fleets, "fleets", name.as_bytes())
+    }
+
+    pub fn fleets(&self) -> Result<Vec<FleetRecord>, StoreError> {
+        Self::scan(&self.fleets, "fleets", b"")
+    }
+
+    pub fn revisions(&self, fleet: &str) -> Result<Vec<Revision>, StoreError> {
+        Self::scan(&self.revisions, "revisions", &prefix(fleet))
+    }
+
+    pub fn revision(&self, fleet: &str, rev: u64) -> Result<Option<Revision>, StoreError> {
+        Self::get(&self.revisions, "revisions", &revision_key(fleet, rev))
+    }
+
+    pub fn desired(&self, fleet: &str) -> Result<Vec<DesiredContainer>, StoreError> {
+        Ok(Self::get(&self.desired, "desired", fleet.as_bytes())?.unwrap_or_default())
+    }
+
+    pub fn all_desired(&self) -> Result<Vec<DesiredContainer>, StoreError> {
+        let per_fleet: Vec<Vec<DesiredContainer>> = Self::scan(&self.desired, "desired", b"")?;
+        Ok(per_fleet.into_iter().flatten().collect())
+    }
+
+    pub fn secrets(&self, fleet: &str) -> Result<BTreeMap<String, String>, StoreError> {
+        Ok(Self::get(&self.secrets, "secrets", fleet.as_bytes())?.unwrap_or_default())
+    }
+
+    /// Applies a submit in one transaction over fleets, revisions, desired, secrets and audit. Returns the new
+    /// revision. Refused, with nothing written, if the fleet's revision moved or the batch is inconsistent.
+    pub fn submit(&self, tx: &SubmitTx) -> Result<u64, StoreError> {
+        let r = (
+            &self.fleets,
+            &self.revisions,
+            &self.desired,
+            &self.secrets,
+            &self.audit,
+        )
+            .transaction(|(fleets, revisions, desired, secrets, audit)| {
+                self.submit_in(tx, fleets, revisions, desired, secrets, audit)
+            });
+        unwrap_tx(r)
+    }
+
+    fn submit_in(
+        &self,
+        tx: &SubmitTx,
+        fleets: &TransactionalTree,
+        revisions: &TransactionalTree,
+        desired: &TransactionalTree,
+        secrets: &TransactionalTree,
+        audit: &TransactionalTree,
+    ) -> Result<u64, ConflictableTransactionError<StoreError>> {
+        let key = tx.fleet.as_bytes();
+        let head: Option<FleetRecord> = match fleets.get(key)? {
+            Some(v) => Some(tx_dec("fleets", key, &v)?),
+            None => None,
+        };
+        let current = head.as_ref().map(|h| h.revision).unwrap_or(0);
+        if let Some(expected) = tx.expected_revision {
+            if expected != current {
+                return abort(StoreError::RevisionMoved {
+                    fleet: tx.fleet.clone(),
+                    expected,
+                    actual: current,
+                });
+            }
+        }
+        // Defensive consistency check: the planner and scheduler guarantee this, the store refuses anyway.
+        let mut seen = BTreeMap::new();
+        for d in &tx.desired {
+            if d.fleet != tx.fleet {
+                return abort(StoreError::Invalid {
+                    fleet: tx.fleet.clone(),
+                    message: format!("container {} belongs to fleet {}", d.name, d.fleet),
+                });
+            }
+            if let Some(other) = seen.insert(d.vm_id, &d.name) {
+                return abort(StoreError::Invalid {
+                    fleet: tx.fleet.clone(),
+                    message: format!("containers {other} and {} share vm_id {}", d.name, d.vm_id),
+                });
+            }
+        }
+        let revision = current + 1;
+        let old: Vec<DesiredContainer> = match desired.get(key)? {
+            Some(v) => tx_dec("desired", key, &v)?,
+            None => Vec::new(),
+        };
+        let new: Vec<DesiredContainer> = tx
+            .desired
+            .iter()
+            .map(|d| {
+                let mut d = d.clone();
+                d.revision = match old.iter().find(|o| o.name == d.name) {
+                    Some(o) if o.node == d.node && o.vm_id == d.vm_id && o.config == d.config => {
+                        o.revision
+                    }
+                    _ => revision,
+                };
+                d
+            })
+            .collect();
+        if new.is_empty() {
+            desired.remove(key)?;
+        } else {
+            desired.insert(key, enc(&new))?;
+        }
+        if tx.secrets.is_empty() {
+            secrets.remove(key)?;
+        } else {
+            secrets.insert(key, enc(&tx.secrets))?;
+        }
+        revisions.insert(
+            revision_key(&tx.fleet, revision),
+            enc(&Revision {
+                fleet: tx.fleet.clone(),
+                revision,
+                author: tx.author.clone(),
+                created_ms: tx.time_ms,
+                spec: tx.spec.clone(),
+                summary: tx.summary.clone(),
+            }),
+        )?;
+        fleets.insert(
+            key,
+            enc(&FleetRecord {
+                name: tx.fleet.clone(),
+                revision,
+                author: tx.author.clone(),
+                updated_ms: tx.time_ms,
+            }),
+        )?;
+        let id = audit.generate_id()?;
+        audit.insert(
+            &id.to_be_bytes(),
+            enc(&AuditEntry {
+                time_ms: tx.time_ms,
+                actor: tx.author.clone(),
+                action: tx.audit_action.clone(),
+                target: tx.fleet.clone(),
+                detail: format!("revision {revision}: {}", tx.summary),
+            }),
+        )?;
+        Ok(revision)
+    }
+
+    // --- applied ---
+
+    pub fn applied(&self, fleet: &str, name: &str) -> Result<Option<AppliedContainer>, StoreError> {
+        Self::get(&self.applied, "applied", &key2(fleet, name))
+    }
+
+    pub fn all_applied(&self) -> Result<Vec<AppliedContainer>, StoreError> {
+        Self::scan(&self.applied, "applied", b"")
+    }
+
+    pub fn put_applied(&self, a: &AppliedContainer) -> Result<(), StoreError> {
+        self.applied.insert(key2(&a.fleet, &a.name), enc(a))?;
+        Ok(())
+    }
+
+    pub fn remove_applied(&self, fleet: &str, name: &str) -> Result<(), StoreError> {
+        self.applied.remove(key2(fleet, name))?;
+        Ok(())
+    }
+
+    // --- observed ---
+
+    /// Replaces everything observed on a node with a full report (the hello, or a full resync).
+    pub fn replace_observed(
+        &self,
+        node: &str,
+        containers: &[ObservedContainer],
+    ) -> Result<(), StoreError> {
+        let mut batch = sled::Batch::default();
+        for r in self.observed.scan_prefix(prefix(node)).keys() {
+            batch.remove(r?);
+        }
+        for c in containers {
+            batch.insert(key2(node, &format!("{:010}", c.vm_id)), enc(c));
+        }
+        self.observed.apply_batch(batch)?;
+        Ok(())
+    }
+
+    /// Updates one observed container (a delta), or removes it when `container` is None.
+    pub fn set_observed(
+        &self,
+        node: &str,
+        vm_id: u32,
+        container: Option<&ObservedContainer>,
+    ) -> Result<(), StoreError> {
+        let key = key2(node, &format!("{vm_id:010}"));
+        match container {
+            Some(c) => self.observed.insert(key, enc(c))?,
+            None => self.observed.remove(key)?,
+        };
+        Ok(())
+    }
+
+    pub fn all_observed(&self) -> Result<Vec<ObservedContainer>, StoreError> {
+        Self::scan(&self.observed, "observed", b"")
+    }
+
+    // --- nodes ---
+
+    pub fn node(&self, name: &str) -> Result<Option<NodeRecord>, StoreError> {
+        Self::get(&self.nodes, "nodes", name.as_bytes())
+    }
+
+    pub fn nodes(&self) -> Result<Vec<NodeRecord>, StoreError> {
+        Self::scan(&self.nodes, "nodes", b"")
+    }
+
+    /// Read-modify-write of one node record (created from default when absent). Returns the new record.
+    pub fn update_node(
+        &self,
+        name: &str,
+        f: impl Fn(&mut NodeRecord),
+    ) -> Result<NodeRecord, StoreError> {
+        let mut out = None;
+        let mut err = None;
+        self.nodes.fetch_and_update(name.as_bytes(), |old| {
+            let mut rec: NodeRecord = match old.map(|v| dec("nodes", name.as_bytes(), v)) {
+                Some(Ok(r)) => r,
+                Some(Err(e)) => {
+                    err = Some(e);
+                    return old.map(|v| v.to_vec());
+                }
+                None => NodeRecord {
+                    name: name.to_string(),
+                    ..NodeRecord::default()
+                },
+            };
+            f(&mut rec);
+            let bytes = enc(&rec);
+            out = Some(rec);
+            Some(bytes)
+        })?;
+        if let Some(e) = err {
+            return Err(e);
+        }
+        Ok(out.expect("update closure ran"))
+    }
+
+    // --- operations ---
+
+    pub fn put_op(&self, op: &Operation) -> Result<(), StoreError> {
+        self.operations.insert(op.id.as_bytes(), enc(op))?;
+        Ok(())
+    }
+
+    pub fn op(&self, id: &str) -> Result<Option<Operation>, StoreError> {
+        Self::get(&self.operations, "operations", id.as_bytes())
+    }
+
+    pub fn ops(&self) -> Result<Vec<Operation>, StoreError> {
+        let mut ops: Vec<Operation> = Self::scan(&self.operations, "operations", b"")?;
+        ops.sort_by(|a, b| {
+            a.created_ms
+                .cmp(&b.created_ms)
+                .then_with(|| a.id.cmp(&b.id))
+        });
+        Ok(ops)
+    }
+
+    /// Drops finished operations older than `before`, keeping history bounded.
+    pub fn prune_ops(&self, before: Millis) -> Result<usize, StoreError> {
+        let mut n = 0;
+        for op in self.ops()? {
+            if !op.state.is_active() && op.finished_ms.is_some_and(|f| f < before) {
+                self.operations.remove(op.id.as_bytes())?;
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    // --- audit ---
+
+    pub fn audit(&self, entry: &AuditEntry) -> Result<(), StoreError> {
+        let id = self.db.generate_id()?;
+        self.audit.insert(id.to_be_bytes(), enc(entry))?;
+        Ok(())
+    }
+
+    pub fn audit_log(&self) -> Result<Vec<AuditEntry>, StoreError> {
+        Self::scan(&self.audit, "audit", b"")
+    }
+
+    // --- PKI ---
+
+    pub fn put_token(&self, t: &TokenRecord) -> Result<(), StoreError> {
+        self.tokens.insert(t.hash.as_bytes(), enc(t))?;
+        Ok(())
+    }
+
+    /// Marks a token used, atomically; refused if unknown, used or expired.
+    pub fn consume_token(&self, hash: &str, now: Millis) -> Result<TokenRecord, StoreError> {
+        let r = self.tokens.transaction(|t| {
+            let Some(v) = t.get(hash.as_bytes())? else {
+                return abort(StoreError::TokenRefused);
+            };
+            let mut rec: TokenRecord = tx_dec("tokens", hash.as_bytes(), &v)?;
+            if rec.used_ms.is_some() || now >= rec.expires_ms {
+                return abort(StoreError::TokenRefused);
+            }
+            rec.used_ms = Some(now);
+            t.insert(hash.as_bytes(), enc(&rec))?;
+            Ok(rec)
+        });
+        unwrap_tx(r)
+    }
+
+    pub fn put_serial(&self, s: &SerialRecord) -> Result<(), StoreError> {
+        self.serials.insert(s.serial.as_bytes(), enc(s))?;
+        Ok(())
+    }
+
+    pub fn serials(&self) -> Result<Vec<SerialRecord>, StoreError> {
+        Self::scan(&self.serials, "serials", b"")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ContainerConfig;
+
+    fn dc(fleet: &str, name: &str, vm_id: u32) -> DesiredContainer {
+        DesiredContainer {
+            fleet: fleet.into(),
+            name: name.into(),
+            node: "n1".into(),
+            vm_id,
+            config: ContainerConfig {
+                hostname: name.into(),
+                cores: 1,
+                ..ContainerConfig::default()
+            },
+            revision: 0,
+        }
+    }
+
+    fn tx(fleet: &str, expected: Option<u64>, desired: Vec<DesiredContainer>) -> SubmitTx {
+        SubmitTx {
+            fleet: fleet.into(),
+            expected_revision: expected,
+            author: "user/alice".into(),
+            time_ms: 1,
+            spec: serde_json::json!({"fleet": fleet}),
+            summary: "test".into(),
+            desired,
+            secrets: [("a".to_string(), "pw".to_string())].into(),
+            audit_action: "submit".into(),
+        }
+    }
+
+    #[test]
+    fn submit_writes_everything_and_numbers_revisions() {
+        let s = Store::temporary().unwrap();
+        assert_eq!(
+            s.submit(&tx("dev", Some(0), vec![dc("dev", "a", 1000)]))
+                .unwrap(),
+            1
+        );
+        assert_eq!(
+            s.submit(&tx(
+                "dev",
+                Some(1),
+                vec![dc("dev", "a", 1000), dc("dev", "b", 1001)]
+            ))
+            .unwrap(),
+            2
+        );
+        assert_eq!(s.fleet("dev").unwrap().unwrap().revision, 2);
+        let revs = s.revisions("dev").unwrap();
+        assert_eq!(
+            revs.iter().map(|r| r.revision).collect::<Vec<_>>(),
+            vec![1, 2]
+        );
+        assert_eq!(revs[0].author, "user/alice");
+        let d = s.desired("dev").unwrap();
+        // a is unchanged since revision 1, b was added in 2
+        assert_eq!(
+            d.iter()
+                .map(|d| (d.name.as_str(), d.revision))
+                .collect::<Vec<_>>(),
+            vec![("a", 1), ("b", 2)]
+        );
+        assert_eq!(s.secrets("dev").unwrap()["a"], "pw");
+        assert_eq!(s.audit_log().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn moved_revision_is_refused_and_writes_nothing() {
+        let s = Store::temporary().unwrap();
+        s.submit(&tx("dev", Some(0), vec![dc("dev", "a", 1000)]))
+            .unwrap();
+        let err = s
+            .submit(&tx("dev", Some(0), vec![dc("dev", "z", 1005)]))
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                StoreError::RevisionMoved {
+                    expected: 0,
+                    actual: 1,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert_eq!(s.fleet("dev").unwrap().unwrap().revision, 1);
+        assert_eq!(s.desired("dev").unwrap()[0].name, "a");
+        assert_eq!(s.desired("dev").unwrap().len(), 1);
+        assert_eq!(s.revisions("dev").unwrap().len(), 1);
+        assert_eq!(s.audit_log().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn failing_submit_leaves_nothing() {
+        let s = Store::temporary().unwrap();
+        let err = s
+            .submit(&tx(
+                "dev",
+                Some(0),
+                vec![dc("dev", "a", 1000), dc("dev", "b", 1000)],
+            ))
+            .unwrap_err();
+        assert!(err.to_string().contains("share vm_id 1000"), "{err}");
+        assert!(s.fleet("dev").unwrap().is_none());
+        assert!(s.desired("dev").unwrap().is_empty());
+        assert!(s.secrets("dev").unwrap().is_empty());
+        assert!(s.revisions("dev").unwrap().is_empty());
+        assert!(s.audit_log().unwrap().is_empty());
+    }
+
+    #[test]
+    fn fleets_with_prefix_names_do_not_mix() {
+        let s = Store::temporary().unwrap();
+        s.submit(&tx("dev", None, vec![dc("dev", "a", 1000)]))
+            .unwrap();
+        s.submit(&tx("dev2", None, vec![dc("dev2", "a", 1001)]))
+            .unwrap();
+        assert_eq!(s.revisions("dev").unwrap().len(), 1);
+        assert_eq!(s.all_desired().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn observed_replace_and_delta() {
+        let s = Store::temporary().unwrap();
+        let c = |vm_id| ObservedContainer {
+            node: "n1".into(),
+            vm_id,
+            ..ObservedContainer::default()
+        };
+        s.replace_observed("n1", &[c(100), c(101)]).unwrap();
+        s.replace_observed(
+            "n10",
+            &[ObservedContainer {
+                node: "n10".into(),
+                vm_id: 7,
+                ..Default::default()
+            }],
+        )
+        .unwrap();
+        s.replace_observed("n1", &[c(102)]).unwrap();
+        let mut ids: Vec<u32> = s.all_observed().unwrap().iter().map(|c| c.vm_id).collect();
+        ids.sort();
+        assert_eq!(ids, vec![7, 102]);
+        s.set_observed("n1", 102, None).unwrap();
+        s.set_observed("n1", 103, Some(&c(103))).unwrap();
+        let mut ids: Vec<u32> = s.all_observed().unwrap().iter().map(|c| c.vm_id).collect();
+        ids.sort();
+        assert_eq!(ids, vec![7, 103]);
+    }
+
+    #[test]
+    fn token_is_single_use_and_expires() {
+        let s = Store::temporary().unwrap();
+        let t = |hash: &str, expires_ms| TokenRecord {
+            hash: hash.into(),
+            node: "n1".into(),
+            created_by: "user/admin".into(),
+            created_ms: 0,
+            expires_ms,
+            used_ms: None,
+        };
+        s.put_token(&t("h1", 100)).unwrap();
+        s.put_token(&t("h2", 100)).unwrap();
+        assert_eq!(s.consume_token("h1", 50).unwrap().node, "n1");
+        assert!(matches!(
+            s.consume_token("h1", 51),
+            Err(StoreError::TokenRefused)
+        ));
+        assert!(matches!(
+            s.consume_token("h2", 100),
+            Err(StoreError::TokenRefused)
+        ));
+        assert!(matches!(
+            s.consume_token("nope", 1),
+            Err(StoreError::TokenRefused)
+        ));
+    }
+
+    #[test]
+    fn node_update_creates_and_modifies() {
+        let s = Store::temporary().unwrap();
+        s.update_node("n1", |n| n.cordoned = true).unwrap();
+        let n = s.update_node("n1", |n| n.last_seen_ms = 5).unwrap();
+        assert!(n.cordoned);
+        assert_eq!(n.last_seen_ms, 5);
+        assert_eq!(s.nodes().unwrap().len(), 1);
+    }
+}
