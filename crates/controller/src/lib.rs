@@ -3,4 +3,8 @@
 
 pub mod config;
 pub mod model;
+pub mod scheduler;
 pub mod store;
+
+#[cfg(test)]
+mod testutil;

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use pxfleet_spec::{Container, Template};
 use serde::{Deserialize, Serialize};
 
 /// Milliseconds since the Unix epoch.
@@ -131,108 +132,18 @@ impl ObservedContainer {
     }
 }
 
-/// Feature flags of a container.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
-pub struct Features {
-    pub nesting: bool,
-    pub fuse: bool,
-    pub keyctl: bool,
-}
-
-/// Startup ordering.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
-pub struct Startup {
-    pub order: Option<u32>,
-    pub up_delay: Option<u32>,
-    pub down_delay: Option<u32>,
-}
-
-/// A template a container is created from, as the fleet declares it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
-pub struct TemplateRef {
-    pub name: String,
-    pub url: String,
-    pub sha256: String,
-    /// Storage the template file is cached in on each node.
-    pub storage: String,
-}
-
-/// A mount point.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
-pub struct MountPoint {
-    pub datastore_id: String,
-    pub size_gib: u64,
-    pub path: String,
-}
-
-/// The resolved configuration of one container, as it should exist on its node. Secrets are not in here
-/// (the password lives in the secrets tree), so this can be logged and shown in plans.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
-pub struct ContainerConfig {
-    pub hostname: String,
-    pub template: TemplateRef,
-    pub datastore_id: String,
-    pub disk_gib: u64,
-    pub cores: u32,
-    pub memory_mib: u64,
-    pub swap_mib: u64,
-    pub bridge: String,
-    /// `dhcp`, a CIDR, or None for no IPv4.
-    pub ip_address: Option<String>,
-    pub gateway: Option<String>,
-    pub ipv6: Option<String>,
-    pub gateway6: Option<String>,
-    pub vlan_id: Option<u16>,
-    pub mtu: Option<u16>,
-    pub dns_servers: Vec<String>,
-    pub dns_domain: Option<String>,
-    pub features: Features,
-    pub startup: Startup,
-    pub tags: Vec<String>,
-    pub description: Option<String>,
-    pub unprivileged: bool,
-    pub start_on_boot: bool,
-    pub protection: bool,
-    pub ssh_public_keys: Vec<String>,
-    pub mount_points: Vec<MountPoint>,
-    /// Placement: node labels that must match (`key=value`).
-    pub constraints: BTreeMap<String, String>,
-}
-
-impl ContainerConfig {
-    /// The static IPv4 address (without prefix) if one is configured.
-    pub fn static_ipv4(&self) -> Option<&str> {
-        static_addr(self.ip_address.as_deref())
-    }
-    /// Total disk the container needs on its datastore, GiB.
-    pub fn total_disk_gib(&self) -> u64 {
-        self.disk_gib
-            + self
-                .mount_points
-                .iter()
-                .filter(|m| m.datastore_id == self.datastore_id)
-                .map(|m| m.size_gib)
-                .sum::<u64>()
-    }
-}
-
-/// The address part of a `ip/prefix` value; None for `dhcp`, `auto`, `manual` or nothing.
-pub fn static_addr(v: Option<&str>) -> Option<&str> {
-    let v = v?;
-    if matches!(v, "dhcp" | "auto" | "manual" | "") {
-        return None;
-    }
-    Some(v.split('/').next().unwrap_or(v))
-}
-
 /// One container of one fleet as it should be: placed (node) and numbered (vm_id).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DesiredContainer {
     pub fleet: String,
     pub name: String,
     pub node: String,
     pub vm_id: u32,
-    pub config: ContainerConfig,
+    /// The resolved container with `node`, `vm_id` and `datastore_id` filled in by placement. Its password is
+    /// not kept here (a `Secret` serializes redacted); it lives in the secrets tree.
+    pub container: Container,
+    /// The fleet's template this container is created from.
+    pub template: Template,
     /// The fleet revision that last changed this container; a new revision resets failed attempts.
     pub revision: u64,
 }
@@ -240,13 +151,14 @@ pub struct DesiredContainer {
 /// What was last successfully applied to a node for a container (created, updated). The reconciler compares
 /// desired against this for what the agent cannot observe (template, unprivileged), and uses its existence
 /// to know which containers it must destroy when they leave the fleet.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AppliedContainer {
     pub fleet: String,
     pub name: String,
     pub node: String,
     pub vm_id: u32,
-    pub config: ContainerConfig,
+    pub container: Container,
+    pub template: Template,
 }
 
 /// A fleet's head: the current revision and who made it.
@@ -272,20 +184,22 @@ pub struct Revision {
 }
 
 /// What an operation does.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum OperationKind {
     /// Download and verify a template into the node's storage.
     SeedTemplate {
-        template: TemplateRef,
+        name: String,
+        template: Template,
     },
     /// `pct create` (the password is taken from the secrets tree at dispatch) then start.
     Create {
-        config: ContainerConfig,
+        container: Box<Container>,
+        template: Template,
     },
     /// `pct set` of the fields that differ, applied live where PVE allows.
     Update {
-        config: ContainerConfig,
+        container: Box<Container>,
     },
     /// `pct resize rootfs`.
     Resize {
@@ -344,7 +258,7 @@ impl OpState {
 }
 
 /// One unit of work for one node. Idempotent on the agent by `id`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Operation {
     pub id: String,
     /// Empty for node-level operations (template seeding).

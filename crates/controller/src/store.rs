@@ -307,7 +307,12 @@ impl Store {
             .map(|d| {
                 let mut d = d.clone();
                 d.revision = match old.iter().find(|o| o.name == d.name) {
-                    Some(o) if o.node == d.node && o.vm_id == d.vm_id && o.config == d.config => {
+                    Some(o)
+                        if o.node == d.node
+                            && o.vm_id == d.vm_id
+                            && o.container == d.container
+                            && o.template == d.template =>
+                    {
                         o.revision
                     }
                     _ => revision,
@@ -540,7 +545,6 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::ContainerConfig;
 
     fn dc(fleet: &str, name: &str, vm_id: u32) -> DesiredContainer {
         DesiredContainer {
@@ -548,11 +552,8 @@ mod tests {
             name: name.into(),
             node: "n1".into(),
             vm_id,
-            config: ContainerConfig {
-                hostname: name.into(),
-                cores: 1,
-                ..ContainerConfig::default()
-            },
+            container: crate::testutil::container(name),
+            template: crate::testutil::template(),
             revision: 0,
         }
     }

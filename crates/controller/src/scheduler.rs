@@ -1,0 +1,418 @@
+//! Placement and numbering, as pure functions: the scheduler picks a node (and a datastore when the container
+//! names none) for containers without `node`, and the allocator hands out vm_ids from the configured range.
+//!
+//! Placement filters nodes by readiness and cordon, `constraints.nodes`, `constraints.node_labels`, the
+//! datastore (exists, holds `rootdir`, has room), the bridges, free memory and cores, and anti-affinity; then
+//! spreads (fewest containers of the fleet), breaking ties towards the most free memory, then the node name.
+//! Containers are placed in name order and each placement is charged to its node before the next, so the
+//! result is deterministic and a batch of six spreads over three nodes two by two.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use pxfleet_spec::Container;
+
+use crate::config::VmIdRange;
+use crate::model::{NodeRecord, NodeStatus};
+
+/// Why a container could not be placed, with each node's reason for refusing it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ScheduleError {
+    #[error("container {container}: no node can take it ({})", reasons_text(.reasons))]
+    NoNode {
+        container: String,
+        reasons: Vec<(String, String)>,
+    },
+    #[error("no free vm_id left in {first}..={last} (container {container})")]
+    VmIdsExhausted {
+        container: String,
+        first: u32,
+        last: u32,
+    },
+}
+
+fn reasons_text(reasons: &[(String, String)]) -> String {
+    if reasons.is_empty() {
+        return "no nodes are enrolled".into();
+    }
+    reasons
+        .iter()
+        .map(|(n, r)| format!("{n}: {r}"))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// A node as the scheduler sees it: capacity left after what is already planned for it.
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    pub name: String,
+    pub status: NodeStatus,
+    pub labels: BTreeMap<String, String>,
+    pub cores: u32,
+    pub memory_free_mib: u64,
+    /// rootdir-capable storages: id -> free GiB.
+    pub rootdir_free_gib: BTreeMap<String, u64>,
+    pub bridges: BTreeSet<String>,
+    /// Containers of the fleet being placed that are already on this node.
+    pub fleet_containers: usize,
+    /// Labels of the fleet's containers on this node (for anti-affinity).
+    pub fleet_labels: Vec<BTreeMap<String, String>>,
+}
+
+impl Candidate {
+    /// Builds a candidate from a stored node; `placed` are the fleet's containers already on it.
+    pub fn from_node<'a>(
+        node: &NodeRecord,
+        status: NodeStatus,
+        placed: impl IntoIterator<Item = &'a Container>,
+    ) -> Candidate {
+        let mut labels = node.inventory.labels.clone();
+        labels
+            .entry("node".into())
+            .or_insert_with(|| node.name.clone());
+        let placed: Vec<&Container> = placed.into_iter().collect();
+        Candidate {
+            name: node.name.clone(),
+            status,
+            labels,
+            cores: node.inventory.cores,
+            memory_free_mib: node.inventory.memory_free_mib,
+            rootdir_free_gib: node
+                .inventory
+                .storages
+                .iter()
+                .filter(|s| s.holds_rootdir())
+                .map(|s| (s.id.clone(), s.avail_bytes >> 30))
+                .collect(),
+            bridges: node.inventory.bridges.iter().cloned().collect(),
+            fleet_containers: placed.len(),
+            fleet_labels: placed.iter().map(|c| c.labels.clone()).collect(),
+        }
+    }
+
+    /// The datastore this node would use for `c`, or why it cannot take `c`.
+    fn refuse(&self, c: &Container) -> Result<String, String> {
+        match self.status {
+            NodeStatus::Ready => {}
+            NodeStatus::Down => return Err("node is down".into()),
+            NodeStatus::Cordoned => return Err("node is cordoned".into()),
+        }
+        if !c.constraints.nodes.is_empty() && !c.constraints.nodes.contains(&self.name) {
+            return Err("not in constraints.nodes".into());
+        }
+        for (k, v) in &c.constraints.node_labels {
+            if self.labels.get(k) != Some(v) {
+                return Err(format!("label {k}={v} not set"));
+            }
+        }
+        for iface in &c.interfaces {
+            if !self.bridges.contains(&iface.bridge) {
+                return Err(format!("no bridge {}", iface.bridge));
+            }
+        }
+        if self.memory_free_mib < c.memory {
+            return Err(format!(
+                "{} MiB memory free, {} needed",
+                self.memory_free_mib, c.memory
+            ));
+        }
+        if let Some(cores) = c.cores {
+            if self.cores < cores {
+                return Err(format!("{} cores, {cores} needed", self.cores));
+            }
+        }
+        for key in &c.constraints.anti_affinity {
+            if let Some(v) = c.labels.get(key) {
+                if self.fleet_labels.iter().any(|l| l.get(key) == Some(v)) {
+                    return Err(format!(
+                        "anti-affinity: a container with {key}={v} is already there"
+                    ));
+                }
+            }
+        }
+        let need = disk_need_gib(c);
+        match &c.datastore_id {
+            Some(ds) => match self.rootdir_free_gib.get(ds) {
+                None => Err(format!("no storage {ds} with rootdir content")),
+                Some(free) if *free < need => {
+                    Err(format!("storage {ds} has {free} GiB free, {need} needed"))
+                }
+                Some(_) => Ok(ds.clone()),
+            },
+            None => self
+                .rootdir_free_gib
+                .iter()
+                .filter(|(_, free)| **free >= need)
+                // most free space, then the first id in order
+                .max_by(|a, b| a.1.cmp(b.1).then_with(|| b.0.cmp(a.0)))
+                .map(|(id, _)| id.clone())
+                .ok_or_else(|| format!("no rootdir storage with {need} GiB free")),
+        }
+    }
+}
+
+/// Disk the container needs on its root datastore: the root disk plus volumes on the same datastore.
+pub fn disk_need_gib(c: &Container) -> u64 {
+    c.disk_size
+        + c.mount_points
+            .iter()
+            .filter_map(|m| match m {
+                pxfleet_spec::MountPoint::Volume {
+                    datastore_id,
+                    size_gib,
+                    ..
+                } if Some(datastore_id) == c.datastore_id.as_ref() => Some(*size_gib),
+                _ => None,
+            })
+            .sum::<u64>()
+}
+
+/// Places every container of `containers` whose `node` is None (in name order), setting `node` and, when
+/// absent, `datastore_id`. Placed containers are charged to their node so later ones see the remaining room.
+pub fn place(
+    containers: &mut [Container],
+    candidates: &mut [Candidate],
+) -> Result<(), ScheduleError> {
+    let mut order: Vec<usize> = (0..containers.len()).collect();
+    order.sort_by(|a, b| containers[*a].name.cmp(&containers[*b].name));
+    for i in order {
+        let c = &mut containers[i];
+        if c.node.is_some() {
+            continue;
+        }
+        let mut reasons = Vec::new();
+        let mut best: Option<(usize, String)> = None;
+        for (j, cand) in candidates.iter().enumerate() {
+            match cand.refuse(c) {
+                Err(r) => reasons.push((cand.name.clone(), r)),
+                Ok(ds) => {
+                    let better = match &best {
+                        None => true,
+                        Some((b, _)) => {
+                            let b = &candidates[*b];
+                            (
+                                cand.fleet_containers,
+                                std::cmp::Reverse(cand.memory_free_mib),
+                                &cand.name,
+                            ) < (
+                                b.fleet_containers,
+                                std::cmp::Reverse(b.memory_free_mib),
+                                &b.name,
+                            )
+                        }
+                    };
+                    if better {
+                        best = Some((j, ds));
+                    }
+                }
+            }
+        }
+        let Some((j, ds)) = best else {
+            return Err(ScheduleError::NoNode {
+                container: c.name.clone(),
+                reasons,
+            });
+        };
+        c.datastore_id = Some(ds.clone());
+        let need = disk_need_gib(c);
+        let cand = &mut candidates[j];
+        c.node = Some(cand.name.clone());
+        cand.fleet_containers += 1;
+        cand.fleet_labels.push(c.labels.clone());
+        cand.memory_free_mib = cand.memory_free_mib.saturating_sub(c.memory);
+        if let Some(free) = cand.rootdir_free_gib.get_mut(&ds) {
+            *free = free.saturating_sub(need);
+        }
+    }
+    Ok(())
+}
+
+/// The lowest vm_id of `range` not in `taken`.
+pub fn allocate_vm_id(range: VmIdRange, taken: &BTreeSet<u32>) -> Option<u32> {
+    (range.first..=range.last).find(|id| !taken.contains(id))
+}
+
+/// Gives every container without a vm_id the lowest free id of `range`; `taken` holds every id in use anywhere
+/// (all fleets' desired containers, everything agents report, ids given explicitly in this fleet) and grows
+/// with each allocation.
+pub fn allocate_vm_ids(
+    containers: &mut [Container],
+    range: VmIdRange,
+    taken: &mut BTreeSet<u32>,
+) -> Result<(), ScheduleError> {
+    let mut order: Vec<usize> = (0..containers.len()).collect();
+    order.sort_by(|a, b| containers[*a].name.cmp(&containers[*b].name));
+    for i in order {
+        let c = &mut containers[i];
+        if c.vm_id.is_some() {
+            continue;
+        }
+        let id = allocate_vm_id(range, taken).ok_or_else(|| ScheduleError::VmIdsExhausted {
+            container: c.name.clone(),
+            first: range.first,
+            last: range.last,
+        })?;
+        taken.insert(id);
+        c.vm_id = Some(id);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{container, node};
+
+    fn cands(specs: &[(&str, u64)]) -> Vec<Candidate> {
+        specs
+            .iter()
+            .map(|(n, mem)| Candidate::from_node(&node(n, *mem), NodeStatus::Ready, []))
+            .collect()
+    }
+
+    fn placed(cs: &[Container]) -> BTreeMap<String, String> {
+        cs.iter()
+            .map(|c| (c.name.clone(), c.node.clone().unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn six_spread_over_three_nodes_two_each() {
+        let mut cs: Vec<Container> = (1..=6).map(|i| container(&format!("c{i}"))).collect();
+        let mut nodes = cands(&[("a", 8000), ("b", 8000), ("c", 8000)]);
+        place(&mut cs, &mut nodes).unwrap();
+        let mut per_node: BTreeMap<String, usize> = BTreeMap::new();
+        for n in placed(&cs).values() {
+            *per_node.entry(n.clone()).or_default() += 1;
+        }
+        assert_eq!(
+            per_node,
+            [("a".into(), 2), ("b".into(), 2), ("c".into(), 2)].into()
+        );
+    }
+
+    #[test]
+    fn ties_go_to_most_free_memory_and_result_is_deterministic() {
+        let mut cs = vec![container("x")];
+        let mut nodes = cands(&[("a", 2000), ("b", 6000), ("c", 4000)]);
+        place(&mut cs, &mut nodes).unwrap();
+        assert_eq!(cs[0].node.as_deref(), Some("b"));
+        // same input in another order, same answer
+        let mut cs2 = vec![container("x")];
+        let mut nodes2 = cands(&[("c", 4000), ("b", 6000), ("a", 2000)]);
+        place(&mut cs2, &mut nodes2).unwrap();
+        assert_eq!(cs2[0].node.as_deref(), Some("b"));
+    }
+
+    #[test]
+    fn spread_beats_free_memory() {
+        let mut cs = vec![container("x")];
+        let big = node("big", 9000);
+        let small = node("small", 1000);
+        let existing = container("other");
+        let mut nodes = vec![
+            Candidate::from_node(&big, NodeStatus::Ready, [&existing]),
+            Candidate::from_node(&small, NodeStatus::Ready, []),
+        ];
+        place(&mut cs, &mut nodes).unwrap();
+        assert_eq!(cs[0].node.as_deref(), Some("small"));
+    }
+
+    #[test]
+    fn explicit_node_is_kept() {
+        let mut c = container("x");
+        c.node = Some("a".into());
+        let mut cs = vec![c];
+        let mut nodes = cands(&[("b", 9000)]);
+        place(&mut cs, &mut nodes).unwrap();
+        assert_eq!(cs[0].node.as_deref(), Some("a"));
+    }
+
+    #[test]
+    fn filters_report_each_nodes_reason() {
+        let mut c = container("x");
+        c.memory = 4096;
+        c.constraints.node_labels.insert("ssd".into(), "yes".into());
+        let mut nodes = cands(&[("a", 8000), ("b", 1000)]);
+        nodes[1].labels.insert("ssd".into(), "yes".into());
+        let err = place(&mut [c.clone()], &mut nodes).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("a: label ssd=yes not set"), "{msg}");
+        assert!(
+            msg.contains("b: 1000 MiB memory free, 4096 needed"),
+            "{msg}"
+        );
+
+        let mut nodes = cands(&[("a", 8000), ("b", 8000), ("c", 8000), ("d", 8000)]);
+        nodes[0].status = NodeStatus::Cordoned;
+        nodes[1].status = NodeStatus::Down;
+        nodes[2].bridges.clear();
+        nodes[3].rootdir_free_gib.insert("local-lvm".into(), 2);
+        let err = place(&mut [container("y")], &mut nodes)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("a: node is cordoned"), "{err}");
+        assert!(err.contains("b: node is down"), "{err}");
+        assert!(err.contains("c: no bridge vmbr0"), "{err}");
+        assert!(
+            err.contains("d: storage local-lvm has 2 GiB free, 4 needed"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn datastore_picked_when_absent_and_missing_one_refused() {
+        let mut c = container("x");
+        c.datastore_id = None;
+        let mut cs = vec![c];
+        let mut nodes = cands(&[("a", 8000)]);
+        place(&mut cs, &mut nodes).unwrap();
+        assert_eq!(cs[0].datastore_id.as_deref(), Some("local-lvm"));
+
+        let mut c = container("y");
+        c.datastore_id = Some("local".into()); // vztmpl only
+        let err = place(&mut [c], &mut cands(&[("a", 8000)]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("no storage local with rootdir content"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn anti_affinity_separates() {
+        let mk = |n: &str| {
+            let mut c = container(n);
+            c.labels.insert("role".into(), "db".into());
+            c.constraints.anti_affinity = vec!["role".into()];
+            c
+        };
+        let mut cs = vec![mk("db1"), mk("db2"), mk("db3")];
+        let err = place(&mut cs, &mut cands(&[("a", 8000), ("b", 8000)])).unwrap_err();
+        assert!(err.to_string().contains("anti-affinity"), "{err}");
+        let mut cs = vec![mk("db1"), mk("db2")];
+        place(&mut cs, &mut cands(&[("a", 8000), ("b", 8000)])).unwrap();
+        assert_ne!(cs[0].node, cs[1].node);
+    }
+
+    #[test]
+    fn allocator_skips_taken_and_observed_ids() {
+        let range = VmIdRange {
+            first: 1000,
+            last: 1003,
+        };
+        let mut taken: BTreeSet<u32> = [1000, 1002].into();
+        let mut cs = vec![container("b"), container("a")];
+        cs[0].vm_id = None;
+        allocate_vm_ids(&mut cs, range, &mut taken).unwrap();
+        // a is allocated first (name order)
+        assert_eq!(cs[1].vm_id, Some(1001));
+        assert_eq!(cs[0].vm_id, Some(1003));
+        let err = allocate_vm_ids(&mut [container("c")], range, &mut taken).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("no free vm_id left in 1000..=1003"),
+            "{err}"
+        );
+    }
+}
