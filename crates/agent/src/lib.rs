@@ -1,1 +1,18 @@
-//! placeholder
+//! pxagent: the per-node agent of pxfleet. It enrols with the controller ([`join`]), holds one
+//! bidirectional stream to it ([`run`]), executes operations against the node through crates/pve
+//! ([`executor`]), seeds templates ([`seed`]) and reports what exists ([`observe`]).
+
+pub mod config;
+pub mod driver;
+pub mod executor;
+pub mod journal;
+pub mod observe;
+pub mod ops;
+pub mod seed;
+
+pub use config::AgentConfig;
+pub use driver::{ManagedMark, NodeDriver, NodeError};
+pub use executor::{Event, Executor, ExecutorSettings};
+pub use journal::Journal;
+pub use ops::{OpKind, OpUpdate, Operation};
+pub use seed::{SeedError, Seeder};

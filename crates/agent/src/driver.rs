@@ -1,0 +1,231 @@
+//! What the agent needs from a PVE node, as one small async trait ([`NodeDriver`]), plus the plain
+//! data types it returns. The executor and observer are written against this trait; the
+//! implementation over crates/pve lives in [`crate::pve_driver`], and tests may supply fakes.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// The tag every container the agent creates carries.
+pub const MANAGED_TAG: &str = "pxfleet";
+/// Prefix of the description line that marks a managed container.
+pub const MANAGED_PREFIX: &str = "managed-by: pxfleet";
+
+/// An error from the node, flattened to what the executor needs: text and whether to retry.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+#[error("{message}")]
+pub struct NodeError {
+    /// Human-readable message (already carrying vmid / argv / stderr context from crates/pve).
+    pub message: String,
+    /// True for transient failures (lock timeouts, tool timeouts) that are worth another attempt.
+    pub retryable: bool,
+}
+
+impl NodeError {
+    pub fn permanent(message: impl Into<String>) -> Self {
+        NodeError {
+            message: message.into(),
+            retryable: false,
+        }
+    }
+    pub fn transient(message: impl Into<String>) -> Self {
+        NodeError {
+            message: message.into(),
+            retryable: true,
+        }
+    }
+}
+
+/// The mark the agent writes into a container's description.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManagedMark {
+    pub fleet: String,
+    pub name: String,
+}
+
+impl ManagedMark {
+    /// `managed-by: pxfleet fleet=NAME name=NAME`
+    pub fn line(&self) -> String {
+        format!("{MANAGED_PREFIX} fleet={} name={}", self.fleet, self.name)
+    }
+
+    /// Finds the mark in a description (any line). `None` when the container is not ours.
+    pub fn parse(description: &str) -> Option<ManagedMark> {
+        description.lines().find_map(|line| {
+            let rest = line.trim().strip_prefix(MANAGED_PREFIX)?;
+            let mut fleet = None;
+            let mut name = None;
+            for word in rest.split_whitespace() {
+                if let Some(v) = word.strip_prefix("fleet=") {
+                    fleet = Some(v.to_string());
+                } else if let Some(v) = word.strip_prefix("name=") {
+                    name = Some(v.to_string());
+                }
+            }
+            Some(ManagedMark {
+                fleet: fleet?,
+                name: name?,
+            })
+        })
+    }
+
+    /// The description to write: the mark first, then the user's own text.
+    pub fn description(&self, user: Option<&str>) -> String {
+        match user {
+            Some(u) if !u.trim().is_empty() => format!("{}\n{}\n", self.line(), u.trim_end()),
+            _ => format!("{}\n", self.line()),
+        }
+    }
+}
+
+/// One row of the node's container list.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CtSummary {
+    pub vmid: u32,
+    /// `running` / `stopped` (or whatever PVE reports).
+    pub status: String,
+    /// PVE lock (`create`, `destroyed`, ...), if any.
+    pub lock: Option<String>,
+    pub name: String,
+}
+
+/// A container's configuration as key -> stored value (numbers rendered as decimal strings).
+pub type CtConfig = BTreeMap<String, String>;
+
+/// One network interface as seen inside a running container.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Interface {
+    pub name: String,
+    pub hwaddr: String,
+    /// `addr/prefix` strings, both families.
+    pub addresses: Vec<String>,
+}
+
+/// A storage on this node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StorageInfo {
+    pub id: String,
+    pub kind: String,
+    pub content: Vec<String>,
+    pub active: bool,
+    pub total_bytes: u64,
+    pub avail_bytes: u64,
+}
+
+/// What the node is and has, sent in the hello.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeFacts {
+    pub pve_version: String,
+    pub cores: u32,
+    pub memory_bytes: u64,
+    pub memory_free_bytes: u64,
+    pub storages: Vec<StorageInfo>,
+    pub bridges: Vec<String>,
+    /// Cached template volids (`local:vztmpl/x.tar.zst`).
+    pub templates: Vec<String>,
+}
+
+/// Parameters of a `pct create`, already rendered as PVE options (no secrets inside).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreateArgs {
+    pub vmid: u32,
+    /// Template volume id, `STORAGE:vztmpl/FILE`.
+    pub ostemplate: String,
+    /// `--key value` pairs without the dashes, in order (hostname, memory, net0, rootfs, tags, description ...).
+    pub options: Vec<(String, String)>,
+    /// SSH public keys (key text, one per entry).
+    pub ssh_public_keys: Vec<String>,
+}
+
+/// A root password; `Debug` never shows it and it is never serialised into the journal.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+/// Everything the agent asks of a PVE node. Implementations must be cheap to share (`Arc`).
+pub trait NodeDriver: Send + Sync + 'static {
+    /// All containers on this node.
+    fn list(&self) -> impl Future<Output = Result<Vec<CtSummary>, NodeError>> + Send;
+    /// A container's config, `None` when it does not exist on this node.
+    fn config(&self, vmid: u32)
+        -> impl Future<Output = Result<Option<CtConfig>, NodeError>> + Send;
+    fn create(
+        &self,
+        args: &CreateArgs,
+        password: Option<&Secret>,
+    ) -> impl Future<Output = Result<(), NodeError>> + Send;
+    /// `pct set` with options and deletions.
+    fn set(
+        &self,
+        vmid: u32,
+        options: &[(String, String)],
+        delete: &[String],
+    ) -> impl Future<Output = Result<(), NodeError>> + Send;
+    /// Grow a disk to an absolute size in GiB.
+    fn resize(
+        &self,
+        vmid: u32,
+        disk: &str,
+        size_gib: u64,
+    ) -> impl Future<Output = Result<(), NodeError>> + Send;
+    fn start(&self, vmid: u32) -> impl Future<Output = Result<(), NodeError>> + Send;
+    fn stop(&self, vmid: u32) -> impl Future<Output = Result<(), NodeError>> + Send;
+    /// Destroys a stopped container and its volumes.
+    fn destroy(&self, vmid: u32) -> impl Future<Output = Result<(), NodeError>> + Send;
+    fn unlock(&self, vmid: u32) -> impl Future<Output = Result<(), NodeError>> + Send;
+    fn migrate(
+        &self,
+        vmid: u32,
+        target: &str,
+    ) -> impl Future<Output = Result<(), NodeError>> + Send;
+    /// Interfaces of a running container; `None` when stopped.
+    fn interfaces(
+        &self,
+        vmid: u32,
+    ) -> impl Future<Output = Result<Option<Vec<Interface>>, NodeError>> + Send;
+    /// Node facts for the hello (version, resources, storages, bridges, templates).
+    fn facts(&self) -> impl Future<Output = Result<NodeFacts, NodeError>> + Send;
+    /// The directory that holds `STORAGE:vztmpl/` files.
+    fn template_dir(&self, storage: &str)
+        -> impl Future<Output = Result<PathBuf, NodeError>> + Send;
+    /// `pveam download STORAGE NAME` (appliance templates from the index).
+    fn pveam_download(
+        &self,
+        storage: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<(), NodeError>> + Send;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mark_round_trips_and_ignores_foreign_text() {
+        let m = ManagedMark {
+            fleet: "dev".into(),
+            name: "dev-web".into(),
+        };
+        let d = m.description(Some("Web server"));
+        assert_eq!(
+            d,
+            "managed-by: pxfleet fleet=dev name=dev-web\nWeb server\n"
+        );
+        assert_eq!(ManagedMark::parse(&d), Some(m.clone()));
+        assert_eq!(ManagedMark::parse("Web server\n"), None);
+        assert_eq!(ManagedMark::parse("managed-by: pxfleet fleet=dev\n"), None);
+        assert_eq!(ManagedMark::parse(&m.description(None)), Some(m));
+    }
+
+    #[test]
+    fn secret_debug_is_redacted() {
+        assert_eq!(format!("{:?}", Secret("hunter22".into())), "Secret(***)");
+    }
+}

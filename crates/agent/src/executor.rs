@@ -1,0 +1,798 @@
+//! The operation executor: runs operations against the node with bounded parallelism (a semaphore)
+//! and one operation per vm_id at a time (a mutex per vmid), journals every state change, answers a
+//! re-sent finished operation from the journal, and at start-up cleans up after operations that were
+//! running when the agent died (a `lock: create` leftover is destroyed so the re-sent create starts
+//! clean). Every operation is written to be idempotent: it first looks at what exists.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, Semaphore};
+
+use crate::driver::{CreateArgs, CtConfig, ManagedMark, NodeDriver, NodeError, MANAGED_TAG};
+use crate::journal::{Journal, JournalError, OpState};
+use crate::observe::{self, Delta, ObservedContainer, Snapshot};
+use crate::ops::{CreateOp, OpFailure, OpKind, OpResult, OpUpdate, Operation, TemplateSource, TemplateSpec};
+use crate::seed::{SeedError, Seeder};
+
+/// Something the stream should tell the controller.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    Op(OpUpdate),
+    Delta(Delta),
+}
+
+/// Tunables of the executor.
+#[derive(Debug, Clone)]
+pub struct ExecutorSettings {
+    /// Operations running at once.
+    pub parallelism: usize,
+    /// Upper bound on waiting for a started container's addresses.
+    pub address_wait: Duration,
+    /// Interval between interface polls while waiting.
+    pub address_poll: Duration,
+}
+
+impl Default for ExecutorSettings {
+    fn default() -> Self {
+        ExecutorSettings {
+            parallelism: 4,
+            address_wait: Duration::from_secs(60),
+            address_poll: Duration::from_millis(500),
+        }
+    }
+}
+
+/// Executes operations; cheap to clone.
+pub struct Executor<D: NodeDriver> {
+    inner: Arc<Inner<D>>,
+}
+
+impl<D: NodeDriver> Clone for Executor<D> {
+    fn clone(&self) -> Self {
+        Executor {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+struct Inner<D> {
+    driver: Arc<D>,
+    journal: Journal,
+    seeder: Seeder,
+    settings: ExecutorSettings,
+    permits: Semaphore,
+    vm_locks: Mutex<HashMap<u32, Arc<tokio::sync::Mutex<()>>>>,
+    template_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    in_flight: Mutex<HashSet<String>>,
+    snapshot: Mutex<Snapshot>,
+    events: mpsc::UnboundedSender<Event>,
+}
+
+type Outcome = Result<OpResult, OpFailure>;
+
+fn fail(error: impl Into<String>) -> OpFailure {
+    OpFailure {
+        error: error.into(),
+        retryable: false,
+    }
+}
+
+impl From<NodeError> for OpFailure {
+    fn from(e: NodeError) -> Self {
+        OpFailure {
+            error: e.message,
+            retryable: e.retryable,
+        }
+    }
+}
+
+impl From<JournalError> for OpFailure {
+    fn from(e: JournalError) -> Self {
+        OpFailure {
+            error: e.to_string(),
+            retryable: true,
+        }
+    }
+}
+
+impl From<SeedError> for OpFailure {
+    fn from(e: SeedError) -> Self {
+        let retryable = match &e {
+            SeedError::Mismatch { .. } | SeedError::BadName { .. } | SeedError::Tls { .. } => false,
+            SeedError::Status { status, .. } => *status >= 500 || *status == 429,
+            SeedError::Http { .. } | SeedError::Io { .. } => true,
+        };
+        OpFailure {
+            error: e.to_string(),
+            retryable,
+        }
+    }
+}
+
+fn ok(message: impl Into<String>, container: Option<ObservedContainer>) -> Outcome {
+    Ok(OpResult {
+        message: message.into(),
+        container,
+        template_volid: None,
+    })
+}
+
+impl<D: NodeDriver> Executor<D> {
+    /// Builds an executor; the receiver yields progress, results and observation deltas.
+    pub fn new(
+        driver: Arc<D>,
+        journal: Journal,
+        seeder: Seeder,
+        settings: ExecutorSettings,
+    ) -> (Self, mpsc::UnboundedReceiver<Event>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let permits = Semaphore::new(settings.parallelism.max(1));
+        let inner = Inner {
+            driver,
+            journal,
+            seeder,
+            settings,
+            permits,
+            vm_locks: Mutex::new(HashMap::new()),
+            template_locks: Mutex::new(HashMap::new()),
+            in_flight: Mutex::new(HashSet::new()),
+            snapshot: Mutex::new(Snapshot::default()),
+            events: tx,
+        };
+        (
+            Executor {
+                inner: Arc::new(inner),
+            },
+            rx,
+        )
+    }
+
+    pub fn driver(&self) -> &Arc<D> {
+        &self.inner.driver
+    }
+
+    pub fn journal(&self) -> &Journal {
+        &self.inner.journal
+    }
+
+    /// Start-up recovery: every operation the journal shows as received or running was cut short.
+    /// A container left half-created (`lock: create`) or half-destroyed (`lock: destroyed`) is removed;
+    /// the operation is marked interrupted, to be redone when the controller re-sends it.
+    /// Returns the ids of the interrupted operations.
+    pub async fn recover(&self) -> Result<Vec<String>, JournalError> {
+        let mut interrupted = Vec::new();
+        for entry in self.inner.journal.entries()? {
+            if !matches!(entry.state, OpState::Received | OpState::Running) {
+                continue;
+            }
+            let op = entry.op;
+            if let Some(vmid) = op.vmid() {
+                match self.inner.driver.config(vmid).await {
+                    Ok(Some(cfg)) if is_half_made(&cfg) => {
+                        tracing::warn!(vmid, op_id = %op.id, lock = ?cfg.get("lock"), "cleaning up a container left half-made by an interrupted operation");
+                        if let Err(e) = self.cleanup(vmid).await {
+                            tracing::error!(vmid, error = %e, "cleanup failed; the re-sent operation will retry it");
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::error!(vmid, error = %e, "cannot inspect container during recovery")
+                    }
+                }
+            }
+            tracing::info!(op_id = %op.id, kind = op.kind_name(), "operation interrupted by a restart; waiting for the controller to re-send it");
+            self.inner.journal.record(&op, OpState::Interrupted).await?;
+            interrupted.push(op.id);
+        }
+        Ok(interrupted)
+    }
+
+    /// Starts an operation in the background; its updates arrive on the event channel.
+    pub fn submit(&self, op: Operation) {
+        let this = self.clone();
+        tokio::spawn(async move {
+            this.execute(op).await;
+        });
+    }
+
+    /// Runs an operation to its end and returns the final update (also sent as an event).
+    /// A re-sent operation that is done returns the recorded result without touching the node;
+    /// one that is still running returns a progress update saying so.
+    pub async fn execute(&self, op: Operation) -> OpUpdate {
+        let id = op.id.clone();
+        match self.inner.journal.get(&id) {
+            Ok(Some(entry)) => {
+                if let OpState::Done(result) = entry.state {
+                    tracing::debug!(op_id = %id, "re-sent operation already done; answering from the journal");
+                    let u = OpUpdate::Succeeded { op_id: id, result };
+                    self.emit(Event::Op(u.clone()));
+                    return u;
+                }
+            }
+            Ok(None) => {}
+            Err(e) => return self.finish_failed(&op, e.into()).await,
+        }
+        {
+            let mut in_flight = self.inner.in_flight.lock().expect("in_flight lock");
+            if !in_flight.insert(id.clone()) {
+                let u = OpUpdate::Progress {
+                    op_id: id,
+                    message: "already in progress".into(),
+                };
+                self.emit(Event::Op(u.clone()));
+                return u;
+            }
+        }
+        let update = self.run_tracked(&op).await;
+        self.inner
+            .in_flight
+            .lock()
+            .expect("in_flight lock")
+            .remove(&id);
+        update
+    }
+
+    async fn run_tracked(&self, op: &Operation) -> OpUpdate {
+        if let Err(e) = self.inner.journal.record(op, OpState::Received).await {
+            return self.finish_failed(op, e.into()).await;
+        }
+        let _permit = self.inner.permits.acquire().await.expect("semaphore never closed");
+        let vm_lock = op.vmid().map(|v| self.vm_lock(v));
+        let _vm_guard = match &vm_lock {
+            Some(l) => Some(l.lock().await),
+            None => None,
+        };
+        if let Err(e) = self.inner.journal.record(op, OpState::Running).await {
+            return self.finish_failed(op, e.into()).await;
+        }
+        self.progress(&op.id, format!("{} started", op.kind_name()));
+        tracing::info!(op_id = %op.id, kind = op.kind_name(), vmid = ?op.vmid(), "operation started");
+        let outcome = self.perform(op).await;
+        if let Some(vmid) = op.vmid() {
+            self.observe_vmid(vmid).await;
+        }
+        match outcome {
+            Ok(result) => {
+                tracing::info!(op_id = %op.id, message = %result.message, "operation succeeded");
+                if let Err(e) = self
+                    .inner
+                    .journal
+                    .record(op, OpState::Done(result.clone()))
+                    .await
+                {
+                    tracing::error!(op_id = %op.id, error = %e, "cannot journal the result");
+                }
+                let u = OpUpdate::Succeeded {
+                    op_id: op.id.clone(),
+                    result,
+                };
+                self.emit(Event::Op(u.clone()));
+                u
+            }
+            Err(failure) => self.finish_failed(op, failure).await,
+        }
+    }
+
+    async fn finish_failed(&self, op: &Operation, failure: OpFailure) -> OpUpdate {
+        tracing::warn!(op_id = %op.id, error = %failure.error, retryable = failure.retryable, "operation failed");
+        if let Err(e) = self
+            .inner
+            .journal
+            .record(op, OpState::Failed(failure.clone()))
+            .await
+        {
+            tracing::error!(op_id = %op.id, error = %e, "cannot journal the failure");
+        }
+        let u = OpUpdate::Failed {
+            op_id: op.id.clone(),
+            failure,
+        };
+        self.emit(Event::Op(u.clone()));
+        u
+    }
+
+    fn emit(&self, e: Event) {
+        // The receiver lives as long as the agent; if it is gone we are shutting down.
+        let _ = self.inner.events.send(e);
+    }
+
+    fn progress(&self, op_id: &str, message: impl Into<String>) {
+        self.emit(Event::Op(OpUpdate::Progress {
+            op_id: op_id.to_string(),
+            message: message.into(),
+        }));
+    }
+
+    fn vm_lock(&self, vmid: u32) -> Arc<tokio::sync::Mutex<()>> {
+        self.inner
+            .vm_locks
+            .lock()
+            .expect("vm_locks lock")
+            .entry(vmid)
+            .or_default()
+            .clone()
+    }
+
+    /// Re-observes one container and emits the delta, if any.
+    async fn observe_vmid(&self, vmid: u32) {
+        match observe::observe_one(&*self.inner.driver, vmid).await {
+            Ok(now) => {
+                let delta = self
+                    .inner
+                    .snapshot
+                    .lock()
+                    .expect("snapshot lock")
+                    .update_one(vmid, now);
+                if !delta.is_empty() {
+                    self.emit(Event::Delta(delta));
+                }
+            }
+            Err(e) => tracing::warn!(vmid, error = %e, "cannot observe container after operation"),
+        }
+    }
+
+    /// A full observation pass: emits the delta against the last snapshot and returns it.
+    pub async fn observe_pass(&self) -> Result<Delta, NodeError> {
+        let all = observe::observe_all(&*self.inner.driver).await?;
+        let delta = self.inner.snapshot.lock().expect("snapshot lock").update(all);
+        if !delta.is_empty() {
+            self.emit(Event::Delta(delta.clone()));
+        }
+        Ok(delta)
+    }
+
+    /// A full observation for a hello / resync: returns every container (no event emitted).
+    pub async fn full_observation(&self) -> Result<Vec<ObservedContainer>, NodeError> {
+        let all = observe::observe_all(&*self.inner.driver).await?;
+        self.inner
+            .snapshot
+            .lock()
+            .expect("snapshot lock")
+            .update(all.clone());
+        Ok(all)
+    }
+
+    async fn perform(&self, op: &Operation) -> Outcome {
+        let d = &*self.inner.driver;
+        match &op.kind {
+            OpKind::Create(c) => self.create(&op.id, c).await,
+            OpKind::Update {
+                vmid,
+                expect,
+                options,
+                delete,
+            } => {
+                let cfg = self.existing(*vmid).await?;
+                let mark = check_managed(*vmid, &cfg, expect.as_ref())?;
+                let (options, delete) = keep_mark(&mark, &cfg, options, delete);
+                if options.is_empty() && delete.is_empty() {
+                    return ok("nothing to change", self.observed(*vmid).await);
+                }
+                d.set(*vmid, &options, &delete).await?;
+                ok("updated", self.observed(*vmid).await)
+            }
+            OpKind::Resize {
+                vmid,
+                expect,
+                disk,
+                size_gib,
+            } => {
+                let cfg = self.existing(*vmid).await?;
+                check_managed(*vmid, &cfg, expect.as_ref())?;
+                let current = cfg
+                    .get(disk.as_str())
+                    .ok_or_else(|| fail(format!("CT {vmid} has no disk `{disk}`")))?;
+                let current_bytes = disk_size_bytes(current).ok_or_else(|| {
+                    fail(format!(
+                        "CT {vmid}: cannot read the size of {disk} from `{current}`"
+                    ))
+                })?;
+                let want = size_gib.saturating_mul(1 << 30);
+                if current_bytes == want {
+                    return ok("already at that size", self.observed(*vmid).await);
+                }
+                if current_bytes > want {
+                    return Err(fail(format!(
+                        "CT {vmid}: {disk} is {current_bytes} bytes, larger than the requested {size_gib} GiB; shrinking is not supported"
+                    )));
+                }
+                d.resize(*vmid, disk, *size_gib).await?;
+                ok("resized", self.observed(*vmid).await)
+            }
+            OpKind::Start { vmid, expect } => {
+                let cfg = self.existing(*vmid).await?;
+                check_managed(*vmid, &cfg, expect.as_ref())?;
+                if self.status(*vmid).await? != "running" {
+                    d.start(*vmid).await?;
+                }
+                self.wait_for_addresses(&op.id, *vmid, &cfg).await;
+                ok("running", self.observed(*vmid).await)
+            }
+            OpKind::Stop { vmid, expect } => {
+                let cfg = self.existing(*vmid).await?;
+                check_managed(*vmid, &cfg, expect.as_ref())?;
+                if self.status(*vmid).await? == "running" {
+                    d.stop(*vmid).await?;
+                    ok("stopped", self.observed(*vmid).await)
+                } else {
+                    ok("already stopped", self.observed(*vmid).await)
+                }
+            }
+            OpKind::Destroy { vmid, expect } => {
+                let Some(cfg) = d.config(*vmid).await? else {
+                    return ok("already gone", None);
+                };
+                if is_half_made(&cfg) {
+                    self.cleanup(*vmid).await?;
+                    return ok("destroyed (was half-made)", None);
+                }
+                check_managed(*vmid, &cfg, expect.as_ref())?;
+                if self.status(*vmid).await? == "running" {
+                    self.progress(&op.id, "stopping before destroy");
+                    d.stop(*vmid).await?;
+                }
+                d.destroy(*vmid).await?;
+                if d.config(*vmid).await?.is_some() {
+                    return Err(OpFailure {
+                        error: format!("CT {vmid} still exists after destroy"),
+                        retryable: true,
+                    });
+                }
+                ok("destroyed", None)
+            }
+            OpKind::Migrate {
+                vmid,
+                expect,
+                target,
+            } => {
+                let Some(cfg) = d.config(*vmid).await? else {
+                    return ok(format!("not on this node; assumed migrated to {target}"), None);
+                };
+                check_managed(*vmid, &cfg, expect.as_ref())?;
+                d.migrate(*vmid, target).await?;
+                ok(format!("migrated to {target}"), None)
+            }
+            OpKind::SeedTemplate(spec) => {
+                let volid = self.ensure_template(&op.id, spec).await?;
+                Ok(OpResult {
+                    message: "template present".into(),
+                    container: None,
+                    template_volid: Some(volid),
+                })
+            }
+        }
+    }
+
+    async fn create(&self, op_id: &str, c: &CreateOp) -> Outcome {
+        let d = &*self.inner.driver;
+        let vmid = c.vmid;
+        if let Some(cfg) = d.config(vmid).await? {
+            if is_half_made(&cfg) {
+                self.progress(op_id, "removing a half-created container left by an earlier attempt");
+                self.cleanup(vmid).await?;
+            } else {
+                match cfg.get("description").and_then(|s| ManagedMark::parse(s)) {
+                    Some(m) if m == c.mark => {
+                        // Created by an earlier attempt of this (or an equivalent) operation.
+                        if c.start && self.status(vmid).await? != "running" {
+                            d.start(vmid).await?;
+                        }
+                        if c.start {
+                            self.wait_for_addresses(op_id, vmid, &cfg).await;
+                        }
+                        return ok("already created", self.observed(vmid).await);
+                    }
+                    Some(m) => {
+                        return Err(fail(format!(
+                            "vm_id {vmid} is already used by fleet {} container {}, not {} {}",
+                            m.fleet, m.name, c.mark.fleet, c.mark.name
+                        )))
+                    }
+                    None => {
+                        return Err(fail(format!(
+                            "vm_id {vmid} is already used by a container pxfleet does not manage; refusing to touch it"
+                        )))
+                    }
+                }
+            }
+        }
+        self.progress(op_id, format!("ensuring template {}", c.template.volid()));
+        let ostemplate = self.ensure_template(op_id, &c.template).await?;
+        let mut options: Vec<(String, String)> = c
+            .options
+            .iter()
+            .filter(|(k, _)| k != "tags" && k != "description")
+            .cloned()
+            .collect();
+        options.push(("tags".into(), tags_with_mark(&c.tags)));
+        options.push((
+            "description".into(),
+            c.mark.description(c.description.as_deref()),
+        ));
+        let args = CreateArgs {
+            vmid,
+            ostemplate,
+            options,
+            ssh_public_keys: c.ssh_public_keys.clone(),
+        };
+        self.progress(op_id, format!("creating CT {vmid}"));
+        if let Err(e) = d.create(&args, c.password.as_ref()).await {
+            // PVE removes a failed create's config itself, but a killed tool may leave the lock behind.
+            if let Ok(Some(cfg)) = d.config(vmid).await {
+                if is_half_made(&cfg) {
+                    let _ = self.cleanup(vmid).await;
+                }
+            }
+            return Err(e.into());
+        }
+        let cfg = d.config(vmid).await?.ok_or_else(|| OpFailure {
+            error: format!("CT {vmid} does not exist after create"),
+            retryable: true,
+        })?;
+        if c.start {
+            self.progress(op_id, format!("starting CT {vmid}"));
+            d.start(vmid).await?;
+            self.wait_for_addresses(op_id, vmid, &cfg).await;
+        }
+        ok("created", self.observed(vmid).await)
+    }
+
+    /// Makes sure a template is in its storage; returns the volid to create from.
+    async fn ensure_template(&self, op_id: &str, spec: &TemplateSpec) -> Result<String, OpFailure> {
+        let d = &*self.inner.driver;
+        let volid = spec.volid();
+        match &spec.source {
+            TemplateSource::Existing => Ok(volid),
+            TemplateSource::Url { url, digest } => {
+                let dir = d.template_dir(&spec.storage).await?;
+                self.progress(op_id, format!("downloading {url}"));
+                self.inner
+                    .seeder
+                    .ensure(&dir, &spec.file_name, url, digest)
+                    .await?;
+                Ok(volid)
+            }
+            TemplateSource::Appliance => {
+                let lock = self
+                    .inner
+                    .template_locks
+                    .lock()
+                    .expect("template_locks lock")
+                    .entry(volid.clone())
+                    .or_default()
+                    .clone();
+                let _g = lock.lock().await;
+                let dir = d.template_dir(&spec.storage).await?;
+                let path = dir.join(&spec.file_name);
+                if !path.exists() {
+                    self.progress(op_id, format!("pveam download {} {}", spec.storage, spec.file_name));
+                    d.pveam_download(&spec.storage, &spec.file_name).await?;
+                    // pveam exits 0 even when its task failed: confirm the file is there.
+                    if !path.exists() {
+                        return Err(OpFailure {
+                            error: format!(
+                                "pveam download {} {} finished but {} is missing",
+                                spec.storage,
+                                spec.file_name,
+                                path.display()
+                            ),
+                            retryable: true,
+                        });
+                    }
+                }
+                Ok(volid)
+            }
+        }
+    }
+
+    async fn existing(&self, vmid: u32) -> Result<CtConfig, OpFailure> {
+        self.inner
+            .driver
+            .config(vmid)
+            .await?
+            .ok_or_else(|| fail(format!("CT {vmid} does not exist on this node")))
+    }
+
+    async fn status(&self, vmid: u32) -> Result<String, OpFailure> {
+        let list = self.inner.driver.list().await?;
+        Ok(list
+            .into_iter()
+            .find(|c| c.vmid == vmid)
+            .map(|c| c.status)
+            .unwrap_or_else(|| "missing".into()))
+    }
+
+    async fn observed(&self, vmid: u32) -> Option<ObservedContainer> {
+        observe::observe_one(&*self.inner.driver, vmid)
+            .await
+            .ok()
+            .flatten()
+    }
+
+    /// Removes a container left locked by a cut-short create or destroy.
+    async fn cleanup(&self, vmid: u32) -> Result<(), NodeError> {
+        let d = &*self.inner.driver;
+        // `unlock` complains when there is no lock; that is fine.
+        let _ = d.unlock(vmid).await;
+        d.destroy(vmid).await?;
+        Ok(())
+    }
+
+    /// Bounded wait until a started container that has a network shows an address.
+    async fn wait_for_addresses(&self, op_id: &str, vmid: u32, cfg: &CtConfig) {
+        let has_net = cfg.keys().any(|k| k.starts_with("net"));
+        if !has_net {
+            return;
+        }
+        self.progress(op_id, "waiting for addresses");
+        let deadline = tokio::time::Instant::now() + self.inner.settings.address_wait;
+        loop {
+            if let Ok(Some(ifaces)) = self.inner.driver.interfaces(vmid).await {
+                if !observe::useful_addresses(&ifaces).is_empty() {
+                    return;
+                }
+            }
+            if tokio::time::Instant::now() >= deadline {
+                self.progress(
+                    op_id,
+                    format!(
+                        "no address after {}s; reporting without one",
+                        self.inner.settings.address_wait.as_secs()
+                    ),
+                );
+                return;
+            }
+            tokio::time::sleep(self.inner.settings.address_poll).await;
+        }
+    }
+}
+
+/// `lock: create` or `lock: destroyed`: left behind by a cut-short create or destroy.
+fn is_half_made(cfg: &CtConfig) -> bool {
+    matches!(
+        cfg.get("lock").map(String::as_str),
+        Some("create") | Some("destroyed")
+    )
+}
+
+fn check_managed(
+    vmid: u32,
+    cfg: &CtConfig,
+    expect: Option<&ManagedMark>,
+) -> Result<ManagedMark, OpFailure> {
+    let Some(mark) = cfg.get("description").and_then(|d| ManagedMark::parse(d)) else {
+        return Err(fail(format!(
+            "CT {vmid} is not managed by pxfleet (no `managed-by: pxfleet` line in its description); refusing to touch it"
+        )));
+    };
+    if let Some(e) = expect {
+        if *e != mark {
+            return Err(fail(format!(
+                "CT {vmid} belongs to fleet {} container {}, not {} {}; refusing to touch it",
+                mark.fleet, mark.name, e.fleet, e.name
+            )));
+        }
+    }
+    Ok(mark)
+}
+
+fn tags_with_mark(tags: &[String]) -> String {
+    let mut all: Vec<String> = tags.iter().map(|t| t.to_ascii_lowercase()).collect();
+    all.push(MANAGED_TAG.into());
+    all.sort();
+    all.dedup();
+    all.join(";")
+}
+
+/// Rewrites an update so the mark survives: a new description keeps the mark line, tags keep `pxfleet`,
+/// and deleting either becomes setting it to the mark alone.
+fn keep_mark(
+    mark: &ManagedMark,
+    cfg: &CtConfig,
+    options: &[(String, String)],
+    delete: &[String],
+) -> (Vec<(String, String)>, Vec<String>) {
+    let mut out = Vec::new();
+    for (k, v) in options {
+        match k.as_str() {
+            "description" => {
+                let user: String = v
+                    .lines()
+                    .filter(|l| ManagedMark::parse(l).is_none())
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                out.push((k.clone(), mark.description(Some(&user))));
+            }
+            "tags" => {
+                let tags = observe::split_tags(v);
+                out.push((k.clone(), tags_with_mark(&tags)));
+            }
+            _ => out.push((k.clone(), v.clone())),
+        }
+    }
+    let mut del = Vec::new();
+    for k in delete {
+        match k.as_str() {
+            "description" => out.push((k.clone(), mark.description(None))),
+            "tags" => out.push((k.clone(), MANAGED_TAG.into())),
+            _ => del.push(k.clone()),
+        }
+    }
+    // Drop settings that already hold the wanted value (keeps updates idempotent and quiet).
+    out.retain(|(k, v)| cfg.get(k).map(|c| c.trim_end() != v.trim_end()).unwrap_or(true));
+    del.retain(|k| cfg.contains_key(k));
+    (out, del)
+}
+
+/// Reads `size=8G` from a disk property string, in bytes.
+pub fn disk_size_bytes(prop: &str) -> Option<u64> {
+    let size = prop
+        .split(',')
+        .find_map(|p| p.strip_prefix("size="))?;
+    let (num, unit) = match size.chars().last()? {
+        c if c.is_ascii_alphabetic() => (&size[..size.len() - 1], c.to_ascii_uppercase()),
+        _ => (size, 'B'),
+    };
+    let n: f64 = num.parse().ok()?;
+    let mult = match unit {
+        'B' => 1u64,
+        'K' => 1 << 10,
+        'M' => 1 << 20,
+        'G' => 1 << 30,
+        'T' => 1 << 40,
+        _ => return None,
+    };
+    Some((n * mult as f64).round() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn disk_sizes_parse() {
+        assert_eq!(
+            disk_size_bytes("local-lvm:vm-100-disk-0,size=8G"),
+            Some(8 << 30)
+        );
+        assert_eq!(disk_size_bytes("local:100/x.raw,size=512M"), Some(512 << 20));
+        assert_eq!(disk_size_bytes("local:subvol-1,size=1.5T"), Some(3 << 39));
+        assert_eq!(disk_size_bytes("local:x"), None);
+    }
+
+    #[test]
+    fn updates_keep_the_mark() {
+        let mark = ManagedMark {
+            fleet: "dev".into(),
+            name: "web".into(),
+        };
+        let mut cfg = CtConfig::new();
+        cfg.insert("description".into(), mark.description(None));
+        cfg.insert("tags".into(), "pxfleet;web".into());
+        cfg.insert("cores".into(), "2".into());
+        let (o, d) = keep_mark(
+            &mark,
+            &cfg,
+            &[
+                ("description".into(), "hello".into()),
+                ("tags".into(), "web".into()),
+                ("cores".into(), "4".into()),
+            ],
+            &["description".into(), "swap".into()],
+        );
+        assert_eq!(
+            o,
+            vec![
+                (
+                    "description".to_string(),
+                    "managed-by: pxfleet fleet=dev name=web\nhello\n".to_string()
+                ),
+                ("cores".to_string(), "4".to_string()),
+            ]
+        );
+        assert!(d.is_empty(), "swap is not set, nothing to delete: {d:?}");
+        assert_eq!(tags_with_mark(&["Web".into(), "db".into()]), "db;pxfleet;web");
+    }
+}

@@ -1,0 +1,249 @@
+//! The operation journal: a small local sled database mapping operation id to its state
+//! (received, running, done, failed, interrupted). It is what makes operations idempotent across
+//! re-sends and agent restarts: a finished operation is answered from here, and an operation that
+//! was running when the agent died is found here at start-up and cleaned up ([`crate::executor`]).
+
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use crate::ops::{OpFailure, OpResult, Operation};
+
+#[derive(Debug, thiserror::Error)]
+pub enum JournalError {
+    #[error("cannot open journal at {path}: {source}")]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: sled::Error,
+    },
+    #[error("journal {action} for operation {op_id}: {source}")]
+    Db {
+        action: &'static str,
+        op_id: String,
+        #[source]
+        source: sled::Error,
+    },
+    #[error("journal entry for operation {op_id} is unreadable: {source}")]
+    Decode {
+        op_id: String,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// Where an operation stands.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum OpState {
+    Received,
+    Running,
+    Done(OpResult),
+    Failed(OpFailure),
+    /// Was running when the agent stopped; cleaned up at start-up, redone when the controller re-sends it.
+    Interrupted,
+}
+
+/// One journal record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JournalEntry {
+    pub op: Operation,
+    pub state: OpState,
+    /// Seconds since the epoch of the last state change.
+    pub updated: u64,
+}
+
+/// The journal. Cheap to clone (sled handles are shared).
+#[derive(Clone)]
+pub struct Journal {
+    ops: sled::Tree,
+    db: sled::Db,
+}
+
+impl Journal {
+    /// Opens (creating if needed) the journal in `dir`.
+    pub fn open(dir: &Path) -> Result<Self, JournalError> {
+        let db = sled::Config::new()
+            .path(dir)
+            .mode(sled::Mode::LowSpace)
+            .open()
+            .map_err(|source| JournalError::Open {
+                path: dir.to_path_buf(),
+                source,
+            })?;
+        let ops = db.open_tree("ops").map_err(|source| JournalError::Open {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        Ok(Journal { ops, db })
+    }
+
+    pub fn get(&self, op_id: &str) -> Result<Option<JournalEntry>, JournalError> {
+        let raw = self.ops.get(op_id).map_err(|source| JournalError::Db {
+            action: "read",
+            op_id: op_id.to_string(),
+            source,
+        })?;
+        raw.map(|bytes| {
+            serde_json::from_slice(&bytes).map_err(|source| JournalError::Decode {
+                op_id: op_id.to_string(),
+                source,
+            })
+        })
+        .transpose()
+    }
+
+    /// Records a new state for an operation and flushes it to disk before returning.
+    pub async fn record(&self, op: &Operation, state: OpState) -> Result<(), JournalError> {
+        let entry = JournalEntry {
+            op: op.clone(),
+            state,
+            updated: now(),
+        };
+        let bytes = serde_json::to_vec(&entry).expect("journal entries always serialise");
+        self.ops
+            .insert(op.id.as_bytes(), bytes)
+            .map_err(|source| JournalError::Db {
+                action: "write",
+                op_id: op.id.clone(),
+                source,
+            })?;
+        self.db
+            .flush_async()
+            .await
+            .map_err(|source| JournalError::Db {
+                action: "flush",
+                op_id: op.id.clone(),
+                source,
+            })?;
+        Ok(())
+    }
+
+    /// Every entry (used at start-up to find operations that were running).
+    pub fn entries(&self) -> Result<Vec<JournalEntry>, JournalError> {
+        let mut out = Vec::new();
+        for item in self.ops.iter() {
+            let (key, value) = item.map_err(|source| JournalError::Db {
+                action: "scan",
+                op_id: String::new(),
+                source,
+            })?;
+            let op_id = String::from_utf8_lossy(&key).into_owned();
+            let entry = serde_json::from_slice(&value)
+                .map_err(|source| JournalError::Decode { op_id, source })?;
+            out.push(entry);
+        }
+        Ok(out)
+    }
+
+    /// Drops finished entries last changed more than `max_age_secs` ago; returns how many.
+    pub fn prune(&self, max_age_secs: u64) -> Result<usize, JournalError> {
+        self.prune_before(now().saturating_sub(max_age_secs))
+    }
+
+    /// Drops finished entries last changed before `cutoff` (seconds since the epoch).
+    pub fn prune_before(&self, cutoff: u64) -> Result<usize, JournalError> {
+        let mut removed = 0;
+        for entry in self.entries()? {
+            let finished = matches!(entry.state, OpState::Done(_) | OpState::Failed(_));
+            if finished && entry.updated < cutoff {
+                self.ops
+                    .remove(entry.op.id.as_bytes())
+                    .map_err(|source| JournalError::Db {
+                        action: "remove",
+                        op_id: entry.op.id.clone(),
+                        source,
+                    })?;
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::driver::Secret;
+    use crate::ops::{CreateOp, OpKind, TemplateSource, TemplateSpec};
+
+    fn create_op(id: &str) -> Operation {
+        Operation {
+            id: id.into(),
+            kind: OpKind::Create(CreateOp {
+                vmid: 100,
+                mark: crate::driver::ManagedMark {
+                    fleet: "dev".into(),
+                    name: "web".into(),
+                },
+                template: TemplateSpec {
+                    storage: "local".into(),
+                    file_name: "t.tar.zst".into(),
+                    source: TemplateSource::Existing,
+                },
+                options: vec![("memory".into(), "512".into())],
+                tags: vec![],
+                description: None,
+                ssh_public_keys: vec![],
+                password: Some(Secret("supersecret".into())),
+                start: true,
+            }),
+        }
+    }
+
+    #[tokio::test]
+    async fn states_survive_reopen_and_password_is_not_stored() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let j = Journal::open(dir.path()).unwrap();
+            j.record(&create_op("op-1"), OpState::Running).await.unwrap();
+            j.record(
+                &create_op("op-2"),
+                OpState::Failed(OpFailure {
+                    error: "boom".into(),
+                    retryable: false,
+                }),
+            )
+            .await
+            .unwrap();
+        }
+        let j = Journal::open(dir.path()).unwrap();
+        let e = j.get("op-1").unwrap().unwrap();
+        assert_eq!(e.state, OpState::Running);
+        match e.op.kind {
+            OpKind::Create(c) => assert_eq!(c.password, None),
+            other => panic!("unexpected {other:?}"),
+        }
+        assert_eq!(j.entries().unwrap().len(), 2);
+        assert!(j.get("op-3").unwrap().is_none());
+        let raw = std::fs::read_dir(dir.path()).unwrap().count();
+        assert!(raw > 0);
+    }
+
+    #[tokio::test]
+    async fn prune_keeps_unfinished_entries() {
+        let dir = tempfile::tempdir().unwrap();
+        let j = Journal::open(dir.path()).unwrap();
+        j.record(&create_op("a"), OpState::Running).await.unwrap();
+        j.record(
+            &create_op("b"),
+            OpState::Failed(OpFailure {
+                error: "x".into(),
+                retryable: true,
+            }),
+        )
+        .await
+        .unwrap();
+        assert_eq!(j.prune(3600).unwrap(), 0, "fresh entries are kept");
+        assert_eq!(j.prune_before(u64::MAX).unwrap(), 1);
+        assert!(j.get("b").unwrap().is_none(), "finished entry removed");
+        assert!(j.get("a").unwrap().is_some(), "running entry kept");
+    }
+}

@@ -1,0 +1,190 @@
+//! The agent's own model of an operation and its outcome: what the controller asks for once it has
+//! been converted from protobuf at the edge ([`crate::convert`]), and what goes into the journal.
+//! Secrets (the root password) are carried in memory only and never serialised.
+
+use serde::{Deserialize, Serialize};
+
+use crate::driver::{ManagedMark, Secret};
+use crate::observe::ObservedContainer;
+
+/// One operation, keyed by the controller's operation id (the idempotency key).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Operation {
+    pub id: String,
+    pub kind: OpKind,
+}
+
+impl Operation {
+    /// The container this operation works on; `None` for template seeding.
+    pub fn vmid(&self) -> Option<u32> {
+        match &self.kind {
+            OpKind::Create(c) => Some(c.vmid),
+            OpKind::Update { vmid, .. }
+            | OpKind::Resize { vmid, .. }
+            | OpKind::Start { vmid, .. }
+            | OpKind::Stop { vmid, .. }
+            | OpKind::Destroy { vmid, .. }
+            | OpKind::Migrate { vmid, .. } => Some(*vmid),
+            OpKind::SeedTemplate(_) => None,
+        }
+    }
+
+    /// Short name of the kind, for logs and messages.
+    pub fn kind_name(&self) -> &'static str {
+        match &self.kind {
+            OpKind::Create(_) => "create",
+            OpKind::Update { .. } => "update",
+            OpKind::Resize { .. } => "resize",
+            OpKind::Start { .. } => "start",
+            OpKind::Stop { .. } => "stop",
+            OpKind::Destroy { .. } => "destroy",
+            OpKind::Migrate { .. } => "migrate",
+            OpKind::SeedTemplate(_) => "seed-template",
+        }
+    }
+}
+
+/// What to do.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum OpKind {
+    Create(CreateOp),
+    /// `pct set`: options to set and keys to delete. `description`, if set, keeps the managed mark.
+    Update {
+        vmid: u32,
+        expect: Option<ManagedMark>,
+        options: Vec<(String, String)>,
+        delete: Vec<String>,
+    },
+    /// Grow `disk` (`rootfs`, `mp0` ...) to `size_gib`.
+    Resize {
+        vmid: u32,
+        expect: Option<ManagedMark>,
+        disk: String,
+        size_gib: u64,
+    },
+    Start {
+        vmid: u32,
+        expect: Option<ManagedMark>,
+    },
+    Stop {
+        vmid: u32,
+        expect: Option<ManagedMark>,
+    },
+    Destroy {
+        vmid: u32,
+        expect: Option<ManagedMark>,
+    },
+    Migrate {
+        vmid: u32,
+        expect: Option<ManagedMark>,
+        target: String,
+    },
+    SeedTemplate(TemplateSpec),
+}
+
+/// Create a managed container.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CreateOp {
+    pub vmid: u32,
+    pub mark: ManagedMark,
+    pub template: TemplateSpec,
+    /// PVE options (`hostname`, `cores`, `memory`, `swap`, `rootfs`, `net0`, `features`, ...); `tags` and
+    /// `description` are handled separately so the mark is always present.
+    pub options: Vec<(String, String)>,
+    pub tags: Vec<String>,
+    pub description: Option<String>,
+    pub ssh_public_keys: Vec<String>,
+    /// Never journalled: a replay after a restart waits for the controller to re-send it.
+    #[serde(skip)]
+    pub password: Option<Secret>,
+    /// Start after creating, and wait (bounded) for addresses.
+    pub start: bool,
+}
+
+/// A template that must be present in a storage's template cache.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TemplateSpec {
+    /// Storage whose template cache holds it (`local`).
+    pub storage: String,
+    /// File name in the cache (`ubuntu-25.04.tar.xz`).
+    pub file_name: String,
+    pub source: TemplateSource,
+}
+
+impl TemplateSpec {
+    /// `STORAGE:vztmpl/FILE`
+    pub fn volid(&self) -> String {
+        format!("{}:vztmpl/{}", self.storage, self.file_name)
+    }
+}
+
+/// Where a template comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TemplateSource {
+    /// Download over HTTP(S) and verify.
+    Url { url: String, digest: Digest },
+    /// An appliance name from the PVE index: `pveam download`.
+    Appliance,
+    /// Already present on the node (or managed by someone else): use as is.
+    Existing,
+}
+
+/// An expected checksum, lower-case hex.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Digest {
+    Sha256(String),
+    Sha512(String),
+}
+
+impl Digest {
+    pub fn algorithm(&self) -> &'static str {
+        match self {
+            Digest::Sha256(_) => "sha256",
+            Digest::Sha512(_) => "sha512",
+        }
+    }
+    pub fn hex(&self) -> &str {
+        match self {
+            Digest::Sha256(h) | Digest::Sha512(h) => h,
+        }
+    }
+}
+
+/// The result of an operation that succeeded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OpResult {
+    /// What was done, in a few words (`created`, `already created`, `destroyed` ...).
+    pub message: String,
+    /// The container as observed after the operation (`None` when it is gone or for seeding).
+    pub container: Option<ObservedContainer>,
+    /// For seeding: the template's volume id.
+    pub template_volid: Option<String>,
+}
+
+/// Why an operation failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpFailure {
+    pub error: String,
+    pub retryable: bool,
+}
+
+/// An update about an operation, sent on the controller stream.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OpUpdate {
+    Progress { op_id: String, message: String },
+    Succeeded { op_id: String, result: OpResult },
+    Failed { op_id: String, failure: OpFailure },
+}
+
+impl OpUpdate {
+    pub fn op_id(&self) -> &str {
+        match self {
+            OpUpdate::Progress { op_id, .. }
+            | OpUpdate::Succeeded { op_id, .. }
+            | OpUpdate::Failed { op_id, .. } => op_id,
+        }
+    }
+    pub fn is_final(&self) -> bool {
+        !matches!(self, OpUpdate::Progress { .. })
+    }
+}
