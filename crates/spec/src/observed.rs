@@ -1,0 +1,288 @@
+//! Observed state: what a node reports about one container, already translated into fleet terms.
+//!
+//! The agent builds an [`ObservedContainer`] from `pct list`, `pct config` / `pvesh .../config` and, for a running
+//! container, `.../interfaces`. Keys that `pct config` leaves out are filled with PVE's meaning of "absent"
+//! (`onboot` absent = false, `features` absent = all off, `cores` absent = `None` = all host CPUs, ...), so a field
+//! here is `Option` only where PVE really may not say: the template a container was made from is not kept by PVE,
+//! `cores`/`cpu_limit`/`cpu_units`/`startup` are unset unless given.
+//!
+//! The planner compares these values with the desired [`Container`]; [`ObservedContainer::from_desired`] builds the
+//! observation a perfectly applied container would give, which the simulator and tests use.
+
+use ipnet::IpNet;
+use serde::{Deserialize, Serialize};
+
+use crate::model::{Container, Dns, Features, Interface, MountPoint, Startup};
+
+/// The tag pxfleet adds to every container it creates.
+pub const MANAGED_TAG: &str = "pxfleet";
+
+/// Prefix of the description line that marks a container as pxfleet's: `managed-by: pxfleet fleet=NAME name=NAME`.
+pub const MANAGED_LINE_PREFIX: &str = "managed-by: pxfleet";
+
+/// One container as a node reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ObservedContainer {
+    pub vm_id: u32,
+    /// The node whose `/etc/pve/nodes/<node>/lxc/` holds the config.
+    pub node: String,
+    pub status: PowerState,
+    /// PVE's config lock (`create`, `backup`, `migrate`, ...). A locked container is in the middle of an
+    /// operation; the planner leaves it alone (except to destroy it when it left the file).
+    pub lock: Option<String>,
+    /// The pxfleet mark, read from the description line (and the `pxfleet` tag). `None`: not ours, never touched.
+    pub managed: Option<ManagedMark>,
+    pub config: ObservedConfig,
+}
+
+/// `running` / `stopped` as `pct status` says; `unknown` when the node could not tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PowerState {
+    Running,
+    Stopped,
+    Unknown,
+}
+
+/// Which fleet and which entry of its file a container belongs to.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ManagedMark {
+    pub fleet: String,
+    pub name: String,
+}
+
+impl ManagedMark {
+    /// The description line that carries this mark.
+    pub fn description_line(&self) -> String {
+        format!(
+            "{MANAGED_LINE_PREFIX} fleet={} name={}",
+            self.fleet, self.name
+        )
+    }
+
+    /// Finds the mark in a PVE description (any line; `%0A`-decoding is the caller's job).
+    pub fn from_description(description: &str) -> Option<ManagedMark> {
+        description.lines().find_map(|line| {
+            let rest = line.trim().strip_prefix(MANAGED_LINE_PREFIX)?;
+            let mut fleet = None;
+            let mut name = None;
+            for word in rest.split_whitespace() {
+                if let Some(v) = word.strip_prefix("fleet=") {
+                    fleet = Some(v.to_owned());
+                } else if let Some(v) = word.strip_prefix("name=") {
+                    name = Some(v.to_owned());
+                }
+            }
+            Some(ManagedMark {
+                fleet: fleet?,
+                name: name?,
+            })
+        })
+    }
+
+    /// The description without the mark line (what the fleet file's `description` corresponds to).
+    pub fn strip_from_description(description: &str) -> Option<String> {
+        let kept: Vec<&str> = description
+            .lines()
+            .filter(|l| !l.trim().starts_with(MANAGED_LINE_PREFIX))
+            .collect();
+        let text = kept.join("\n");
+        let text = text.trim_end();
+        (!text.is_empty()).then(|| text.to_owned())
+    }
+}
+
+/// A container's configuration in fleet terms.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ObservedConfig {
+    pub hostname: String,
+    /// `None`: unset (all host CPUs).
+    pub cores: Option<u32>,
+    /// `None`: unset (0, unlimited).
+    pub cpu_limit: Option<f64>,
+    /// `None`: unset (100 on cgroup v2).
+    pub cpu_units: Option<u32>,
+    /// MiB.
+    pub memory: u64,
+    /// MiB.
+    pub swap: u64,
+    /// Root disk size in GiB (`size=512M` is 0.5).
+    pub disk_size_gib: f64,
+    /// Storage of the root disk; `None` when the rootfs is not a storage volume.
+    pub datastore_id: Option<String>,
+    /// Fleet template name the container was created from, when the agent knows it (PVE does not keep it).
+    pub template: Option<String>,
+    pub unprivileged: bool,
+    pub features: Features,
+    /// net0, net1, ... in order.
+    pub interfaces: Vec<ObservedInterface>,
+    pub dns: Dns,
+    pub startup: Option<Startup>,
+    pub start_on_boot: bool,
+    pub protection: bool,
+    /// As PVE stores them (lower-case, sorted), without the `pxfleet` tag.
+    pub tags: Vec<String>,
+    /// Without the `managed-by:` line; `None` when nothing else is left.
+    pub description: Option<String>,
+    pub mount_points: Vec<ObservedMountPoint>,
+}
+
+/// One `netN` and, for a running container, the addresses it really has.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ObservedInterface {
+    /// The N of `netN`.
+    pub slot: u32,
+    /// The configured interface (`mac_address` is always `Some` once PVE generated one).
+    pub config: Interface,
+    /// Addresses seen inside the container (`.../interfaces`); empty when stopped.
+    #[serde(default)]
+    pub addresses: Vec<IpNet>,
+}
+
+/// One `mpN`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ObservedMountPoint {
+    /// The N of `mpN` (needed by `pct resize <vmid> mpN`).
+    pub slot: u32,
+    /// The mount point in fleet terms. For a volume, `size_gib` is rounded up to whole GiB; see `size_gib` here
+    /// for the exact size.
+    pub mount: MountPoint,
+    /// Exact size of a volume in GiB (`None` for bind mounts).
+    pub size_gib: Option<f64>,
+}
+
+impl ObservedContainer {
+    /// What a node would report for `c` once created exactly as desired: `vm_id` and `node` are where it landed,
+    /// `mac` gives the MAC PVE generates for interface `i` when the file names none.
+    pub fn from_desired(
+        fleet: &str,
+        c: &Container,
+        vm_id: u32,
+        node: &str,
+        status: PowerState,
+        default_datastore: &str,
+        mac: impl Fn(usize) -> crate::model::MacAddr,
+    ) -> Self {
+        ObservedContainer {
+            vm_id,
+            node: node.to_owned(),
+            status,
+            lock: None,
+            managed: Some(ManagedMark {
+                fleet: fleet.to_owned(),
+                name: c.name.clone(),
+            }),
+            config: ObservedConfig {
+                hostname: c.hostname.clone(),
+                cores: c.cores,
+                cpu_limit: c.cpu_limit,
+                cpu_units: c.cpu_units,
+                memory: c.memory,
+                swap: c.swap,
+                disk_size_gib: c.disk_size as f64,
+                datastore_id: Some(
+                    c.datastore_id
+                        .clone()
+                        .unwrap_or_else(|| default_datastore.to_owned()),
+                ),
+                template: Some(c.template.clone()),
+                unprivileged: c.unprivileged,
+                features: c.features.clone(),
+                interfaces: c
+                    .interfaces
+                    .iter()
+                    .enumerate()
+                    .map(|(i, iface)| observed_interface(i, iface, &mac))
+                    .collect(),
+                dns: c.dns.clone(),
+                startup: c.startup.clone(),
+                start_on_boot: c.start_on_boot,
+                protection: c.protection,
+                tags: normalise_tags(&c.tags),
+                description: c.description.as_deref().and_then(normalise_description),
+                mount_points: c
+                    .mount_points
+                    .iter()
+                    .enumerate()
+                    .map(|(i, m)| observed_mount(i as u32, m))
+                    .collect(),
+            },
+        }
+    }
+}
+
+/// The observation of a desired interface at position `i`.
+pub fn observed_interface(
+    i: usize,
+    iface: &Interface,
+    mac: &impl Fn(usize) -> crate::model::MacAddr,
+) -> ObservedInterface {
+    let mut config = iface.clone();
+    config.mac_address = Some(iface.mac_address.unwrap_or_else(|| mac(i)));
+    ObservedInterface {
+        slot: i as u32,
+        config,
+        addresses: Vec::new(),
+    }
+}
+
+/// The observation of a desired mount point in slot `slot`.
+pub fn observed_mount(slot: u32, m: &MountPoint) -> ObservedMountPoint {
+    let size_gib = match m {
+        MountPoint::Volume { size_gib, .. } => Some(*size_gib as f64),
+        MountPoint::Bind { .. } => None,
+    };
+    ObservedMountPoint {
+        slot,
+        mount: m.clone(),
+        size_gib,
+    }
+}
+
+/// Tags as PVE stores them: lower-cased, sorted, de-duplicated, without pxfleet's own tag.
+pub fn normalise_tags(tags: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = tags
+        .iter()
+        .map(|t| t.to_lowercase())
+        .filter(|t| t != MANAGED_TAG)
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// A description as compared: trailing whitespace (PVE's trailing newline) dropped, empty meaning none.
+pub fn normalise_description(d: &str) -> Option<String> {
+    let t = d.trim_end();
+    (!t.is_empty()).then(|| t.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mark_round_trips_through_a_description() {
+        let m = ManagedMark {
+            fleet: "dev".into(),
+            name: "web-1".into(),
+        };
+        let d = format!("Web server\n{}\n", m.description_line());
+        assert_eq!(ManagedMark::from_description(&d), Some(m));
+        assert_eq!(
+            ManagedMark::strip_from_description(&d).as_deref(),
+            Some("Web server")
+        );
+        assert_eq!(ManagedMark::from_description("Web server\n"), None);
+        assert_eq!(
+            ManagedMark::from_description("managed-by: pxfleet fleet=dev"),
+            None
+        );
+    }
+
+    #[test]
+    fn tags_normalise_like_pve() {
+        let t = normalise_tags(&["Web".into(), "db".into(), "web".into(), "pxfleet".into()]);
+        assert_eq!(t, vec!["db".to_owned(), "web".to_owned()]);
+    }
+}

@@ -1,0 +1,304 @@
+//! The planner: a pure function from (desired fleet, last applied fleet, observed containers) to an ordered
+//! [`Plan`], or a [`PlanError`] listing every change pxfleet refuses to make.
+//!
+//! Matching: an observed container belongs to desired container `NAME` when it carries this fleet's mark
+//! (`managed-by: pxfleet fleet=FLEET name=NAME`). Unmarked containers are never touched (they only count as
+//! holders of a vm_id). Per desired container:
+//! - not observed: **create** (reason `missing` when it was applied before: deleted outside pxfleet);
+//! - template, vm_id, datastore_id or unprivileged differ: **replace**, naming those fields;
+//! - otherwise **move** (node changed), **resize** (a disk grew; shrinking is an error), **update** (fields the
+//!   file changed; each marked live or restart-needed per CONTRACT §3.1), **repair** (fields that differ from the
+//!   applied spec although the file did not change them: drift), **start** (stopped);
+//! - locked (`lock:` set, an operation is running): left alone in this plan.
+//!
+//! Observed containers with this fleet's mark and a name not in the file are **destroyed** (reason
+//! `removed_from_file` when they were applied, else `orphaned`); extra containers with the same mark are destroyed
+//! as `duplicate`. A container with `protection: true` is never destroyed or replaced: that is an error.
+//!
+//! Order (deterministic): destroys (by name), then replacements (each a destroy before its create) by startup
+//! order, then changes to existing containers (per container: move, resize, update, repair, start) by startup
+//! order, then creates by startup order. Startup order is `startup.order` ascending, containers without one last
+//! (as PVE starts them), ties by name.
+
+mod diff;
+mod error;
+pub mod simulate;
+mod types;
+
+use std::collections::{HashMap, HashSet};
+
+pub use error::{PlanError, PlanProblem};
+pub use types::*;
+
+use crate::model::{Container, Fleet};
+use crate::observed::ObservedContainer;
+
+/// Plans `desired` against `applied` (the last submitted spec, `None` if never) and `observed` (what the nodes
+/// report, every container, managed or not).
+pub fn plan(
+    desired: &Fleet,
+    applied: Option<&Fleet>,
+    observed: &[ObservedContainer],
+) -> Result<Plan, PlanError> {
+    let fleet = desired.name.as_str();
+    let mut problems = Vec::new();
+
+    // This fleet's marked containers, by name.
+    let mut marked: HashMap<&str, Vec<&ObservedContainer>> = HashMap::new();
+    for o in observed {
+        if let Some(m) = &o.managed {
+            if m.fleet == fleet {
+                marked.entry(m.name.as_str()).or_default().push(o);
+            }
+        }
+    }
+
+    let mut destroys: Vec<Action> = Vec::new();
+    let mut freed: HashSet<u32> = HashSet::new();
+    let mut replaces: Vec<(StartKey, Action)> = Vec::new();
+    let mut changes: Vec<(StartKey, Vec<Action>)> = Vec::new();
+    let mut creates: Vec<(StartKey, Action)> = Vec::new();
+    // vm_ids that creates and replacements will take: (container, vm_id, observed holder to ignore).
+    let mut claims: Vec<(&str, u32)> = Vec::new();
+
+    for (name, d) in &desired.containers {
+        let a = applied.and_then(|f| f.containers.get(name));
+        let key = StartKey::of(d);
+        let candidates = marked.remove(name.as_str()).unwrap_or_default();
+        let Some(primary) = pick_primary(&candidates, d, a) else {
+            if let Some(v) = d.vm_id {
+                claims.push((name, v));
+            }
+            let reason = if a.is_some() {
+                CreateReason::Missing
+            } else {
+                CreateReason::New
+            };
+            creates.push((
+                key,
+                Action {
+                    container: name.clone(),
+                    vm_id: d.vm_id,
+                    node: d.node.clone(),
+                    kind: ActionKind::Create {
+                        reason,
+                        attributes: diff::attributes(d),
+                    },
+                },
+            ));
+            continue;
+        };
+        for extra in candidates.iter().filter(|o| o.vm_id != primary.vm_id) {
+            match destroy_action(extra, name, DestroyReason::Duplicate) {
+                Ok(act) => {
+                    freed.insert(extra.vm_id);
+                    destroys.push(act);
+                }
+                Err(p) => problems.push(p),
+            }
+        }
+        if primary.lock.is_some() {
+            continue;
+        }
+        let ex = diff::existing(d, a, primary);
+        let at = |kind: ActionKind| Action {
+            container: name.clone(),
+            vm_id: Some(primary.vm_id),
+            node: Some(primary.node.clone()),
+            kind,
+        };
+        if !ex.replace.is_empty() {
+            if primary.config.protection {
+                let fields: Vec<&str> = ex.replace.iter().map(|c| c.field.as_str()).collect();
+                problems.push(PlanProblem::Protected {
+                    container: name.clone(),
+                    vm_id: primary.vm_id,
+                    node: primary.node.clone(),
+                    why: format!("replaced because {} changed", fields.join(", ")),
+                });
+                continue;
+            }
+            freed.insert(primary.vm_id);
+            if let Some(v) = d.vm_id {
+                if v != primary.vm_id {
+                    claims.push((name, v));
+                }
+            }
+            replaces.push((
+                key,
+                at(ActionKind::Replace {
+                    reasons: ex.replace,
+                    attributes: diff::attributes(d),
+                }),
+            ));
+            continue;
+        }
+        for (field, from_gib, to_gib) in ex.shrink {
+            problems.push(PlanProblem::Shrink {
+                container: name.clone(),
+                vm_id: primary.vm_id,
+                node: primary.node.clone(),
+                field,
+                from_gib,
+                to_gib,
+            });
+        }
+        let mut mine = Vec::new();
+        if let Some(to) = ex.move_to {
+            mine.push(at(ActionKind::Move {
+                from: primary.node.clone(),
+                to,
+            }));
+        }
+        for (disk, from_gib, to_gib) in ex.grow {
+            mine.push(at(ActionKind::Resize {
+                disk,
+                from_gib,
+                to_gib,
+            }));
+        }
+        if !ex.updates.is_empty() {
+            let restart_required = diff::Differ::restart(&ex.updates);
+            mine.push(at(ActionKind::Update {
+                changes: ex.updates,
+                restart_required,
+            }));
+        }
+        if !ex.drift.is_empty() {
+            let restart_required = diff::Differ::restart(&ex.drift);
+            mine.push(at(ActionKind::Repair {
+                drift: ex.drift,
+                restart_required,
+            }));
+        }
+        if ex.start {
+            mine.push(at(ActionKind::Start));
+        }
+        if !mine.is_empty() {
+            changes.push((key, mine));
+        }
+    }
+
+    // Marked containers whose name is not in the file.
+    let mut leftover: Vec<(&str, &ObservedContainer)> = marked
+        .iter()
+        .flat_map(|(n, os)| os.iter().map(move |o| (*n, *o)))
+        .collect();
+    leftover.sort_by(|x, y| (x.0, x.1.vm_id).cmp(&(y.0, y.1.vm_id)));
+    for (name, o) in leftover {
+        let was_applied = applied.is_some_and(|f| f.containers.contains_key(name));
+        let reason = if was_applied {
+            DestroyReason::RemovedFromFile
+        } else {
+            DestroyReason::Orphaned
+        };
+        match destroy_action(o, name, reason) {
+            Ok(act) => {
+                freed.insert(o.vm_id);
+                destroys.push(act);
+            }
+            Err(p) => problems.push(p),
+        }
+    }
+
+    // A vm_id may only be taken when no container keeps holding it.
+    if !claims.is_empty() {
+        let holders: HashMap<u32, &ObservedContainer> =
+            observed.iter().map(|o| (o.vm_id, o)).collect();
+        for (name, v) in claims {
+            if let Some(h) = holders.get(&v) {
+                if !freed.contains(&v) {
+                    let holder = match &h.managed {
+                        Some(m) => format!("container {} of fleet {}", m.name, m.fleet),
+                        None => "a container pxfleet does not manage".to_owned(),
+                    };
+                    problems.push(PlanProblem::VmIdInUse {
+                        container: name.to_owned(),
+                        vm_id: v,
+                        node: h.node.clone(),
+                        holder,
+                    });
+                }
+            }
+        }
+    }
+
+    if !problems.is_empty() {
+        return Err(PlanError {
+            fleet: fleet.to_owned(),
+            problems,
+        });
+    }
+
+    destroys.sort_by(|x, y| (&x.container, x.vm_id).cmp(&(&y.container, y.vm_id)));
+    replaces.sort_by(|x, y| x.0.cmp(&y.0));
+    changes.sort_by(|x, y| x.0.cmp(&y.0));
+    creates.sort_by(|x, y| x.0.cmp(&y.0));
+    let mut actions = destroys;
+    actions.extend(replaces.into_iter().map(|(_, a)| a));
+    actions.extend(changes.into_iter().flat_map(|(_, a)| a));
+    actions.extend(creates.into_iter().map(|(_, a)| a));
+    Ok(Plan::new(fleet, actions))
+}
+
+/// The destroy action for `o`, or the refusal when it is protected.
+fn destroy_action(
+    o: &ObservedContainer,
+    name: &str,
+    reason: DestroyReason,
+) -> Result<Action, PlanProblem> {
+    if o.config.protection {
+        return Err(PlanProblem::Protected {
+            container: name.to_owned(),
+            vm_id: o.vm_id,
+            node: o.node.clone(),
+            why: match reason {
+                DestroyReason::RemovedFromFile => "it left the fleet file".to_owned(),
+                DestroyReason::Orphaned => {
+                    "it carries this fleet's mark but is not in the file".to_owned()
+                }
+                DestroyReason::Duplicate => {
+                    "another container carries the same fleet/name mark".to_owned()
+                }
+            },
+        });
+    }
+    Ok(Action {
+        container: name.to_owned(),
+        vm_id: Some(o.vm_id),
+        node: Some(o.node.clone()),
+        kind: ActionKind::Destroy { reason },
+    })
+}
+
+/// Of several containers carrying the same mark, the one that stands for the desired container: the one with
+/// the desired vm_id, else the applied vm_id, else the lowest vm_id.
+fn pick_primary<'a>(
+    candidates: &[&'a ObservedContainer],
+    d: &Container,
+    a: Option<&Container>,
+) -> Option<&'a ObservedContainer> {
+    let by_id = |v: Option<u32>| v.and_then(|v| candidates.iter().find(|o| o.vm_id == v).copied());
+    by_id(d.vm_id)
+        .or_else(|| by_id(a.and_then(|a| a.vm_id)))
+        .or_else(|| candidates.iter().min_by_key(|o| o.vm_id).copied())
+}
+
+/// Sort key by startup order: `startup.order` ascending, unordered last, then name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct StartKey {
+    unordered: bool,
+    order: u32,
+    name: String,
+}
+
+impl StartKey {
+    fn of(c: &Container) -> Self {
+        let order = c.startup.as_ref().and_then(|s| s.order);
+        StartKey {
+            unordered: order.is_none(),
+            order: order.unwrap_or(0),
+            name: c.name.clone(),
+        }
+    }
+}
