@@ -140,10 +140,7 @@ impl AgentConfig {
     /// Parses and validates config text; `path` is used only in error messages.
     pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
         let config: AgentConfig = toml::from_str(text).map_err(|e| {
-            let (line, column) = e
-                .span()
-                .map(|s| line_col(text, s.start))
-                .unwrap_or((1, 1));
+            let (line, column) = e.span().map(|s| line_col(text, s.start)).unwrap_or((1, 1));
             ConfigError::Parse {
                 path: path.to_path_buf(),
                 line,
@@ -277,7 +274,8 @@ mod tests {
 
     #[test]
     fn bad_values_name_the_field() {
-        let text = "controller = \"x:1\"\nnode = \"n1\"\ncert = \"/c\"\nkey = \"/k\"\nca = \"/ca\"\n";
+        let text =
+            "controller = \"x:1\"\nnode = \"n1\"\ncert = \"/c\"\nkey = \"/k\"\nca = \"/ca\"\n";
         let err = AgentConfig::parse(text, Path::new("a.toml"))
             .unwrap_err()
             .to_string();

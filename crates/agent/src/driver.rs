@@ -104,14 +104,37 @@ pub struct Interface {
 }
 
 /// A storage on this node.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StorageInfo {
     pub id: String,
     pub kind: String,
     pub content: Vec<String>,
     pub active: bool,
+    pub enabled: bool,
+    pub shared: bool,
     pub total_bytes: u64,
+    pub used_bytes: u64,
     pub avail_bytes: u64,
+    /// Filesystem path of a path-based storage.
+    pub path: Option<String>,
+}
+
+/// A network bridge on this node.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BridgeInfo {
+    pub name: String,
+    pub active: bool,
+    pub mtu: Option<u32>,
+    pub cidrs: Vec<String>,
+}
+
+/// A template file in a storage's cache.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TemplateFile {
+    pub volid: String,
+    pub storage: String,
+    pub file_name: String,
+    pub size_bytes: u64,
 }
 
 /// What the node is and has, sent in the hello.
@@ -122,9 +145,8 @@ pub struct NodeFacts {
     pub memory_bytes: u64,
     pub memory_free_bytes: u64,
     pub storages: Vec<StorageInfo>,
-    pub bridges: Vec<String>,
-    /// Cached template volids (`local:vztmpl/x.tar.zst`).
-    pub templates: Vec<String>,
+    pub bridges: Vec<BridgeInfo>,
+    pub templates: Vec<TemplateFile>,
 }
 
 /// Parameters of a `pct create`, already rendered as PVE options (no secrets inside).
@@ -176,14 +198,23 @@ pub trait NodeDriver: Send + Sync + 'static {
         size_gib: u64,
     ) -> impl Future<Output = Result<(), NodeError>> + Send;
     fn start(&self, vmid: u32) -> impl Future<Output = Result<(), NodeError>> + Send;
+    /// Immediate stop.
     fn stop(&self, vmid: u32) -> impl Future<Output = Result<(), NodeError>> + Send;
-    /// Destroys a stopped container and its volumes.
-    fn destroy(&self, vmid: u32) -> impl Future<Output = Result<(), NodeError>> + Send;
+    /// Clean shutdown; `Ok(false)` when it did not stop within the timeout.
+    fn shutdown(
+        &self,
+        vmid: u32,
+        timeout_secs: u32,
+    ) -> impl Future<Output = Result<bool, NodeError>> + Send;
+    /// Destroys a stopped container and its volumes (`purge`: also from backup jobs, HA, ACLs).
+    fn destroy(&self, vmid: u32, purge: bool)
+        -> impl Future<Output = Result<(), NodeError>> + Send;
     fn unlock(&self, vmid: u32) -> impl Future<Output = Result<(), NodeError>> + Send;
     fn migrate(
         &self,
         vmid: u32,
         target: &str,
+        restart: bool,
     ) -> impl Future<Output = Result<(), NodeError>> + Send;
     /// Interfaces of a running container; `None` when stopped.
     fn interfaces(
@@ -193,8 +224,10 @@ pub trait NodeDriver: Send + Sync + 'static {
     /// Node facts for the hello (version, resources, storages, bridges, templates).
     fn facts(&self) -> impl Future<Output = Result<NodeFacts, NodeError>> + Send;
     /// The directory that holds `STORAGE:vztmpl/` files.
-    fn template_dir(&self, storage: &str)
-        -> impl Future<Output = Result<PathBuf, NodeError>> + Send;
+    fn template_dir(
+        &self,
+        storage: &str,
+    ) -> impl Future<Output = Result<PathBuf, NodeError>> + Send;
     /// `pveam download STORAGE NAME` (appliance templates from the index).
     fn pveam_download(
         &self,

@@ -13,7 +13,9 @@ use tokio::sync::{mpsc, Semaphore};
 use crate::driver::{CreateArgs, CtConfig, ManagedMark, NodeDriver, NodeError, MANAGED_TAG};
 use crate::journal::{Journal, JournalError, OpState};
 use crate::observe::{self, Delta, ObservedContainer, Snapshot};
-use crate::ops::{CreateOp, OpFailure, OpKind, OpResult, OpUpdate, Operation, TemplateSource, TemplateSpec};
+use crate::ops::{
+    CreateOp, OpFailure, OpKind, OpResult, OpUpdate, Operation, TemplateSource, TemplateSpec,
+};
 use crate::seed::{SeedError, Seeder};
 
 /// Something the stream should tell the controller.
@@ -238,7 +240,12 @@ impl<D: NodeDriver> Executor<D> {
         if let Err(e) = self.inner.journal.record(op, OpState::Received).await {
             return self.finish_failed(op, e.into()).await;
         }
-        let _permit = self.inner.permits.acquire().await.expect("semaphore never closed");
+        let _permit = self
+            .inner
+            .permits
+            .acquire()
+            .await
+            .expect("semaphore never closed");
         let vm_lock = op.vmid().map(|v| self.vm_lock(v));
         let _vm_guard = match &vm_lock {
             Some(l) => Some(l.lock().await),
@@ -336,7 +343,12 @@ impl<D: NodeDriver> Executor<D> {
     /// A full observation pass: emits the delta against the last snapshot and returns it.
     pub async fn observe_pass(&self) -> Result<Delta, NodeError> {
         let all = observe::observe_all(&*self.inner.driver).await?;
-        let delta = self.inner.snapshot.lock().expect("snapshot lock").update(all);
+        let delta = self
+            .inner
+            .snapshot
+            .lock()
+            .expect("snapshot lock")
+            .update(all);
         if !delta.is_empty() {
             self.emit(Event::Delta(delta.clone()));
         }
@@ -361,15 +373,23 @@ impl<D: NodeDriver> Executor<D> {
             OpKind::Update {
                 vmid,
                 expect,
-                options,
-                delete,
+                desired,
+                tags,
+                description,
             } => {
                 let cfg = self.existing(*vmid).await?;
                 let mark = check_managed(*vmid, &cfg, expect.as_ref())?;
-                let (options, delete) = keep_mark(&mark, &cfg, options, delete);
+                let (options, delete) =
+                    plan_update(&mark, &cfg, desired, tags, description.as_deref());
                 if options.is_empty() && delete.is_empty() {
                     return ok("nothing to change", self.observed(*vmid).await);
                 }
+                let keys: Vec<&str> = options
+                    .iter()
+                    .map(|(k, _)| k.as_str())
+                    .chain(delete.iter().map(String::as_str))
+                    .collect();
+                self.progress(&op.id, format!("pct set {}", keys.join(" ")));
                 d.set(*vmid, &options, &delete).await?;
                 ok("updated", self.observed(*vmid).await)
             }
@@ -410,17 +430,29 @@ impl<D: NodeDriver> Executor<D> {
                 self.wait_for_addresses(&op.id, *vmid, &cfg).await;
                 ok("running", self.observed(*vmid).await)
             }
-            OpKind::Stop { vmid, expect } => {
+            OpKind::Stop {
+                vmid,
+                expect,
+                force,
+                timeout_secs,
+            } => {
                 let cfg = self.existing(*vmid).await?;
                 check_managed(*vmid, &cfg, expect.as_ref())?;
                 if self.status(*vmid).await? == "running" {
-                    d.stop(*vmid).await?;
+                    let clean = !*force && d.shutdown(*vmid, (*timeout_secs).max(1)).await?;
+                    if !clean {
+                        d.stop(*vmid).await?;
+                    }
                     ok("stopped", self.observed(*vmid).await)
                 } else {
                     ok("already stopped", self.observed(*vmid).await)
                 }
             }
-            OpKind::Destroy { vmid, expect } => {
+            OpKind::Destroy {
+                vmid,
+                expect,
+                purge,
+            } => {
                 let Some(cfg) = d.config(*vmid).await? else {
                     return ok("already gone", None);
                 };
@@ -433,7 +465,7 @@ impl<D: NodeDriver> Executor<D> {
                     self.progress(&op.id, "stopping before destroy");
                     d.stop(*vmid).await?;
                 }
-                d.destroy(*vmid).await?;
+                d.destroy(*vmid, *purge).await?;
                 if d.config(*vmid).await?.is_some() {
                     return Err(OpFailure {
                         error: format!("CT {vmid} still exists after destroy"),
@@ -446,12 +478,16 @@ impl<D: NodeDriver> Executor<D> {
                 vmid,
                 expect,
                 target,
+                restart,
             } => {
                 let Some(cfg) = d.config(*vmid).await? else {
-                    return ok(format!("not on this node; assumed migrated to {target}"), None);
+                    return ok(
+                        format!("not on this node; assumed migrated to {target}"),
+                        None,
+                    );
                 };
                 check_managed(*vmid, &cfg, expect.as_ref())?;
-                d.migrate(*vmid, target).await?;
+                d.migrate(*vmid, target, *restart).await?;
                 ok(format!("migrated to {target}"), None)
             }
             OpKind::SeedTemplate(spec) => {
@@ -470,7 +506,10 @@ impl<D: NodeDriver> Executor<D> {
         let vmid = c.vmid;
         if let Some(cfg) = d.config(vmid).await? {
             if is_half_made(&cfg) {
-                self.progress(op_id, "removing a half-created container left by an earlier attempt");
+                self.progress(
+                    op_id,
+                    "removing a half-created container left by an earlier attempt",
+                );
                 self.cleanup(vmid).await?;
             } else {
                 match cfg.get("description").and_then(|s| ManagedMark::parse(s)) {
@@ -567,7 +606,10 @@ impl<D: NodeDriver> Executor<D> {
                 let dir = d.template_dir(&spec.storage).await?;
                 let path = dir.join(&spec.file_name);
                 if !path.exists() {
-                    self.progress(op_id, format!("pveam download {} {}", spec.storage, spec.file_name));
+                    self.progress(
+                        op_id,
+                        format!("pveam download {} {}", spec.storage, spec.file_name),
+                    );
                     d.pveam_download(&spec.storage, &spec.file_name).await?;
                     // pveam exits 0 even when its task failed: confirm the file is there.
                     if !path.exists() {
@@ -616,7 +658,7 @@ impl<D: NodeDriver> Executor<D> {
         let d = &*self.inner.driver;
         // `unlock` complains when there is no lock; that is fine.
         let _ = d.unlock(vmid).await;
-        d.destroy(vmid).await?;
+        d.destroy(vmid, false).await?;
         Ok(())
     }
 
@@ -686,51 +728,72 @@ fn tags_with_mark(tags: &[String]) -> String {
     all.join(";")
 }
 
-/// Rewrites an update so the mark survives: a new description keeps the mark line, tags keep `pxfleet`,
-/// and deleting either becomes setting it to the mark alone.
-fn keep_mark(
+/// Option keys an update may delete when the spec no longer sets them. Create-only and
+/// resize-only keys (`rootfs`, `unprivileged`, `mpN` volumes) are never touched here.
+fn deletable(key: &str) -> bool {
+    matches!(
+        key,
+        "cores"
+            | "cpulimit"
+            | "cpuunits"
+            | "nameserver"
+            | "searchdomain"
+            | "startup"
+            | "onboot"
+            | "protection"
+            | "features"
+    ) || key
+        .strip_prefix("net")
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Computes the `pct set` for an update: desired options that differ from the config (with the mark
+/// kept in description and tags), and managed keys to delete.
+fn plan_update(
     mark: &ManagedMark,
     cfg: &CtConfig,
-    options: &[(String, String)],
-    delete: &[String],
+    desired: &[(String, String)],
+    tags: &[String],
+    description: Option<&str>,
 ) -> (Vec<(String, String)>, Vec<String>) {
-    let mut out = Vec::new();
-    for (k, v) in options {
-        match k.as_str() {
-            "description" => {
-                let user: String = v
-                    .lines()
-                    .filter(|l| ManagedMark::parse(l).is_none())
-                    .collect::<Vec<_>>()
-                    .join("\n");
-                out.push((k.clone(), mark.description(Some(&user))));
+    let mut want: Vec<(String, String)> = desired
+        .iter()
+        .filter(|(k, _)| k != "tags" && k != "description" && k != "rootfs" && k != "unprivileged")
+        .filter(|(k, _)| !k.starts_with("mp") || !cfg.contains_key(k))
+        .cloned()
+        .collect();
+    want.push(("tags".into(), tags_with_mark(tags)));
+    want.push(("description".into(), mark.description(description)));
+    let mut set = Vec::new();
+    for (k, v) in want {
+        let same = match cfg.get(&k) {
+            None => false,
+            Some(cur) if k.starts_with("net") => crate::convert::same_net(cur, &v),
+            Some(cur) if k == "tags" => {
+                observe::split_tags(cur).join(";") == observe::split_tags(&v).join(";")
             }
-            "tags" => {
-                let tags = observe::split_tags(v);
-                out.push((k.clone(), tags_with_mark(&tags)));
-            }
-            _ => out.push((k.clone(), v.clone())),
+            Some(cur) => cur.trim_end() == v.trim_end(),
+        };
+        if !same {
+            // Keep a generated MAC: a spec without one must not make PVE generate a new one.
+            let v = match (k.starts_with("net"), cfg.get(&k)) {
+                (true, Some(cur)) => crate::convert::keep_hwaddr(cur, &v),
+                _ => v,
+            };
+            set.push((k, v));
         }
     }
-    let mut del = Vec::new();
-    for k in delete {
-        match k.as_str() {
-            "description" => out.push((k.clone(), mark.description(None))),
-            "tags" => out.push((k.clone(), MANAGED_TAG.into())),
-            _ => del.push(k.clone()),
-        }
-    }
-    // Drop settings that already hold the wanted value (keeps updates idempotent and quiet).
-    out.retain(|(k, v)| cfg.get(k).map(|c| c.trim_end() != v.trim_end()).unwrap_or(true));
-    del.retain(|k| cfg.contains_key(k));
-    (out, del)
+    let delete = cfg
+        .keys()
+        .filter(|k| deletable(k) && !desired.iter().any(|(d, _)| d == *k))
+        .cloned()
+        .collect();
+    (set, delete)
 }
 
 /// Reads `size=8G` from a disk property string, in bytes.
 pub fn disk_size_bytes(prop: &str) -> Option<u64> {
-    let size = prop
-        .split(',')
-        .find_map(|p| p.strip_prefix("size="))?;
+    let size = prop.split(',').find_map(|p| p.strip_prefix("size="))?;
     let (num, unit) = match size.chars().last()? {
         c if c.is_ascii_alphabetic() => (&size[..size.len() - 1], c.to_ascii_uppercase()),
         _ => (size, 'B'),
@@ -757,13 +820,16 @@ mod tests {
             disk_size_bytes("local-lvm:vm-100-disk-0,size=8G"),
             Some(8 << 30)
         );
-        assert_eq!(disk_size_bytes("local:100/x.raw,size=512M"), Some(512 << 20));
+        assert_eq!(
+            disk_size_bytes("local:100/x.raw,size=512M"),
+            Some(512 << 20)
+        );
         assert_eq!(disk_size_bytes("local:subvol-1,size=1.5T"), Some(3 << 39));
         assert_eq!(disk_size_bytes("local:x"), None);
     }
 
     #[test]
-    fn updates_keep_the_mark() {
+    fn updates_keep_the_mark_and_only_touch_what_differs() {
         let mark = ManagedMark {
             fleet: "dev".into(),
             name: "web".into(),
@@ -772,27 +838,37 @@ mod tests {
         cfg.insert("description".into(), mark.description(None));
         cfg.insert("tags".into(), "pxfleet;web".into());
         cfg.insert("cores".into(), "2".into());
-        let (o, d) = keep_mark(
-            &mark,
-            &cfg,
-            &[
-                ("description".into(), "hello".into()),
-                ("tags".into(), "web".into()),
-                ("cores".into(), "4".into()),
-            ],
-            &["description".into(), "swap".into()],
+        cfg.insert("memory".into(), "512".into());
+        cfg.insert("startup".into(), "order=1".into());
+        cfg.insert("rootfs".into(), "local:100/x.raw,size=4G".into());
+        cfg.insert(
+            "net0".into(),
+            "name=eth0,bridge=vmbr0,hwaddr=BC:24:11:00:00:01,ip=dhcp,type=veth".into(),
         );
+        let desired = vec![
+            ("cores".to_string(), "4".to_string()),
+            ("memory".to_string(), "512".to_string()),
+            ("rootfs".to_string(), "local:8".to_string()),
+            (
+                "net0".to_string(),
+                "name=eth0,bridge=vmbr0,ip=dhcp,type=veth".to_string(),
+            ),
+        ];
+        let (set, del) = plan_update(&mark, &cfg, &desired, &["web".into()], Some("hello"));
         assert_eq!(
-            o,
+            set,
             vec![
+                ("cores".to_string(), "4".to_string()),
                 (
                     "description".to_string(),
                     "managed-by: pxfleet fleet=dev name=web\nhello\n".to_string()
                 ),
-                ("cores".to_string(), "4".to_string()),
             ]
         );
-        assert!(d.is_empty(), "swap is not set, nothing to delete: {d:?}");
-        assert_eq!(tags_with_mark(&["Web".into(), "db".into()]), "db;pxfleet;web");
+        assert_eq!(del, vec!["startup".to_string()]);
+        assert_eq!(
+            tags_with_mark(&["Web".into(), "db".into()]),
+            "db;pxfleet;web"
+        );
     }
 }

@@ -203,7 +203,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         {
             let j = Journal::open(dir.path()).unwrap();
-            j.record(&create_op("op-1"), OpState::Running).await.unwrap();
+            j.record(&create_op("op-1"), OpState::Running)
+                .await
+                .unwrap();
             j.record(
                 &create_op("op-2"),
                 OpState::Failed(OpFailure {

@@ -3,6 +3,7 @@
 //! ([`executor`]), seeds templates ([`seed`]) and reports what exists ([`observe`]).
 
 pub mod config;
+pub mod convert;
 pub mod driver;
 pub mod executor;
 pub mod journal;

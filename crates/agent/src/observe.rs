@@ -49,8 +49,7 @@ pub struct Snapshot {
 impl Snapshot {
     /// Replaces the snapshot with `now` and returns what changed.
     pub fn update(&mut self, now: Vec<ObservedContainer>) -> Delta {
-        let now: BTreeMap<u32, ObservedContainer> =
-            now.into_iter().map(|c| (c.vmid, c)).collect();
+        let now: BTreeMap<u32, ObservedContainer> = now.into_iter().map(|c| (c.vmid, c)).collect();
         let removed = self
             .containers
             .keys()
@@ -177,7 +176,10 @@ fn build(
     let managed = config
         .get("description")
         .and_then(|d| ManagedMark::parse(d));
-    let tags = config.get("tags").map(|t| split_tags(t)).unwrap_or_default();
+    let tags = config
+        .get("tags")
+        .map(|t| split_tags(t))
+        .unwrap_or_default();
     let lock = summary.lock.or_else(|| config.get("lock").cloned());
     ObservedContainer {
         vmid: summary.vmid,

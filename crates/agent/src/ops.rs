@@ -48,12 +48,14 @@ impl Operation {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum OpKind {
     Create(CreateOp),
-    /// `pct set`: options to set and keys to delete. `description`, if set, keeps the managed mark.
+    /// Bring a container's settable options to `desired` (`pct set` of what differs; managed keys
+    /// present on the node but absent from `desired` are deleted). The mark is always kept.
     Update {
         vmid: u32,
         expect: Option<ManagedMark>,
-        options: Vec<(String, String)>,
-        delete: Vec<String>,
+        desired: Vec<(String, String)>,
+        tags: Vec<String>,
+        description: Option<String>,
     },
     /// Grow `disk` (`rootfs`, `mp0` ...) to `size_gib`.
     Resize {
@@ -66,18 +68,23 @@ pub enum OpKind {
         vmid: u32,
         expect: Option<ManagedMark>,
     },
+    /// `force`: immediate stop; otherwise a clean shutdown of `timeout_secs`, then stop.
     Stop {
         vmid: u32,
         expect: Option<ManagedMark>,
+        force: bool,
+        timeout_secs: u32,
     },
     Destroy {
         vmid: u32,
         expect: Option<ManagedMark>,
+        purge: bool,
     },
     Migrate {
         vmid: u32,
         expect: Option<ManagedMark>,
         target: String,
+        restart: bool,
     },
     SeedTemplate(TemplateSpec),
 }

@@ -303,10 +303,9 @@ async fn download_to(
         .map_err(|e| http(format!("cannot connect to {host}:{port}: {e}")))?;
         let stream: Box<dyn Io> = if https {
             let config = tls_config(inner.extra_ca.as_deref())?;
-            let name = rustls::pki_types::ServerName::try_from(
-                host.trim_matches(['[', ']']).to_string(),
-            )
-            .map_err(|e| http(format!("bad TLS server name {host}: {e}")))?;
+            let name =
+                rustls::pki_types::ServerName::try_from(host.trim_matches(['[', ']']).to_string())
+                    .map_err(|e| http(format!("bad TLS server name {host}: {e}")))?;
             let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
                 .connect(name, tcp)
                 .await
@@ -453,10 +452,7 @@ mod tests {
             resolve_location(&base, "c.tar"),
             "http://127.0.0.1:8080/a/c.tar"
         );
-        assert_eq!(
-            resolve_location(&base, "https://h/z"),
-            "https://h/z"
-        );
+        assert_eq!(resolve_location(&base, "https://h/z"), "https://h/z");
     }
 
     #[tokio::test]
