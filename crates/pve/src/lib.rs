@@ -1,1 +1,27 @@
-//! placeholder
+//! pxfleet-pve: the node driver, the agent's only way to touch a Proxmox VE node.
+//!
+//! Layers, each usable alone:
+//! - [`runner`]: [`Runner`] spawns processes from an argv with a timeout ([`ProcessRunner`]); [`ScriptedRunner`]
+//!   answers from a script in tests.
+//! - [`parse`]: pure parsers for pct/pvesh/pvesm/pveam output and printers for PVE property strings.
+//! - [`spec`] and [`argv`]: typed create/set requests and the pure argv builders for them.
+//! - [`node`]: [`Node`], async typed operations with failure detection and lock-contention retries.
+//! - [`error`]: [`PveError`], classification of PVE's error texts.
+//!
+//! See `crates/pve/README.md` for which command backs which operation and why.
+
+pub mod argv;
+pub mod error;
+pub mod node;
+pub mod parse;
+pub mod runner;
+pub mod scripted;
+pub mod secret;
+pub mod spec;
+
+pub use error::PveError;
+pub use node::{Node, RetryPolicy, ShutdownOutcome, Timeouts};
+pub use runner::{Command, Output, ProcessRunner, RunError, Runner};
+pub use scripted::ScriptedRunner;
+pub use secret::Secret;
+pub use spec::{ConfigChange, CreateSpec, MountPointSpec, RootfsSpec};

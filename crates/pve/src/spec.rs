@@ -1,0 +1,144 @@
+//! Typed requests: [`CreateSpec`] (everything `pct create` needs for one fleet container) and [`ConfigChange`]
+//! (an in-place `pct set`). Independent of the fleet.yaml model; the agent maps fleet fields onto these.
+//!
+//! fleet.yaml field -> here: vm_id -> `vmid`; hostname; cores; cpu_limit -> `cpulimit`; cpu_units -> `cpuunits`;
+//! memory; swap; disk_size + datastore_id -> `rootfs`; template -> `template` (volid); unprivileged; features;
+//! interfaces -> `nets` (net0..); dns.servers -> `nameservers`; dns.domain -> `searchdomains`; ssh_public_keys;
+//! startup; onboot; protection; tags; description; mount_points. `password` is not here: see
+//! `Node::set_root_password` (it never travels in argv).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+pub use crate::parse::{Features, NetConfig, Startup};
+
+/// The root disk: always explicit, never PVE's implicit `local:4`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RootfsSpec {
+    /// Storage ID with `rootdir` content (`local-lvm`, `local-zfs`).
+    pub storage: String,
+    pub size_gib: u32,
+}
+
+/// Where a mount point's data lives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MountVolume {
+    /// A new volume allocated on a storage (`STORAGE:GiB`).
+    Storage { storage: String, size_gib: u32 },
+    /// A bind mount of an absolute host path (root only, which the agent is).
+    Bind { host_path: String },
+}
+
+/// One `mpN`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MountPointSpec {
+    pub volume: MountVolume,
+    /// Absolute path inside the CT.
+    pub path: String,
+    /// Include in vzdump backups (storage volumes).
+    pub backup: Option<bool>,
+    /// Mount read-only.
+    pub read_only: Option<bool>,
+}
+
+/// A container to create.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CreateSpec {
+    pub vmid: u32,
+    /// Template volume ID, `STORAGE:vztmpl/FILE`.
+    pub template: String,
+    pub hostname: Option<String>,
+    pub cores: Option<u32>,
+    pub cpulimit: Option<f64>,
+    pub cpuunits: Option<u32>,
+    /// MiB.
+    pub memory: Option<u32>,
+    /// MiB (an explicit 0 is kept by PVE).
+    pub swap: Option<u32>,
+    pub rootfs: RootfsSpec,
+    /// Sent explicitly either way (PVE's create default is 1).
+    pub unprivileged: bool,
+    /// Left out when nothing is enabled.
+    pub features: Features,
+    /// `net0`.. by index. Leave `hwaddr` empty to let PVE generate one.
+    pub nets: BTreeMap<u32, NetConfig>,
+    pub nameservers: Vec<String>,
+    pub searchdomains: Vec<String>,
+    /// One key per entry; written to a 0600 temporary file passed as `--ssh-public-keys <path>`.
+    pub ssh_public_keys: Vec<String>,
+    pub startup: Option<Startup>,
+    pub onboot: Option<bool>,
+    pub protection: Option<bool>,
+    pub tags: Vec<String>,
+    pub description: Option<String>,
+    /// `mp0`.. by index.
+    pub mount_points: BTreeMap<u32, MountPointSpec>,
+    /// Normally detected from the template.
+    pub arch: Option<String>,
+    pub ostype: Option<String>,
+    pub timezone: Option<String>,
+}
+
+impl CreateSpec {
+    /// A minimal unprivileged container; fill in the rest with struct update syntax or field assignment.
+    pub fn new(vmid: u32, template: impl Into<String>, rootfs: RootfsSpec) -> Self {
+        CreateSpec {
+            vmid,
+            template: template.into(),
+            hostname: None,
+            cores: None,
+            cpulimit: None,
+            cpuunits: None,
+            memory: None,
+            swap: None,
+            rootfs,
+            unprivileged: true,
+            features: Features::default(),
+            nets: BTreeMap::new(),
+            nameservers: Vec::new(),
+            searchdomains: Vec::new(),
+            ssh_public_keys: Vec::new(),
+            startup: None,
+            onboot: None,
+            protection: None,
+            tags: Vec::new(),
+            description: None,
+            mount_points: BTreeMap::new(),
+            arch: None,
+            ostype: None,
+            timezone: None,
+        }
+    }
+}
+
+/// An in-place change (`pct set`). `None` leaves a key alone; keys in `delete` are removed.
+/// Empty lists / an empty `Features` / an empty `Startup` / an empty description are sent as deletions.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ConfigChange {
+    pub hostname: Option<String>,
+    pub cores: Option<u32>,
+    pub cpulimit: Option<f64>,
+    pub cpuunits: Option<u32>,
+    pub memory: Option<u32>,
+    pub swap: Option<u32>,
+    pub features: Option<Features>,
+    /// Changed NICs. A NIC without `hwaddr` gets its current MAC filled in by `Node::set`.
+    pub nets: BTreeMap<u32, NetConfig>,
+    pub nameservers: Option<Vec<String>>,
+    pub searchdomains: Option<Vec<String>>,
+    pub startup: Option<Startup>,
+    pub onboot: Option<bool>,
+    pub protection: Option<bool>,
+    pub tags: Option<Vec<String>>,
+    pub description: Option<String>,
+    /// New mount points (allocated by PVE).
+    pub mount_points: BTreeMap<u32, MountPointSpec>,
+    /// Keys to delete (`net1`, `cpulimit`, `mp0`, ...).
+    pub delete: BTreeSet<String>,
+}
+
+impl ConfigChange {
+    /// True when nothing would be sent.
+    pub fn is_empty(&self) -> bool {
+        *self == ConfigChange::default()
+    }
+}
