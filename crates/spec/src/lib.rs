@@ -5,5 +5,8 @@
 //! are read through a [`FileSource`] the caller hands in).
 
 pub mod model;
+pub mod observed;
+pub mod plan;
+pub mod render;
 
 pub use model::*;
