@@ -1,1 +1,173 @@
-//! placeholder
+//! pvesim: a simulated Proxmox VE node. One multi-call binary answers as `pct`, `pvesh`, `pvesm` and `pveam`
+//! (by the name it is invoked under, or `pvesim pct ...`) from a state directory, with PVE's output formats,
+//! error texts and exit codes. `pvesim init` creates a node, `pvesim install-links` the tool symlinks.
+//! Backend `memory`: containers are config files and runtime records; nothing really runs.
+
+pub mod ct;
+pub mod ctconf;
+pub mod error;
+pub mod getopt;
+pub mod json;
+pub mod lock;
+pub mod node;
+pub mod pct;
+pub mod pveam;
+pub mod pvesh;
+pub mod schema;
+pub mod storage;
+pub mod task;
+pub mod tools;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+pub use error::{Result, SimError};
+pub use node::{InitOptions, Node};
+
+/// What one invocation printed and its exit code.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Outcome {
+    pub stdout: String,
+    pub stderr: String,
+    pub code: i32,
+}
+
+impl Outcome {
+    /// An outcome with only stderr.
+    pub fn err(stderr: &str, code: i32) -> Outcome {
+        Outcome {
+            stdout: String::new(),
+            stderr: stderr.to_string(),
+            code,
+        }
+    }
+}
+
+/// The names the binary answers to.
+pub const TOOLS: [&str; 4] = ["pct", "pvesh", "pvesm", "pveam"];
+
+const USAGE: &str = "usage: pvesim init --state DIR --node NAME [--cluster DIR] [--config FILE] [--bin-dir DIR]\n       pvesim install-links --bin-dir DIR\n       pvesim <pct|pvesh|pvesm|pveam> ARGS...   (node from PVESIM_STATE=DIR)\n";
+
+/// Runs one invocation: `argv0` is the name the binary was started as, `args` the rest, `env` the
+/// environment (only `PVESIM_STATE` is read). Tests call this in-process.
+pub fn run(argv0: &str, args: &[String], env: &BTreeMap<String, String>) -> Outcome {
+    let name = Path::new(argv0)
+        .file_name()
+        .map(|f| f.to_string_lossy().to_string())
+        .unwrap_or_default();
+    if TOOLS.contains(&name.as_str()) {
+        return run_tool(&name, args, env);
+    }
+    match args.first().map(String::as_str) {
+        Some(t) if TOOLS.contains(&t) => run_tool(t, &args[1..], env),
+        Some("init") => finish(init_cmd(&args[1..], argv0)),
+        Some("install-links") => finish(links_cmd(&args[1..], argv0)),
+        Some("-h" | "--help" | "help") => Outcome {
+            stdout: USAGE.into(),
+            stderr: String::new(),
+            code: 0,
+        },
+        _ => Outcome::err(USAGE, 2),
+    }
+}
+
+fn finish(r: Result<String>) -> Outcome {
+    match r {
+        Ok(s) => Outcome {
+            stdout: s,
+            stderr: String::new(),
+            code: 0,
+        },
+        Err(e) => Outcome::err(&e.render(None), e.exit_code()),
+    }
+}
+
+fn flags(args: &[String], known: &[&str]) -> Result<BTreeMap<String, String>> {
+    let mut m = BTreeMap::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let Some(k) = a.strip_prefix("--").filter(|k| known.contains(k)) else {
+            return Err(SimError::Usage(format!(
+                "unexpected argument '{a}'\n{USAGE}"
+            )));
+        };
+        let v = it
+            .next()
+            .ok_or_else(|| SimError::Usage(format!("--{k} needs a value")))?;
+        m.insert(k.to_string(), v.clone());
+    }
+    Ok(m)
+}
+
+fn self_exe(argv0: &str) -> PathBuf {
+    std::env::current_exe().unwrap_or_else(|_| PathBuf::from(argv0))
+}
+
+/// Creates `pct`, `pvesh`, `pvesm`, `pveam` symlinks to `exe` in `dir`.
+pub fn install_links(dir: &Path, exe: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| SimError::io(dir, e))?;
+    for t in TOOLS {
+        let l = dir.join(t);
+        let _ = std::fs::remove_file(&l);
+        std::os::unix::fs::symlink(exe, &l).map_err(|e| SimError::io(&l, e))?;
+    }
+    Ok(())
+}
+
+fn init_cmd(args: &[String], argv0: &str) -> Result<String> {
+    let f = flags(args, &["state", "node", "cluster", "config", "bin-dir"])?;
+    let state = f
+        .get("state")
+        .ok_or_else(|| SimError::Usage("init needs --state DIR".into()))?;
+    let node = f
+        .get("node")
+        .ok_or_else(|| SimError::Usage("init needs --node NAME".into()))?;
+    let n = node::init(&InitOptions {
+        state: state.into(),
+        node: node.clone(),
+        cluster: f.get("cluster").map(PathBuf::from),
+        config: f.get("config").map(PathBuf::from),
+    })?;
+    if let Some(b) = f.get("bin-dir") {
+        install_links(Path::new(b), &self_exe(argv0))?;
+    }
+    Ok(format!(
+        "initialised node '{}' in {}\n",
+        n.name(),
+        n.state.display()
+    ))
+}
+
+fn links_cmd(args: &[String], argv0: &str) -> Result<String> {
+    let f = flags(args, &["bin-dir"])?;
+    let b = f
+        .get("bin-dir")
+        .ok_or_else(|| SimError::Usage("install-links needs --bin-dir DIR".into()))?;
+    install_links(Path::new(b), &self_exe(argv0))?;
+    Ok(String::new())
+}
+
+fn run_tool(tool: &str, args: &[String], env: &BTreeMap<String, String>) -> Outcome {
+    let Some(state) = env.get("PVESIM_STATE").filter(|s| !s.is_empty()) else {
+        return Outcome::err(&format!("pvesim: {tool}: set PVESIM_STATE to a node state directory (made by `pvesim init`)\n"), 2);
+    };
+    let node = match Node::load(Path::new(state)) {
+        Ok(n) => n,
+        Err(e) => return Outcome::err(&e.render(None), 2),
+    };
+    let line = format!("{tool} {}", args.join(" "));
+    for s in &node.cfg.faults.slow {
+        if line.starts_with(&s.command) {
+            std::thread::sleep(std::time::Duration::from_millis(s.ms));
+        }
+    }
+    tracing::debug!(node = node.name(), %line, "invocation");
+    let out = match tool {
+        "pct" => pct::run(&node, args),
+        "pvesh" => pvesh::run(&node, args),
+        "pvesm" => tools::pvesm(&node, args),
+        _ => tools::pveam(&node, args),
+    };
+    tracing::debug!(code = out.code, "done");
+    out
+}

@@ -1,0 +1,198 @@
+//! Container config files in PVE's format (`/etc/pve/nodes/<node>/lxc/<vmid>.conf`): parsing, writing
+//! (description comments first, sorted keys, raw `lxc.*` lines, `[pve:pending]`), and `encode_text`.
+
+use std::collections::BTreeMap;
+
+use sha2::{Digest, Sha256};
+
+/// One container config.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CtConf {
+    /// Description with its trailing newline, as PVE keeps it.
+    pub description: String,
+    pub opts: BTreeMap<String, String>,
+    /// Raw `lxc.*` entries in file order.
+    pub lxc: Vec<(String, String)>,
+    pub pending: BTreeMap<String, String>,
+    pub pending_delete: Vec<String>,
+    /// Snapshot sections, kept verbatim.
+    pub snapshots: String,
+}
+
+/// `PVE::Tools::encode_text`: control characters, `%` and `:` become `%XX`.
+pub fn encode_text(s: &str) -> String {
+    let mut out = String::new();
+    for c in s.chars() {
+        if (c as u32) < 0x20 || c == '%' || c == ':' || c == '\x7f' {
+            out.push_str(&format!("%{:02X}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// `PVE::Tools::decode_text`.
+pub fn decode_text(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            if let Some(v) = std::str::from_utf8(&b[i + 1..i + 3])
+                .ok()
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+            {
+                out.push(v);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).to_string()
+}
+
+impl CtConf {
+    /// Parses a config file. Unknown lines are kept out (PVE warns and ignores them).
+    pub fn parse(text: &str) -> CtConf {
+        let mut c = CtConf::default();
+        let mut section = "main".to_string();
+        for (idx, line) in text.lines().enumerate() {
+            let t = line.trim();
+            if t.is_empty() {
+                continue;
+            }
+            if t.starts_with('[') && t.ends_with(']') {
+                section = t[1..t.len() - 1].to_string();
+                if section != "pve:pending" {
+                    c.snapshots = text.lines().skip(idx).collect::<Vec<_>>().join("\n");
+                    c.snapshots.push('\n');
+                    break;
+                }
+                continue;
+            }
+            if section == "main" {
+                if let Some(d) = t.strip_prefix('#') {
+                    c.description.push_str(&decode_text(d));
+                    c.description.push('\n');
+                    continue;
+                }
+            }
+            let Some((k, v)) = t.split_once(':').or_else(|| t.split_once('=')) else {
+                continue;
+            };
+            let (k, v) = (k.trim().to_string(), v.trim().to_string());
+            if section == "pve:pending" {
+                if k == "delete" {
+                    c.pending_delete = crate::schema::split_list(&v);
+                } else {
+                    c.pending.insert(k, v);
+                }
+            } else if k.starts_with("lxc.") {
+                c.lxc.push((k, v));
+            } else {
+                c.opts.insert(k, v);
+            }
+        }
+        c
+    }
+
+    /// `write_pct_config`.
+    pub fn write(&self) -> String {
+        let mut raw = String::new();
+        for l in self.description.split('\n') {
+            if l.is_empty() && raw.is_empty() && self.description.is_empty() {
+                continue;
+            }
+            if !l.is_empty() {
+                raw.push('#');
+                raw.push_str(&encode_text(l));
+                raw.push('\n');
+            }
+        }
+        for (k, v) in &self.opts {
+            raw.push_str(&format!("{k}: {v}\n"));
+        }
+        for (k, v) in &self.lxc {
+            raw.push_str(&format!("{k}: {v}\n"));
+        }
+        if !self.pending.is_empty() || !self.pending_delete.is_empty() {
+            raw.push_str("\n[pve:pending]\n");
+            for (k, v) in &self.pending {
+                raw.push_str(&format!("{k}: {v}\n"));
+            }
+            if !self.pending_delete.is_empty() {
+                raw.push_str(&format!("delete: {}\n", self.pending_delete.join(",")));
+            }
+        }
+        if !self.snapshots.is_empty() {
+            raw.push('\n');
+            raw.push_str(&self.snapshots);
+        }
+        raw
+    }
+
+    /// The values `pct config` shows: pending merged in unless `current`.
+    pub fn effective(&self, current: bool) -> BTreeMap<String, String> {
+        let mut m = self.opts.clone();
+        if !self.description.is_empty() {
+            m.insert("description".into(), self.description.clone());
+        }
+        if !current {
+            for (k, v) in &self.pending {
+                m.insert(k.clone(), v.clone());
+            }
+            for d in &self.pending_delete {
+                m.remove(d);
+            }
+        }
+        m
+    }
+
+    pub fn lock(&self) -> Option<&str> {
+        self.opts.get("lock").map(String::as_str)
+    }
+}
+
+/// The `digest` of a config file (40 hex digits; PVE uses SHA-1, the simulator a truncated SHA-256).
+pub fn digest(raw: &str) -> String {
+    let h = Sha256::digest(raw.as_bytes());
+    hex::encode(h)[..40].to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EXAMPLE: &str = "#Web server\narch: amd64\ncores: 2\nfeatures: nesting=1\nhostname: web1\nmemory: 1024\nswap: 512\nunprivileged: 1\n";
+
+    #[test]
+    fn roundtrip_example() {
+        let c = CtConf::parse(EXAMPLE);
+        assert_eq!(c.description, "Web server\n");
+        assert_eq!(c.opts["hostname"], "web1");
+        assert_eq!(c.write(), EXAMPLE);
+    }
+
+    #[test]
+    fn encode_description() {
+        assert_eq!(encode_text("Web server\n"), "Web server%0A");
+        assert_eq!(encode_text("a:b%"), "a%3Ab%25");
+        assert_eq!(decode_text("a%3Ab%25"), "a:b%");
+    }
+
+    #[test]
+    fn pending_section() {
+        let mut c = CtConf::parse("memory: 512\n");
+        c.pending.insert("cores".into(), "2".into());
+        c.pending_delete.push("swap".into());
+        let raw = c.write();
+        assert_eq!(
+            raw,
+            "memory: 512\n\n[pve:pending]\ncores: 2\ndelete: swap\n"
+        );
+        assert_eq!(CtConf::parse(&raw), c);
+    }
+}
