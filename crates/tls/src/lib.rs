@@ -1,1 +1,44 @@
-//! placeholder
+//! pxfleet-tls: the PKI and mutual-TLS plumbing shared by pxcontroller, pxagent and pxctl.
+//!
+//! - [`Ca`]: generate or load the CA (rcgen, ECDSA P-256), issue the server certificate, client bundles and
+//!   node certificates from CSRs; identities live in a URI SAN ([`Identity`]).
+//! - [`server_config`], [`client_config`], [`anonymous_client_config`], [`pinned_client_config`]: rustls
+//!   (ring, TLS 1.3 only) with our verifiers, including revocation at the handshake ([`RevocationCheck`]).
+//! - [`serve_tls`] / [`tls_incoming`], [`peer_identity`], [`connect`]: tonic over those configurations.
+//! - [`Bundle`]: credential files (keys 0600). [`JoinToken`]: the enrolment token format.
+//!
+//! docs/security.md describes the design as a whole.
+
+mod bundle;
+mod ca;
+mod config;
+mod error;
+mod identity;
+mod token;
+mod transport;
+
+pub use bundle::{write_file, Bundle, BundlePaths, CERT_MODE, KEY_MODE};
+pub use ca::{
+    fingerprint_of_pem, fingerprint_sha256, generate_key_and_csr, normalize_fingerprint,
+    verify_ca_fingerprint, Ca, CertInfo, Credentials, IssuedCert, KeyAndCsr, Serial, CA_VALIDITY,
+    DEFAULT_CLIENT_VALIDITY, SERVER_VALIDITY,
+};
+pub use config::{
+    anonymous_client_config, client_config, pinned_client_config, provider, server_config,
+    NoRevocation, RevocationCheck, RevocationList,
+};
+pub use error::TlsError;
+pub use identity::{Identity, Role, SCHEME};
+pub use token::JoinToken;
+pub use transport::{
+    connect, connect_lazy, peer_cert_info, peer_identity, serve_tls, tls_incoming, CONNECT_TIMEOUT,
+    HANDSHAKE_TIMEOUT,
+};
+
+/// Fills `buf` from the ring provider's system random source.
+pub(crate) fn random_bytes(buf: &mut [u8]) -> Result<(), TlsError> {
+    rustls::crypto::ring::default_provider()
+        .secure_random
+        .fill(buf)
+        .map_err(|_| TlsError::cert("random serial or token", "the system random source failed"))
+}

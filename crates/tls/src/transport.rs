@@ -1,0 +1,178 @@
+//! tonic over our rustls configurations. Server side: [`tls_incoming`] accepts TCP connections and performs
+//! the handshakes (concurrently, with a timeout) with the [`crate::server_config`] verifier, and tonic serves
+//! the resulting streams; the peer certificate then reaches every RPC and [`peer_identity`] reads it.
+//! Client side: [`connect`] dials `https://HOST:PORT` through tokio-rustls with any of our client configs.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use hyper_util::rt::TokioIo;
+use rustls::pki_types::ServerName;
+use rustls::{ClientConfig, ServerConfig};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::{client, server, TlsAcceptor, TlsConnector};
+use tokio_stream::Stream;
+use tonic::transport::{Channel, Endpoint, Uri};
+
+use crate::{CertInfo, Identity, TlsError};
+
+/// How long a client has to complete the TLS handshake.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long [`connect`] waits for TCP + TLS.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A stream of established TLS connections for `Server::serve_with_incoming*`. Handshakes run in their own
+/// tasks (a slow client does not hold up others); refused handshakes are logged and skipped, never yielded.
+/// The accept loop ends when the stream is dropped.
+pub fn tls_incoming(
+    listener: TcpListener,
+    config: Arc<ServerConfig>,
+) -> impl Stream<Item = Result<server::TlsStream<TcpStream>, std::io::Error>> + Send + 'static {
+    let (tx, rx) = tokio::sync::mpsc::channel(64);
+    let acceptor = TlsAcceptor::from(config);
+    tokio::spawn(async move {
+        loop {
+            let (tcp, peer) = tokio::select! {
+                _ = tx.closed() => break,
+                accepted = listener.accept() => match accepted {
+                    Ok(pair) => pair,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "accepting a connection failed");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        continue;
+                    }
+                },
+            };
+            let acceptor = acceptor.clone();
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                let _ = tcp.set_nodelay(true);
+                match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                    Ok(Ok(tls)) => {
+                        let _ = tx.send(Ok(tls)).await;
+                    }
+                    Ok(Err(e)) => tracing::info!(%peer, error = %e, "TLS handshake refused"),
+                    Err(_) => tracing::info!(%peer, "TLS handshake timed out"),
+                }
+            });
+        }
+    });
+    tokio_stream::wrappers::ReceiverStream::new(rx)
+}
+
+/// Serves `router` on `listener` with mutual TLS until `shutdown` completes.
+pub async fn serve_tls(
+    router: tonic::transport::server::Router,
+    listener: TcpListener,
+    config: Arc<ServerConfig>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), TlsError> {
+    router
+        .serve_with_incoming_shutdown(tls_incoming(listener, config), shutdown)
+        .await
+        .map_err(|source| TlsError::Serve { source })
+}
+
+/// The verified client certificate's facts, or `None` when the client sent no certificate (enrolment).
+pub fn peer_cert_info<T>(request: &tonic::Request<T>) -> Option<CertInfo> {
+    let certs = request.peer_certs()?;
+    CertInfo::from_der(certs.first()?).ok()
+}
+
+/// The caller's identity from its verified client certificate; `None` without one. Every RPC but Enroll
+/// must refuse `None`.
+pub fn peer_identity<T>(request: &tonic::Request<T>) -> Option<Identity> {
+    peer_cert_info(request)?.identity
+}
+
+/// Connects to `url` (`https://HOST:PORT`) with one of our client configs; the server name checked against
+/// the certificate is HOST (a DNS name or an IP address).
+pub async fn connect(url: &str, config: Arc<ClientConfig>) -> Result<Channel, TlsError> {
+    let (endpoint, connector) = endpoint(url, config)?;
+    endpoint
+        .connect_with_connector(connector)
+        .await
+        .map_err(|source| TlsError::Connect {
+            url: url.to_string(),
+            source,
+        })
+}
+
+/// Like [`connect`] but connects on first use (and reconnects after failures) instead of now.
+pub fn connect_lazy(url: &str, config: Arc<ClientConfig>) -> Result<Channel, TlsError> {
+    let (endpoint, connector) = endpoint(url, config)?;
+    Ok(endpoint.connect_with_connector_lazy(connector))
+}
+
+fn endpoint(url: &str, config: Arc<ClientConfig>) -> Result<(Endpoint, TlsConnect), TlsError> {
+    let bad = |reason: &str| TlsError::Url {
+        url: url.to_string(),
+        reason: reason.to_string(),
+    };
+    let uri: Uri = url
+        .parse()
+        .map_err(|_| bad("not a URL; expected https://HOST:PORT"))?;
+    if uri.scheme_str() != Some("https") {
+        return Err(bad("expected https://HOST:PORT (pxfleet always uses TLS)"));
+    }
+    let host = uri.host().ok_or_else(|| bad("no host"))?.to_string();
+    let port = uri
+        .port_u16()
+        .ok_or_else(|| bad("no port; expected https://HOST:PORT"))?;
+    let bare_host = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
+    let server_name = ServerName::try_from(bare_host.clone())
+        .map_err(|_| bad("the host is neither a DNS name nor an IP address"))?;
+    // tonic refuses https:// URIs when it does not do TLS itself; our connector does, so tonic sees http://
+    // for dialing while requests carry the real https origin.
+    let dial = format!("http://{host}:{port}");
+    let endpoint = Endpoint::from_shared(dial)
+        .map_err(|_| bad("not a valid endpoint"))?
+        .origin(uri)
+        .connect_timeout(CONNECT_TIMEOUT);
+    let connector = TlsConnect {
+        host: bare_host,
+        port,
+        server_name,
+        connector: TlsConnector::from(config),
+    };
+    Ok((endpoint, connector))
+}
+
+/// tower connector: TCP to the configured host and port, then a TLS handshake.
+#[derive(Clone)]
+struct TlsConnect {
+    host: String,
+    port: u16,
+    server_name: ServerName<'static>,
+    connector: TlsConnector,
+}
+
+type ConnectFuture = Pin<
+    Box<dyn Future<Output = Result<TokioIo<client::TlsStream<TcpStream>>, std::io::Error>> + Send>,
+>;
+
+impl tonic::codegen::Service<Uri> for TlsConnect {
+    type Response = TokioIo<client::TlsStream<TcpStream>>;
+    type Error = std::io::Error;
+    type Future = ConnectFuture;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: Uri) -> Self::Future {
+        let this = self.clone();
+        Box::pin(async move {
+            let tcp = TcpStream::connect((this.host.as_str(), this.port)).await?;
+            tcp.set_nodelay(true)?;
+            let tls = this.connector.connect(this.server_name, tcp).await?;
+            Ok(TokioIo::new(tls))
+        })
+    }
+}
