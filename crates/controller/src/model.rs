@@ -110,25 +110,43 @@ pub struct ObservedContainer {
     pub node: String,
     pub vm_id: u32,
     pub hostname: String,
-    /// `running`, `stopped`, ...
-    pub status: String,
+    pub running: bool,
+    /// The pxfleet mark; None = not ours, never touched (but its vm_id and addresses still count as taken).
     pub managed: Option<ManagedBy>,
-    pub cores: u32,
+    /// None = unset (all host CPUs).
+    pub cores: Option<u32>,
     pub memory_mib: u64,
     pub swap_mib: u64,
     pub disk_gib: u64,
-    /// Static addresses from the config (CIDR), used for collision checks.
-    pub ip_config: Vec<String>,
-    /// Addresses actually seen on the interfaces.
-    pub ipv4: Option<String>,
-    pub ipv6: Option<String>,
-    /// `lock:` value (e.g. `create`), if any.
+    /// Static addresses from the config (no prefix), for collision checks.
+    pub static_addresses: Vec<String>,
+    /// Addresses seen at runtime (CIDR or plain).
+    pub addresses: Vec<String>,
+    /// `lock:` value (e.g. `create`), if any: the container is mid-operation.
     pub lock: Option<String>,
 }
 
 impl ObservedContainer {
-    pub fn is_running(&self) -> bool {
-        self.status == "running"
+    /// The first runtime IPv4 address, without prefix.
+    pub fn ipv4(&self) -> Option<String> {
+        self.first_address(false)
+    }
+    /// The first global runtime IPv6 address, without prefix.
+    pub fn ipv6(&self) -> Option<String> {
+        self.first_address(true)
+    }
+    fn first_address(&self, v6: bool) -> Option<String> {
+        self.addresses
+            .iter()
+            .map(|a| a.split('/').next().unwrap_or(a))
+            .filter_map(|a| a.parse::<std::net::IpAddr>().ok())
+            .find(|ip| match ip {
+                std::net::IpAddr::V4(ip) => !v6 && !ip.is_loopback(),
+                std::net::IpAddr::V6(ip) => {
+                    v6 && !ip.is_loopback() && (ip.segments()[0] & 0xffc0) != 0xfe80
+                }
+            })
+            .map(|ip| ip.to_string())
     }
 }
 
@@ -280,6 +298,9 @@ pub struct Operation {
     pub last_error: Option<String>,
     /// The revision of the desired container this operation works towards.
     pub revision: u64,
+    /// Why the reconciler emitted it ("memory 512 -> 1024", "template changed: replace").
+    #[serde(default)]
+    pub reason: String,
 }
 
 /// A random 128-bit hex id.

@@ -47,8 +47,11 @@ pub enum StoreError {
 /// A stored join token (only its hash is kept).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TokenRecord {
+    /// The token id (its public part).
+    pub id: String,
+    /// SHA-256 of the token secret.
     pub hash: String,
-    /// The node name the token is for; the node certificate will carry it.
+    /// The node name the token is limited to; empty = any node.
     pub node: String,
     pub created_by: String,
     pub created_ms: Millis,
@@ -511,22 +514,28 @@ impl Store {
     // --- PKI ---
 
     pub fn put_token(&self, t: &TokenRecord) -> Result<(), StoreError> {
-        self.tokens.insert(t.hash.as_bytes(), enc(t))?;
+        self.tokens.insert(t.id.as_bytes(), enc(t))?;
         Ok(())
     }
 
-    /// Marks a token used, atomically; refused if unknown, used or expired.
-    pub fn consume_token(&self, hash: &str, now: Millis) -> Result<TokenRecord, StoreError> {
+    /// Marks token `id` used, atomically; refused if unknown, used, expired, or `accept` says no (wrong secret
+    /// or node).
+    pub fn consume_token(
+        &self,
+        id: &str,
+        now: Millis,
+        accept: impl Fn(&TokenRecord) -> bool,
+    ) -> Result<TokenRecord, StoreError> {
         let r = self.tokens.transaction(|t| {
-            let Some(v) = t.get(hash.as_bytes())? else {
+            let Some(v) = t.get(id.as_bytes())? else {
                 return abort(StoreError::TokenRefused);
             };
-            let mut rec: TokenRecord = tx_dec("tokens", hash.as_bytes(), &v)?;
-            if rec.used_ms.is_some() || now >= rec.expires_ms {
+            let mut rec: TokenRecord = tx_dec("tokens", id.as_bytes(), &v)?;
+            if rec.used_ms.is_some() || now >= rec.expires_ms || !accept(&rec) {
                 return abort(StoreError::TokenRefused);
             }
             rec.used_ms = Some(now);
-            t.insert(hash.as_bytes(), enc(&rec))?;
+            t.insert(id.as_bytes(), enc(&rec))?;
             Ok(rec)
         });
         unwrap_tx(r)
@@ -695,8 +704,9 @@ mod tests {
     #[test]
     fn token_is_single_use_and_expires() {
         let s = Store::temporary().unwrap();
-        let t = |hash: &str, expires_ms| TokenRecord {
-            hash: hash.into(),
+        let t = |id: &str, expires_ms| TokenRecord {
+            id: id.into(),
+            hash: format!("hash-{id}"),
             node: "n1".into(),
             created_by: "user/admin".into(),
             created_ms: 0,
@@ -705,19 +715,17 @@ mod tests {
         };
         s.put_token(&t("h1", 100)).unwrap();
         s.put_token(&t("h2", 100)).unwrap();
-        assert_eq!(s.consume_token("h1", 50).unwrap().node, "n1");
-        assert!(matches!(
-            s.consume_token("h1", 51),
-            Err(StoreError::TokenRefused)
-        ));
-        assert!(matches!(
-            s.consume_token("h2", 100),
-            Err(StoreError::TokenRefused)
-        ));
-        assert!(matches!(
-            s.consume_token("nope", 1),
-            Err(StoreError::TokenRefused)
-        ));
+        let yes = |_: &TokenRecord| true;
+        // a wrong secret does not use the token up
+        let wrong = s.consume_token("h1", 50, |t| t.hash == "x");
+        assert!(matches!(wrong, Err(StoreError::TokenRefused)));
+        assert_eq!(s.consume_token("h1", 50, yes).unwrap().node, "n1");
+        let again = s.consume_token("h1", 51, yes);
+        assert!(matches!(again, Err(StoreError::TokenRefused)));
+        let expired = s.consume_token("h2", 100, yes);
+        assert!(matches!(expired, Err(StoreError::TokenRefused)));
+        let unknown = s.consume_token("nope", 1, yes);
+        assert!(matches!(unknown, Err(StoreError::TokenRefused)));
     }
 
     #[test]

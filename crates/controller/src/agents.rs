@@ -1,0 +1,105 @@
+//! The per-node session registry: at most one live Connect stream per node, with its outbound queue. The
+//! reconciler dispatches through [`Sessions::send`]; a node without a session simply keeps its operations
+//! pending until it comes back.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use pxfleet_proto::v1 as pb;
+use tokio::sync::mpsc;
+
+/// What the Connect response stream yields.
+pub type Outbound = Result<pb::ControllerMessage, tonic::Status>;
+
+/// Outbound queue depth per node; dispatch beyond it waits for the next pass.
+const QUEUE: usize = 256;
+
+struct Session {
+    conn: u64,
+    tx: mpsc::Sender<Outbound>,
+}
+
+#[derive(Default)]
+pub struct Sessions {
+    next_conn: AtomicU64,
+    by_node: Mutex<HashMap<String, Session>>,
+}
+
+impl Sessions {
+    /// Registers a new stream for `node`, replacing (and thereby closing) an older one. Returns the connection
+    /// number (to unregister exactly this one later) and the receiving end for the response stream.
+    pub fn register(&self, node: &str) -> (u64, mpsc::Receiver<Outbound>) {
+        let conn = self.next_conn.fetch_add(1, Ordering::Relaxed) + 1;
+        let (tx, rx) = mpsc::channel(QUEUE);
+        let old = self
+            .by_node
+            .lock()
+            .expect("sessions lock")
+            .insert(node.to_string(), Session { conn, tx });
+        if old.is_some() {
+            tracing::info!(node, "agent reconnected; previous stream replaced");
+        }
+        (conn, rx)
+    }
+
+    /// Removes the session if it is still connection `conn`. Returns whether it was.
+    pub fn unregister(&self, node: &str, conn: u64) -> bool {
+        let mut map = self.by_node.lock().expect("sessions lock");
+        if map.get(node).is_some_and(|s| s.conn == conn) {
+            map.remove(node);
+            true
+        } else {
+            false
+        }
+    }
+
+    pub fn is_connected(&self, node: &str) -> bool {
+        self.by_node
+            .lock()
+            .expect("sessions lock")
+            .get(node)
+            .is_some_and(|s| !s.tx.is_closed())
+    }
+
+    pub fn connected(&self) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .by_node
+            .lock()
+            .expect("sessions lock")
+            .keys()
+            .cloned()
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Queues a message for a node without waiting; false when the node has no session or its queue is full.
+    pub fn send(&self, node: &str, msg: pb::controller_message::Msg) -> bool {
+        let tx = match self.by_node.lock().expect("sessions lock").get(node) {
+            Some(s) => s.tx.clone(),
+            None => return false,
+        };
+        tx.try_send(Ok(pb::ControllerMessage { msg: Some(msg) }))
+            .is_ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn newest_session_wins_and_old_unregister_is_ignored() {
+        let s = Sessions::default();
+        let (c1, _rx1) = s.register("n1");
+        let (c2, mut rx2) = s.register("n1");
+        assert!(!s.unregister("n1", c1));
+        assert!(s.is_connected("n1"));
+        assert!(s.send("n1", pb::controller_message::Msg::Ack(pb::Ack::default())));
+        assert!(rx2.try_recv().is_ok());
+        assert!(s.unregister("n1", c2));
+        assert!(!s.is_connected("n1"));
+        assert!(!s.send("n1", pb::controller_message::Msg::Ack(pb::Ack::default())));
+    }
+}

@@ -1,0 +1,503 @@
+//! Conversions between pxfleet.v1 protobuf messages and the controller's domain types. Everything that crosses
+//! the wire passes through here; nothing else in the crate builds or reads protobuf containers by hand.
+
+use std::collections::BTreeMap;
+
+use pxfleet_proto::v1 as pb;
+use pxfleet_spec::{Container, Ipv4Config, Ipv6Config, MountPoint, Template, TemplateSource};
+
+use crate::model::{
+    ContainerStatus, ManagedBy, NodeInventory, NodeStatus, ObservedContainer, OpState, Operation,
+    OperationKind, StorageInfo,
+};
+
+/// The volume id a template has on a node: `<storage>:vztmpl/<file>`.
+pub fn template_volid(t: &Template) -> String {
+    format!("{}:vztmpl/{}", t.storage, t.file_name())
+}
+
+pub fn inventory_from_pb(inv: &pb::Inventory) -> NodeInventory {
+    NodeInventory {
+        pve_version: inv.pve_version.clone(),
+        cores: inv.cores,
+        memory_mib: inv.memory_total_bytes >> 20,
+        memory_free_mib: inv.memory_free_bytes >> 20,
+        storages: inv.storages.iter().map(storage_from_pb).collect(),
+        bridges: inv.bridges.iter().map(|b| b.name.clone()).collect(),
+        templates: inv.templates.iter().map(|t| t.volid.clone()).collect(),
+        labels: inv
+            .labels
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+    }
+}
+
+pub fn storage_from_pb(s: &pb::Storage) -> StorageInfo {
+    StorageInfo {
+        id: s.id.clone(),
+        content: s.content.clone(),
+        enabled: s.enabled,
+        active: s.active,
+        total_bytes: s.total_bytes,
+        avail_bytes: s.avail_bytes,
+    }
+}
+
+fn static_addr(ip: &Option<pb::IpConfig>) -> Option<String> {
+    let ip = ip.as_ref()?;
+    (ip.mode == pb::IpMode::Static as i32 && !ip.address.is_empty()).then(|| {
+        ip.address
+            .split('/')
+            .next()
+            .unwrap_or(&ip.address)
+            .to_string()
+    })
+}
+
+/// An observed container from the agent; `node` is the reporting node (authoritative over the message).
+pub fn observed_from_pb(node: &str, o: &pb::ObservedContainer) -> ObservedContainer {
+    let cfg = o.config.clone().unwrap_or_default();
+    let managed = (o.managed && !cfg.fleet.is_empty()).then(|| ManagedBy {
+        fleet: cfg.fleet.clone(),
+        name: cfg.name.clone(),
+    });
+    ObservedContainer {
+        node: node.to_string(),
+        vm_id: o.vm_id,
+        hostname: cfg.hostname.clone(),
+        running: o.power == pb::PowerState::Running as i32,
+        managed,
+        cores: cfg.cores,
+        memory_mib: cfg.memory_mib,
+        swap_mib: cfg.swap_mib,
+        disk_gib: cfg.disk_size_gib,
+        static_addresses: cfg
+            .interfaces
+            .iter()
+            .flat_map(|i| [static_addr(&i.ipv4), static_addr(&i.ipv6)])
+            .flatten()
+            .collect(),
+        addresses: o.addresses.clone(),
+        lock: (!o.lock.is_empty()).then(|| o.lock.clone()),
+    }
+}
+
+fn ip_pb(mode: pb::IpMode, address: String, gateway: String) -> pb::IpConfig {
+    pb::IpConfig {
+        mode: mode as i32,
+        address,
+        gateway,
+    }
+}
+
+/// The full spec an agent needs to create or update `c` (which must be placed: node, vm_id, datastore set).
+pub fn container_spec(
+    fleet: &str,
+    c: &Container,
+    vm_id: u32,
+    template: &Template,
+    password: Option<&str>,
+) -> pb::ContainerSpec {
+    pb::ContainerSpec {
+        fleet: fleet.to_string(),
+        name: c.name.clone(),
+        vm_id,
+        hostname: c.hostname.clone(),
+        cores: c.cores,
+        cpu_limit: c.cpu_limit,
+        cpu_units: c.cpu_units,
+        memory_mib: c.memory,
+        swap_mib: c.swap,
+        disk_size_gib: c.disk_size,
+        datastore_id: c.datastore_id.clone().unwrap_or_default(),
+        template_volid: template_volid(template),
+        unprivileged: c.unprivileged,
+        features: Some(pb::Features {
+            nesting: c.features.nesting,
+            keyctl: c.features.keyctl,
+            fuse: c.features.fuse,
+            mknod: false,
+            mount: c.features.mount.clone(),
+        }),
+        interfaces: c
+            .interfaces
+            .iter()
+            .enumerate()
+            .map(|(i, iface)| pb::NetworkInterface {
+                name: iface.name.clone(),
+                bridge: iface.bridge.clone(),
+                ipv4: Some(match &iface.ipv4 {
+                    Ipv4Config::Dhcp => ip_pb(pb::IpMode::Dhcp, String::new(), String::new()),
+                    Ipv4Config::Static { addr, gateway } => ip_pb(
+                        pb::IpMode::Static,
+                        addr.to_string(),
+                        gateway.map(|g| g.to_string()).unwrap_or_default(),
+                    ),
+                    Ipv4Config::None => {
+                        ip_pb(pb::IpMode::Unspecified, String::new(), String::new())
+                    }
+                }),
+                ipv6: Some(match &iface.ipv6 {
+                    Ipv6Config::Auto => ip_pb(pb::IpMode::Auto, String::new(), String::new()),
+                    Ipv6Config::Dhcp => ip_pb(pb::IpMode::Dhcp, String::new(), String::new()),
+                    Ipv6Config::Static { addr, gateway } => ip_pb(
+                        pb::IpMode::Static,
+                        addr.to_string(),
+                        gateway.map(|g| g.to_string()).unwrap_or_default(),
+                    ),
+                    Ipv6Config::None => {
+                        ip_pb(pb::IpMode::Unspecified, String::new(), String::new())
+                    }
+                }),
+                vlan_id: iface.vlan_id.map(u32::from),
+                mtu: iface.mtu.map(u32::from),
+                mac: iface.mac_address.map(|m| m.to_string()).unwrap_or_default(),
+                firewall: iface.firewall,
+                rate_mbps: iface.rate_limit,
+                index: i as u32,
+            })
+            .collect(),
+        dns: Some(pb::Dns {
+            servers: c.dns.servers.iter().map(|s| s.to_string()).collect(),
+            domain: c.dns.domain.clone().unwrap_or_default(),
+        }),
+        ssh_public_keys: c.ssh_public_keys.clone(),
+        password: password.map(|p| pb::Secret {
+            value: p.to_string(),
+        }),
+        startup: c.startup.as_ref().map(|s| pb::Startup {
+            order: s.order,
+            up_delay: s.up_delay,
+            down_delay: s.down_delay,
+        }),
+        onboot: c.start_on_boot,
+        protection: c.protection,
+        tags: c.tags.clone(),
+        description: c.description.clone().unwrap_or_default(),
+        mount_points: c
+            .mount_points
+            .iter()
+            .enumerate()
+            .map(|(i, m)| match m {
+                MountPoint::Volume {
+                    datastore_id,
+                    size_gib,
+                    path,
+                    backup,
+                    read_only,
+                } => pb::MountPoint {
+                    index: i as u32,
+                    datastore_id: datastore_id.clone(),
+                    size_gib: *size_gib,
+                    path: path.clone(),
+                    backup: *backup,
+                    read_only: *read_only,
+                    ..Default::default()
+                },
+                MountPoint::Bind {
+                    host_path,
+                    path,
+                    read_only,
+                } => pb::MountPoint {
+                    index: i as u32,
+                    path: path.clone(),
+                    host_path: host_path.clone(),
+                    read_only: *read_only,
+                    ..Default::default()
+                },
+            })
+            .collect(),
+        template: c.template.clone(),
+    }
+}
+
+pub fn seed_pb(t: &Template) -> pb::SeedTemplate {
+    let (url, checksum) = match &t.source {
+        TemplateSource::Url { url, checksum } => (
+            url.clone(),
+            checksum.as_ref().map(|c| match c {
+                pxfleet_spec::Checksum::Sha256(h) => pb::seed_template::Checksum::Sha256(h.clone()),
+                pxfleet_spec::Checksum::Sha512(h) => pb::seed_template::Checksum::Sha512(h.clone()),
+            }),
+        ),
+        // A catalogue appliance: the agent fetches it with pveam; no URL.
+        TemplateSource::Pveam { .. } => (String::new(), None),
+    };
+    pb::SeedTemplate {
+        url,
+        checksum,
+        storage: t.storage.clone(),
+        file_name: t.file_name().to_string(),
+    }
+}
+
+/// The wire form of an operation; `password` is the container's root password for a create.
+pub fn operation_pb(op: &Operation, password: Option<&str>) -> pb::Operation {
+    use pb::operation::Kind;
+    let kind = match &op.kind {
+        OperationKind::SeedTemplate { template, .. } => Kind::SeedTemplate(seed_pb(template)),
+        OperationKind::Create {
+            container,
+            template,
+        } => Kind::Create(pb::CreateContainer {
+            spec: Some(container_spec(
+                &op.fleet, container, op.vm_id, template, password,
+            )),
+            start: true,
+        }),
+        OperationKind::Update { container } => Kind::Update(pb::UpdateContainer {
+            // The template is not changed by an update; the spec still names it for the agent's records.
+            spec: Some(container_spec(
+                &op.fleet,
+                container,
+                op.vm_id,
+                &placeholder_template(container),
+                None,
+            )),
+            changed_fields: op
+                .reason
+                .split(", ")
+                .filter_map(|r| r.split_whitespace().next())
+                .map(str::to_string)
+                .collect(),
+            restart_allowed: false,
+        }),
+        OperationKind::Resize { disk_gib } => Kind::Resize(pb::ResizeDisk {
+            disk: "rootfs".into(),
+            size_gib: *disk_gib,
+        }),
+        OperationKind::Start => Kind::Start(pb::StartContainer {}),
+        OperationKind::Stop => Kind::Stop(pb::StopContainer {
+            force: false,
+            timeout_seconds: 60,
+        }),
+        OperationKind::Destroy => Kind::Destroy(pb::DestroyContainer {
+            fleet: op.fleet.clone(),
+            name: op.container.clone(),
+            purge: true,
+        }),
+    };
+    pb::Operation {
+        op_id: op.id.clone(),
+        vm_id: op.vm_id,
+        deadline_unix_ms: op.deadline_ms.unwrap_or(0) as i64,
+        attempt: op.attempt,
+        kind: Some(kind),
+    }
+}
+
+/// Updates do not carry the template source; the volid only needs the name for display.
+fn placeholder_template(c: &Container) -> Template {
+    Template {
+        source: TemplateSource::Pveam {
+            appliance: c.template.clone(),
+        },
+        storage: "local".into(),
+    }
+}
+
+pub fn op_kind_pb(k: &OperationKind) -> pb::OperationKind {
+    match k {
+        OperationKind::SeedTemplate { .. } => pb::OperationKind::SeedTemplate,
+        OperationKind::Create { .. } => pb::OperationKind::Create,
+        OperationKind::Update { .. } => pb::OperationKind::Update,
+        OperationKind::Resize { .. } => pb::OperationKind::Resize,
+        OperationKind::Start => pb::OperationKind::Start,
+        OperationKind::Stop => pb::OperationKind::Stop,
+        OperationKind::Destroy => pb::OperationKind::Destroy,
+    }
+}
+
+pub fn op_state_pb(s: OpState) -> pb::OperationState {
+    match s {
+        OpState::Pending => pb::OperationState::Pending,
+        OpState::Dispatched => pb::OperationState::Dispatched,
+        OpState::Running => pb::OperationState::Running,
+        OpState::Succeeded => pb::OperationState::Succeeded,
+        OpState::Failed => pb::OperationState::Failed,
+    }
+}
+
+pub fn operation_info(op: &Operation) -> pb::OperationInfo {
+    pb::OperationInfo {
+        op_id: op.id.clone(),
+        fleet: op.fleet.clone(),
+        container: op.container.clone(),
+        vm_id: op.vm_id,
+        node: op.node.clone(),
+        kind: op_kind_pb(&op.kind) as i32,
+        state: op_state_pb(op.state) as i32,
+        attempts: op.attempt,
+        created_unix_ms: op.created_ms as i64,
+        updated_unix_ms: op.finished_ms.or(op.dispatched_ms).unwrap_or(op.created_ms) as i64,
+        deadline_unix_ms: op.deadline_ms.unwrap_or(0) as i64,
+        message: String::new(),
+        error: op.last_error.clone().unwrap_or_default(),
+        reason: op.reason.clone(),
+    }
+}
+
+pub fn container_state_pb(s: ContainerStatus) -> pb::ContainerState {
+    match s {
+        ContainerStatus::Pending => pb::ContainerState::Pending,
+        ContainerStatus::Creating => pb::ContainerState::Creating,
+        ContainerStatus::Running => pb::ContainerState::Running,
+        ContainerStatus::Stopped => pb::ContainerState::Stopped,
+        ContainerStatus::Updating => pb::ContainerState::Updating,
+        ContainerStatus::Destroying => pb::ContainerState::Destroying,
+        ContainerStatus::Failed => pb::ContainerState::Failed,
+    }
+}
+
+pub fn node_status_pb(s: NodeStatus) -> pb::NodeStatus {
+    match s {
+        NodeStatus::Ready => pb::NodeStatus::Ready,
+        NodeStatus::Down => pb::NodeStatus::Down,
+        NodeStatus::Cordoned => pb::NodeStatus::Cordoned,
+    }
+}
+
+/// The inventory as the controller stores it, back in wire form (for `get nodes`).
+pub fn inventory_pb(name: &str, inv: &NodeInventory) -> pb::Inventory {
+    pb::Inventory {
+        node: name.to_string(),
+        pve_version: inv.pve_version.clone(),
+        cores: inv.cores,
+        memory_total_bytes: inv.memory_mib << 20,
+        memory_free_bytes: inv.memory_free_mib << 20,
+        storages: inv
+            .storages
+            .iter()
+            .map(|s| pb::Storage {
+                id: s.id.clone(),
+                content: s.content.clone(),
+                total_bytes: s.total_bytes,
+                avail_bytes: s.avail_bytes,
+                used_bytes: s.total_bytes.saturating_sub(s.avail_bytes),
+                active: s.active,
+                enabled: s.enabled,
+                ..Default::default()
+            })
+            .collect(),
+        bridges: inv
+            .bridges
+            .iter()
+            .map(|b| pb::Bridge {
+                name: b.clone(),
+                active: true,
+                ..Default::default()
+            })
+            .collect(),
+        templates: inv
+            .templates
+            .iter()
+            .map(|v| pb::CachedTemplate {
+                volid: v.clone(),
+                ..Default::default()
+            })
+            .collect(),
+        labels: inv
+            .labels
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect::<BTreeMap<_, _>>()
+            .into_iter()
+            .collect(),
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{container, template};
+
+    #[test]
+    fn create_carries_password_and_template_volid() {
+        let mut c = container("web");
+        c.vm_id = Some(1000);
+        let op = Operation {
+            id: "op1".into(),
+            fleet: "dev".into(),
+            container: "web".into(),
+            node: "n1".into(),
+            vm_id: 1000,
+            kind: OperationKind::Create {
+                container: Box::new(c),
+                template: template(),
+            },
+            attempt: 1,
+            state: OpState::Pending,
+            created_ms: 0,
+            not_before_ms: 0,
+            dispatched_ms: None,
+            deadline_ms: Some(99),
+            finished_ms: None,
+            last_error: None,
+            revision: 1,
+            reason: "new".into(),
+        };
+        let pb_op = operation_pb(&op, Some("s3cret"));
+        let Some(pb::operation::Kind::Create(create)) = pb_op.kind else {
+            panic!("not a create: {pb_op:?}")
+        };
+        let spec = create.spec.unwrap();
+        assert_eq!(
+            (spec.fleet.as_str(), spec.name.as_str(), spec.vm_id),
+            ("dev", "web", 1000)
+        );
+        assert_eq!(spec.template_volid, "local:vztmpl/ubuntu.tar.xz");
+        assert_eq!(spec.password.unwrap().value, "s3cret");
+        assert_eq!(
+            spec.interfaces[0].ipv4.as_ref().unwrap().mode,
+            pb::IpMode::Dhcp as i32
+        );
+        assert_eq!(pb_op.deadline_unix_ms, 99);
+        // the redacting Debug keeps the password out of logs
+        assert!(!format!("{:?}", operation_pb(&op, Some("s3cret"))).contains("s3cret"));
+    }
+
+    #[test]
+    fn observed_reads_mark_and_static_addresses() {
+        let o = pb::ObservedContainer {
+            vm_id: 101,
+            power: pb::PowerState::Running as i32,
+            managed: true,
+            config: Some(pb::ContainerSpec {
+                fleet: "dev".into(),
+                name: "web".into(),
+                hostname: "web".into(),
+                memory_mib: 512,
+                interfaces: vec![pb::NetworkInterface {
+                    ipv4: Some(ip_pb(
+                        pb::IpMode::Static,
+                        "10.0.0.5/24".into(),
+                        String::new(),
+                    )),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            addresses: vec![
+                "127.0.0.1/8".into(),
+                "10.0.0.5/24".into(),
+                "fe80::1/64".into(),
+                "2001:db8::5/64".into(),
+            ],
+            ..Default::default()
+        };
+        let c = observed_from_pb("n1", &o);
+        assert_eq!(
+            c.managed,
+            Some(ManagedBy {
+                fleet: "dev".into(),
+                name: "web".into()
+            })
+        );
+        assert!(c.running);
+        assert_eq!(c.static_addresses, vec!["10.0.0.5".to_string()]);
+        assert_eq!(c.ipv4().as_deref(), Some("10.0.0.5"));
+        assert_eq!(c.ipv6().as_deref(), Some("2001:db8::5"));
+    }
+}

@@ -1,0 +1,450 @@
+//! The reconciler: level-triggered, per container. [`next_action`] is the pure decision (given desired,
+//! applied and observed, what is the one next operation?); [`container_status`] says what `get containers`
+//! shows; [`backoff_ms`] paces retries. The driver loop that applies these to the store and dispatches to
+//! agents lives in [`crate::driver`].
+
+use pxfleet_spec::Container;
+
+use crate::model::{
+    AppliedContainer, ContainerStatus, DesiredContainer, ObservedContainer, OpState, Operation,
+    OperationKind,
+};
+
+/// What the reconciler wants done next for one container.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NextAction {
+    pub node: String,
+    pub vm_id: u32,
+    pub kind: OperationKind,
+    /// Why, for the operation listing ("memory 512 -> 1024", "template changed: replace").
+    pub reason: String,
+}
+
+/// Inputs for one container.
+#[derive(Debug, Clone, Copy)]
+pub struct View<'a> {
+    pub desired: Option<&'a DesiredContainer>,
+    pub applied: Option<&'a AppliedContainer>,
+    /// The container carrying this entry's mark, on any node.
+    pub observed: Option<&'a ObservedContainer>,
+    /// Whether the desired template is available on the desired node (seeded or reported cached).
+    pub template_ready: bool,
+}
+
+/// Fields whose change needs a new container (destroy, then create).
+pub fn replace_reason(applied: &Container, desired: &Container) -> Option<&'static str> {
+    if applied.template != desired.template {
+        Some("template changed")
+    } else if applied.unprivileged != desired.unprivileged {
+        Some("unprivileged changed")
+    } else if applied.datastore_id != desired.datastore_id {
+        Some("datastore_id changed")
+    } else {
+        None
+    }
+}
+
+/// The differences `pct set` can fix, as `field from -> to` texts; empty when none.
+pub fn update_reasons(
+    desired: &Container,
+    applied: Option<&Container>,
+    observed: &ObservedContainer,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    if observed.hostname != desired.hostname {
+        out.push(format!(
+            "hostname {} -> {}",
+            observed.hostname, desired.hostname
+        ));
+    }
+    if observed.cores != desired.cores {
+        let show = |c: Option<u32>| c.map(|c| c.to_string()).unwrap_or_else(|| "all".into());
+        out.push(format!(
+            "cores {} -> {}",
+            show(observed.cores),
+            show(desired.cores)
+        ));
+    }
+    if observed.memory_mib != desired.memory {
+        out.push(format!(
+            "memory {} -> {}",
+            observed.memory_mib, desired.memory
+        ));
+    }
+    if observed.swap_mib != desired.swap {
+        out.push(format!("swap {} -> {}", observed.swap_mib, desired.swap));
+    }
+    // What the agent does not report in detail is compared with what was last applied.
+    if let Some(a) = applied {
+        let mut fields = Vec::new();
+        if a.tags != desired.tags {
+            fields.push("tags");
+        }
+        if a.description != desired.description {
+            fields.push("description");
+        }
+        if a.features != desired.features {
+            fields.push("features");
+        }
+        if a.startup != desired.startup {
+            fields.push("startup");
+        }
+        if a.dns != desired.dns {
+            fields.push("dns");
+        }
+        if a.interfaces != desired.interfaces {
+            fields.push("network");
+        }
+        if a.start_on_boot != desired.start_on_boot {
+            fields.push("start_on_boot");
+        }
+        if a.protection != desired.protection {
+            fields.push("protection");
+        }
+        if a.cpu_limit != desired.cpu_limit || a.cpu_units != desired.cpu_units {
+            fields.push("cpu");
+        }
+        if a.mount_points != desired.mount_points {
+            fields.push("mount_points");
+        }
+        if a.ssh_public_keys != desired.ssh_public_keys {
+            fields.push("ssh_public_keys");
+        }
+        out.extend(fields.into_iter().map(|f| format!("{f} changed")));
+    }
+    out
+}
+
+/// The one next operation for a container, or None when it is as desired (or must wait: a locked container).
+pub fn next_action(v: View<'_>) -> Option<NextAction> {
+    let destroy = |o: &ObservedContainer, reason: String| NextAction {
+        node: o.node.clone(),
+        vm_id: o.vm_id,
+        kind: OperationKind::Destroy,
+        reason,
+    };
+    let Some(d) = v.desired else {
+        return v.observed.map(|o| destroy(o, "left the fleet".into()));
+    };
+    let Some(o) = v.observed else {
+        if !v.template_ready {
+            return Some(NextAction {
+                node: d.node.clone(),
+                vm_id: 0,
+                kind: OperationKind::SeedTemplate {
+                    name: d.container.template.clone(),
+                    template: d.template.clone(),
+                },
+                reason: format!("template {} needed on {}", d.container.template, d.node),
+            });
+        }
+        return Some(NextAction {
+            node: d.node.clone(),
+            vm_id: d.vm_id,
+            kind: OperationKind::Create {
+                container: Box::new(d.container.clone()),
+                template: d.template.clone(),
+            },
+            reason: if v.applied.is_some() {
+                "missing: recreate".into()
+            } else {
+                "new".into()
+            },
+        });
+    };
+    if o.node != d.node {
+        return Some(destroy(
+            o,
+            format!("moves from {} to {}: replace", o.node, d.node),
+        ));
+    }
+    if o.vm_id != d.vm_id {
+        return Some(destroy(
+            o,
+            format!("vm_id {} -> {}: replace", o.vm_id, d.vm_id),
+        ));
+    }
+    if o.lock.is_some() {
+        return None;
+    }
+    let applied = v.applied.filter(|a| a.node == o.node && a.vm_id == o.vm_id);
+    if let Some(a) = applied {
+        if let Some(why) = replace_reason(&a.container, &d.container) {
+            return Some(destroy(o, format!("{why}: replace")));
+        }
+        if a.template != d.template && a.container.template == d.container.template {
+            return Some(destroy(o, "template source changed: replace".into()));
+        }
+    }
+    let at = |kind| NextAction {
+        node: d.node.clone(),
+        vm_id: d.vm_id,
+        kind,
+        reason: String::new(),
+    };
+    if o.disk_gib < d.container.disk_size {
+        return Some(NextAction {
+            reason: format!("disk_size {} -> {}", o.disk_gib, d.container.disk_size),
+            ..at(OperationKind::Resize {
+                disk_gib: d.container.disk_size,
+            })
+        });
+    }
+    let changes = update_reasons(&d.container, applied.map(|a| &a.container), o);
+    if !changes.is_empty() {
+        return Some(NextAction {
+            reason: changes.join(", "),
+            ..at(OperationKind::Update {
+                container: Box::new(d.container.clone()),
+            })
+        });
+    }
+    if !o.running {
+        return Some(NextAction {
+            reason: "stopped: start".into(),
+            ..at(OperationKind::Start)
+        });
+    }
+    None
+}
+
+/// What `get containers` shows, from the container's latest operation (if any) and what is observed.
+/// `max_attempts` decides when a failed operation leaves the container `failed` rather than retrying.
+pub fn container_status(
+    latest_op: Option<&Operation>,
+    observed: Option<&ObservedContainer>,
+    max_attempts: u32,
+) -> ContainerStatus {
+    if let Some(op) = latest_op {
+        if op.state.is_active() {
+            return match op.kind {
+                OperationKind::SeedTemplate { .. } | OperationKind::Create { .. } => {
+                    ContainerStatus::Creating
+                }
+                OperationKind::Destroy => ContainerStatus::Destroying,
+                _ => ContainerStatus::Updating,
+            };
+        }
+        if op.state == OpState::Failed && op.attempt >= max_attempts {
+            return ContainerStatus::Failed;
+        }
+    }
+    match observed {
+        Some(o) if o.lock.is_some() => ContainerStatus::Updating,
+        Some(o) if o.running => ContainerStatus::Running,
+        Some(_) => ContainerStatus::Stopped,
+        None => ContainerStatus::Pending,
+    }
+}
+
+/// Retry delay before attempt `attempt` (2 = first retry): base * 2^(attempt-2), capped, with +-25% jitter
+/// taken from `jitter` in [0, 1).
+pub fn backoff_ms(attempt: u32, base_ms: u64, max_ms: u64, jitter: f64) -> u64 {
+    let exp = attempt.saturating_sub(2).min(20);
+    let raw = base_ms.saturating_mul(1u64 << exp).min(max_ms);
+    let factor = 0.75 + 0.5 * jitter.clamp(0.0, 1.0);
+    (raw as f64 * factor) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{container, template};
+
+    fn desired() -> DesiredContainer {
+        let mut c = container("web");
+        c.node = Some("n1".into());
+        c.vm_id = Some(1000);
+        DesiredContainer {
+            fleet: "dev".into(),
+            name: "web".into(),
+            node: "n1".into(),
+            vm_id: 1000,
+            container: c,
+            template: template(),
+            revision: 1,
+        }
+    }
+
+    fn applied(d: &DesiredContainer) -> AppliedContainer {
+        AppliedContainer {
+            fleet: d.fleet.clone(),
+            name: d.name.clone(),
+            node: d.node.clone(),
+            vm_id: d.vm_id,
+            container: d.container.clone(),
+            template: d.template.clone(),
+        }
+    }
+
+    fn observed(d: &DesiredContainer) -> ObservedContainer {
+        ObservedContainer {
+            node: d.node.clone(),
+            vm_id: d.vm_id,
+            hostname: d.container.hostname.clone(),
+            running: true,
+            managed: None,
+            cores: d.container.cores,
+            memory_mib: d.container.memory,
+            swap_mib: d.container.swap,
+            disk_gib: d.container.disk_size,
+            ..ObservedContainer::default()
+        }
+    }
+
+    fn kind(v: View<'_>) -> Option<&'static str> {
+        next_action(v).map(|a| a.kind.name())
+    }
+
+    #[test]
+    fn next_operation_table() {
+        let d = desired();
+        let a = applied(&d);
+        let o = observed(&d);
+        let view = |desired, applied, observed, template_ready| View {
+            desired,
+            applied,
+            observed,
+            template_ready,
+        };
+        // new container: seed the template first, then create
+        assert_eq!(
+            kind(view(Some(&d), None, None, false)),
+            Some("seed_template")
+        );
+        assert_eq!(kind(view(Some(&d), None, None, true)), Some("create"));
+        // as desired: nothing
+        assert_eq!(kind(view(Some(&d), Some(&a), Some(&o), true)), None);
+        // stopped by hand: start
+        let stopped = ObservedContainer {
+            running: false,
+            ..o.clone()
+        };
+        assert_eq!(
+            kind(view(Some(&d), Some(&a), Some(&stopped), true)),
+            Some("start")
+        );
+        // deleted by hand: recreate
+        let act = next_action(view(Some(&d), Some(&a), None, true)).unwrap();
+        assert_eq!(
+            (act.kind.name(), act.reason.as_str()),
+            ("create", "missing: recreate")
+        );
+        // memory changed: update in place, reason says what
+        let mut d2 = d.clone();
+        d2.container.memory = 1024;
+        let act = next_action(view(Some(&d2), Some(&a), Some(&o), true)).unwrap();
+        assert_eq!(
+            (act.kind.name(), act.reason.as_str()),
+            ("update", "memory 512 -> 1024")
+        );
+        // tags changed (not observed in detail): update, from the applied record
+        let mut d3 = d.clone();
+        d3.container.tags = vec!["web".into()];
+        assert_eq!(
+            kind(view(Some(&d3), Some(&a), Some(&o), true)),
+            Some("update")
+        );
+        // disk grew: resize
+        let mut d4 = d.clone();
+        d4.container.disk_size = 8;
+        assert_eq!(
+            kind(view(Some(&d4), Some(&a), Some(&o), true)),
+            Some("resize")
+        );
+        // template changed: destroy (the create follows once it is gone)
+        let mut d5 = d.clone();
+        d5.container.template = "debian".into();
+        let act = next_action(view(Some(&d5), Some(&a), Some(&o), true)).unwrap();
+        assert_eq!(
+            (act.kind.name(), act.reason.as_str()),
+            ("destroy", "template changed: replace")
+        );
+        // moved to another node: destroy on the old one
+        let mut d6 = d.clone();
+        d6.node = "n2".into();
+        let act = next_action(view(Some(&d6), Some(&a), Some(&o), true)).unwrap();
+        assert_eq!((act.kind.name(), act.node.as_str()), ("destroy", "n1"));
+        // left the fleet: destroy
+        assert_eq!(kind(view(None, Some(&a), Some(&o), true)), Some("destroy"));
+        // left the fleet and already gone: nothing
+        assert_eq!(kind(view(None, Some(&a), None, true)), None);
+        // locked (mid-create on the node): wait
+        let locked = ObservedContainer {
+            lock: Some("create".into()),
+            ..o.clone()
+        };
+        assert_eq!(kind(view(Some(&d2), Some(&a), Some(&locked), true)), None);
+    }
+
+    #[test]
+    fn status_from_op_and_observation() {
+        let d = desired();
+        let o = observed(&d);
+        let op = |kind, state, attempt| Operation {
+            id: "x".into(),
+            fleet: "dev".into(),
+            container: "web".into(),
+            node: "n1".into(),
+            vm_id: 1000,
+            kind,
+            attempt,
+            state,
+            created_ms: 0,
+            not_before_ms: 0,
+            dispatched_ms: None,
+            deadline_ms: None,
+            finished_ms: None,
+            last_error: None,
+            revision: 1,
+            reason: String::new(),
+        };
+        assert_eq!(container_status(None, None, 3), ContainerStatus::Pending);
+        assert_eq!(
+            container_status(None, Some(&o), 3),
+            ContainerStatus::Running
+        );
+        let create = OperationKind::Create {
+            container: Box::new(d.container.clone()),
+            template: template(),
+        };
+        assert_eq!(
+            container_status(Some(&op(create.clone(), OpState::Dispatched, 1)), None, 3),
+            ContainerStatus::Creating
+        );
+        assert_eq!(
+            container_status(
+                Some(&op(OperationKind::Destroy, OpState::Pending, 1)),
+                Some(&o),
+                3
+            ),
+            ContainerStatus::Destroying
+        );
+        // failed but retries left: shown by observation; exhausted: failed
+        assert_eq!(
+            container_status(Some(&op(create.clone(), OpState::Failed, 2)), None, 3),
+            ContainerStatus::Pending
+        );
+        assert_eq!(
+            container_status(Some(&op(create, OpState::Failed, 3)), None, 3),
+            ContainerStatus::Failed
+        );
+        let stopped = ObservedContainer {
+            running: false,
+            ..o
+        };
+        assert_eq!(
+            container_status(None, Some(&stopped), 3),
+            ContainerStatus::Stopped
+        );
+    }
+
+    #[test]
+    fn backoff_doubles_with_cap_and_jitter() {
+        assert_eq!(backoff_ms(2, 1000, 60_000, 0.5), 1000);
+        assert_eq!(backoff_ms(3, 1000, 60_000, 0.5), 2000);
+        assert_eq!(backoff_ms(4, 1000, 60_000, 0.0), 3000);
+        assert_eq!(backoff_ms(30, 1000, 60_000, 0.5), 60_000);
+        assert!(backoff_ms(3, 1000, 60_000, 0.99) < 2500);
+    }
+}
