@@ -9,40 +9,68 @@ use pxfleet_spec::plan::*;
 use pxfleet_spec::render;
 
 fn kinds(p: &Plan) -> Vec<(String, &'static str)> {
-    p.actions.iter().map(|a| (a.container.clone(), a.kind.verb())).collect()
+    p.actions
+        .iter()
+        .map(|a| (a.container.clone(), a.kind.verb()))
+        .collect()
 }
 
 fn one<'a>(p: &'a Plan, name: &str, verb: &str) -> &'a Action {
-    let found: Vec<&Action> = p.actions.iter().filter(|a| a.container == name && a.kind.verb() == verb).collect();
-    assert_eq!(found.len(), 1, "expected one {verb} of {name} in {:?}", kinds(p));
+    let found: Vec<&Action> = p
+        .actions
+        .iter()
+        .filter(|a| a.container == name && a.kind.verb() == verb)
+        .collect();
+    assert_eq!(
+        found.len(),
+        1,
+        "expected one {verb} of {name} in {:?}",
+        kinds(p)
+    );
     found[0]
 }
 
 #[test]
 fn offline_plan_creates_everything_in_startup_order() {
     let mut db = container("db", Some(101));
-    db.startup = Some(Startup { order: Some(1), up_delay: Some(30), down_delay: None });
+    db.startup = Some(Startup {
+        order: Some(1),
+        up_delay: Some(30),
+        down_delay: None,
+    });
     let mut web = container("web", None);
     web.node = None;
-    web.startup = Some(Startup { order: Some(2), ..Startup::default() });
+    web.startup = Some(Startup {
+        order: Some(2),
+        ..Startup::default()
+    });
     let cache = container("cache", Some(103));
     let f = fleet("dev", vec![web, db, cache]);
     let p = plan(&f, None, &[]).unwrap();
     assert_eq!(
         kinds(&p),
-        vec![("db".into(), "create"), ("web".into(), "create"), ("cache".into(), "create")],
+        vec![
+            ("db".into(), "create"),
+            ("web".into(), "create"),
+            ("cache".into(), "create")
+        ],
         "ordered by startup.order, unordered last"
     );
     assert_eq!(p.summary.create, 3);
     let web = one(&p, "web", "create");
     assert_eq!((web.vm_id, web.node.as_deref()), (None, None));
-    let ActionKind::Create { attributes, reason } = &web.kind else { unreachable!() };
+    let ActionKind::Create { attributes, reason } = &web.kind else {
+        unreachable!()
+    };
     assert_eq!(*reason, CreateReason::New);
     let vm_id = attributes.iter().find(|a| a.field == "vm_id").unwrap();
     assert!(vm_id.known_after_apply);
     let text = render::text::render(&p, false);
     assert!(text.contains("vm_id and node known after apply"), "{text}");
-    assert!(text.contains("+ vm_id            = (known after apply)"), "{text}");
+    assert!(
+        text.contains("+ vm_id            = (known after apply)"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -64,21 +92,45 @@ fn live_and_restart_needed_changes_follow_the_hotplug_rules() {
     want.dns.servers = vec!["1.1.1.1".parse().unwrap()];
     let desired = fleet("dev", vec![want]);
     let p = plan(&desired, Some(&applied), &obs).unwrap();
-    let ActionKind::Update { changes, restart_required } = &one(&p, "a", "update").kind else { unreachable!() };
+    let ActionKind::Update {
+        changes,
+        restart_required,
+    } = &one(&p, "a", "update").kind
+    else {
+        unreachable!()
+    };
     assert!(*restart_required);
     let live = |f: &str| changes.iter().find(|c| c.field == f).unwrap().live;
     assert!(live("memory"), "memory is a cgroup change");
-    assert!(!live("features.keyctl"), "features are pending until restart");
+    assert!(
+        !live("features.keyctl"),
+        "features are pending until restart"
+    );
     assert!(!live("dns.servers"));
     let text = render::text::render(&p, false);
-    assert!(text.contains("~ memory          = 1024 -> 2048\n"), "{text}");
-    assert!(text.contains("~ features.keyctl = false -> true # restart needed"), "{text}");
+    assert!(
+        text.contains("~ memory          = 1024 -> 2048\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("~ features.keyctl = false -> true # restart needed"),
+        "{text}"
+    );
 
     // The same changes on a stopped container apply at once, and it gets started.
     let stopped = observe(&applied, PowerState::Stopped);
     let p = plan(&desired, Some(&applied), &stopped).unwrap();
-    assert_eq!(kinds(&p), vec![("a".into(), "update"), ("a".into(), "start")]);
-    let ActionKind::Update { changes, restart_required } = &p.actions[0].kind else { unreachable!() };
+    assert_eq!(
+        kinds(&p),
+        vec![("a".into(), "update"), ("a".into(), "start")]
+    );
+    let ActionKind::Update {
+        changes,
+        restart_required,
+    } = &p.actions[0].kind
+    else {
+        unreachable!()
+    };
     assert!(!restart_required && changes.iter().all(|c| c.live));
 }
 
@@ -91,14 +143,21 @@ fn disks_grow_and_never_shrink() {
     let p = plan(&fleet("dev", vec![grown]), Some(&applied), &obs).unwrap();
     assert_eq!(
         one(&p, "a", "resize").kind,
-        ActionKind::Resize { disk: "rootfs".into(), from_gib: 8.0, to_gib: 16.0 }
+        ActionKind::Resize {
+            disk: "rootfs".into(),
+            from_gib: 8.0,
+            to_gib: 16.0
+        }
     );
 
     let mut shrunk = container("a", Some(100));
     shrunk.disk_size = 4;
     let err = plan(&fleet("dev", vec![shrunk]), Some(&applied), &obs).unwrap_err();
     let msg = err.to_string();
-    assert!(msg.contains("container a (vm_id 100 on pve1): disk_size would shrink from 8 GiB to 4 GiB"), "{msg}");
+    assert!(
+        msg.contains("container a (vm_id 100 on pve1): disk_size would shrink from 8 GiB to 4 GiB"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -110,39 +169,83 @@ fn replacement_names_the_field_and_protection_refuses_it() {
     want.memory = 4096;
     let desired = fleet("dev", vec![want]);
     let p = plan(&desired, Some(&applied), &obs).unwrap();
-    assert_eq!(kinds(&p), vec![("a".into(), "replace")], "a replacement carries the other changes");
-    let ActionKind::Replace { reasons, .. } = &p.actions[0].kind else { unreachable!() };
-    assert_eq!(reasons.iter().map(|r| r.field.as_str()).collect::<Vec<_>>(), vec!["template"]);
+    assert_eq!(
+        kinds(&p),
+        vec![("a".into(), "replace")],
+        "a replacement carries the other changes"
+    );
+    let ActionKind::Replace { reasons, .. } = &p.actions[0].kind else {
+        unreachable!()
+    };
+    assert_eq!(
+        reasons.iter().map(|r| r.field.as_str()).collect::<Vec<_>>(),
+        vec!["template"]
+    );
     let text = render::text::render(&p, false);
     assert!(text.contains("-/+ container \"a\" {"), "{text}");
-    assert!(text.contains("~ template = \"debian-13\" -> \"ubuntu-25.04\" # forces replacement"), "{text}");
+    assert!(
+        text.contains("~ template = \"debian-13\" -> \"ubuntu-25.04\" # forces replacement"),
+        "{text}"
+    );
 
     let mut protected_obs = obs.clone();
     protected_obs[0].config.protection = true;
     let err = plan(&desired, Some(&applied), &protected_obs).unwrap_err();
-    assert!(matches!(&err.problems[0], PlanProblem::Protected { container, .. } if container == "a"));
-    assert!(err.to_string().contains("replaced because template changed"), "{err}");
+    assert!(
+        matches!(&err.problems[0], PlanProblem::Protected { container, .. } if container == "a")
+    );
+    assert!(
+        err.to_string()
+            .contains("replaced because template changed"),
+        "{err}"
+    );
 }
 
 #[test]
 fn removal_destroys_first_unless_protected() {
     let mut b = container("b", Some(101));
-    b.startup = Some(Startup { order: Some(1), ..Startup::default() });
+    b.startup = Some(Startup {
+        order: Some(1),
+        ..Startup::default()
+    });
     let applied = fleet("dev", vec![container("a", Some(100)), b.clone()]);
     let obs = observe(&applied, PowerState::Running);
     // a leaves the file; c is new and takes a's vm_id; b is updated.
     b.cores = Some(4);
     let desired = fleet("dev", vec![b, container("c", Some(100))]);
     let p = plan(&desired, Some(&applied), &obs).unwrap();
-    assert_eq!(kinds(&p), vec![("a".into(), "destroy"), ("b".into(), "update"), ("c".into(), "create")]);
-    assert_eq!(p.actions[0].kind, ActionKind::Destroy { reason: DestroyReason::RemovedFromFile });
+    assert_eq!(
+        kinds(&p),
+        vec![
+            ("a".into(), "destroy"),
+            ("b".into(), "update"),
+            ("c".into(), "create")
+        ]
+    );
+    assert_eq!(
+        p.actions[0].kind,
+        ActionKind::Destroy {
+            reason: DestroyReason::RemovedFromFile
+        }
+    );
 
     let mut protected_obs = obs.clone();
-    protected_obs.iter_mut().find(|o| o.vm_id == 100).unwrap().config.protection = true;
+    protected_obs
+        .iter_mut()
+        .find(|o| o.vm_id == 100)
+        .unwrap()
+        .config
+        .protection = true;
     let err = plan(&desired, Some(&applied), &protected_obs).unwrap_err();
     let msg = err.to_string();
-    assert!(msg.contains("container a (vm_id 100 on pve1) has `protection: true`"), "{msg}");
-    assert!(msg.contains("vm_id 100 is already used by container a of fleet dev"), "{msg}");
+    assert!(
+        msg.contains("container a (vm_id 100 on pve1) has `protection: true`"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("vm_id 100 is already used by container a of fleet dev"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -152,25 +255,51 @@ fn node_change_is_a_move() {
     let mut want = container("a", Some(100));
     want.node = Some("pve2".into());
     let p = plan(&fleet("dev", vec![want]), Some(&applied), &obs).unwrap();
-    assert_eq!(one(&p, "a", "move").kind, ActionKind::Move { from: "pve1".into(), to: "pve2".into() });
+    assert_eq!(
+        one(&p, "a", "move").kind,
+        ActionKind::Move {
+            from: "pve1".into(),
+            to: "pve2".into()
+        }
+    );
     assert_eq!(p.actions.len(), 1);
 }
 
 #[test]
 fn drift_is_repaired_and_deletions_are_recreated() {
-    let f = fleet("dev", vec![container("a", Some(100)), container("b", Some(101))]);
+    let f = fleet(
+        "dev",
+        vec![container("a", Some(100)), container("b", Some(101))],
+    );
     let mut obs = observe(&f, PowerState::Running);
     obs[0].config.memory = 512; // changed by hand with pct set
     obs[0].config.tags = vec!["manual".into()];
     obs.remove(1); // b deleted by hand
     let p = plan(&f, Some(&f), &obs).unwrap();
-    assert_eq!(kinds(&p), vec![("a".into(), "repair"), ("b".into(), "create")]);
-    let ActionKind::Repair { drift, .. } = &p.actions[0].kind else { unreachable!() };
-    assert_eq!(drift.iter().map(|c| c.field.as_str()).collect::<Vec<_>>(), vec!["memory", "tags"]);
-    assert!(matches!(p.actions[1].kind, ActionKind::Create { reason: CreateReason::Missing, .. }));
+    assert_eq!(
+        kinds(&p),
+        vec![("a".into(), "repair"), ("b".into(), "create")]
+    );
+    let ActionKind::Repair { drift, .. } = &p.actions[0].kind else {
+        unreachable!()
+    };
+    assert_eq!(
+        drift.iter().map(|c| c.field.as_str()).collect::<Vec<_>>(),
+        vec!["memory", "tags"]
+    );
+    assert!(matches!(
+        p.actions[1].kind,
+        ActionKind::Create {
+            reason: CreateReason::Missing,
+            ..
+        }
+    ));
     // Without an applied spec the same difference is an ordinary update.
     let p = plan(&f, None, &obs).unwrap();
-    assert_eq!(kinds(&p), vec![("a".into(), "update"), ("b".into(), "create")]);
+    assert_eq!(
+        kinds(&p),
+        vec![("a".into(), "update"), ("b".into(), "create")]
+    );
 }
 
 #[test]
@@ -179,17 +308,31 @@ fn unmanaged_and_foreign_containers_are_never_touched() {
     let mut obs = observe(&f, PowerState::Running);
     let other = fleet("prod", vec![container("a", Some(200))]);
     obs.extend(observe(&other, PowerState::Stopped));
-    let mut stray = observe(&fleet("x", vec![container("stray", Some(300))]), PowerState::Stopped);
+    let mut stray = observe(
+        &fleet("x", vec![container("stray", Some(300))]),
+        PowerState::Stopped,
+    );
     stray[0].managed = None;
     obs.extend(stray);
-    let mut orphan = observe(&fleet("dev", vec![container("ghost", Some(400))]), PowerState::Running);
+    let mut orphan = observe(
+        &fleet("dev", vec![container("ghost", Some(400))]),
+        PowerState::Running,
+    );
     obs.append(&mut orphan);
     let p = plan(&f, Some(&f), &obs).unwrap();
     assert_eq!(kinds(&p), vec![("ghost".into(), "destroy")]);
-    assert_eq!(p.actions[0].kind, ActionKind::Destroy { reason: DestroyReason::Orphaned });
+    assert_eq!(
+        p.actions[0].kind,
+        ActionKind::Destroy {
+            reason: DestroyReason::Orphaned
+        }
+    );
 
     // Taking the vm_id of an unmanaged container is refused.
-    let g = fleet("dev", vec![container("a", Some(100)), container("new", Some(300))]);
+    let g = fleet(
+        "dev",
+        vec![container("a", Some(100)), container("new", Some(300))],
+    );
     let err = plan(&g, Some(&f), &obs).unwrap_err();
     assert!(
         err.to_string().contains("container new: vm_id 300 is already used by a container pxfleet does not manage on pve1"),
@@ -203,7 +346,10 @@ fn duplicate_marks_keep_the_desired_vm_id() {
     let mut obs = observe(&f, PowerState::Running);
     let mut dup = obs[0].clone();
     dup.vm_id = 99;
-    dup.managed = Some(ManagedMark { fleet: "dev".into(), name: "a".into() });
+    dup.managed = Some(ManagedMark {
+        fleet: "dev".into(),
+        name: "a".into(),
+    });
     obs.push(dup);
     let p = plan(&f, Some(&f), &obs).unwrap();
     assert_eq!(kinds(&p), vec![("a".into(), "destroy")]);
@@ -219,7 +365,9 @@ fn secrets_never_appear_in_any_rendering() {
     let applied = fleet("dev", vec![container("a", Some(100))]);
     let obs = observe(&applied, PowerState::Running);
     let changed = plan(&fleet("dev", vec![with_pw]), Some(&applied), &obs).unwrap();
-    let ActionKind::Update { changes, .. } = &changed.actions[0].kind else { panic!("{:?}", changed.actions) };
+    let ActionKind::Update { changes, .. } = &changed.actions[0].kind else {
+        panic!("{:?}", changed.actions)
+    };
     assert!(changes[0].sensitive && changes[0].field == "password");
     for p in [&p, &changed] {
         for out in [
@@ -230,7 +378,10 @@ fn secrets_never_appear_in_any_rendering() {
             format!("{p:?}"),
         ] {
             assert!(!out.contains(secret), "secret leaked into:\n{out}");
-            assert!(out.contains("sensitive"), "the change is still shown:\n{out}");
+            assert!(
+                out.contains("sensitive"),
+                "the change is still shown:\n{out}"
+            );
         }
     }
 }
@@ -249,9 +400,18 @@ fn interfaces_and_mount_points_diff_by_field() {
         read_only: false,
     });
     let p = plan(&fleet("dev", vec![want]), Some(&applied), &obs).unwrap();
-    let ActionKind::Update { changes, restart_required } = &one(&p, "a", "update").kind else { unreachable!() };
+    let ActionKind::Update {
+        changes,
+        restart_required,
+    } = &one(&p, "a", "update").kind
+    else {
+        unreachable!()
+    };
     let fields: Vec<&str> = changes.iter().map(|c| c.field.as_str()).collect();
-    assert_eq!(fields, vec!["ip_address", "gateway", "mount_points[\"/srv\"]"]);
+    assert_eq!(
+        fields,
+        vec!["ip_address", "gateway", "mount_points[\"/srv\"]"]
+    );
     assert!(!restart_required, "netN and a new mpN are hot-plugged");
     assert_eq!(changes[0].to, Some(serde_json::json!("192.168.7.10/24")));
 }
@@ -266,5 +426,8 @@ fn json_round_trips_and_names_its_schema() {
     assert_eq!(v["actions"][0]["action"], "create");
     assert_eq!(render::json::parse(&text).unwrap(), p);
     let bumped = text.replace("\"schema_version\": 1", "\"schema_version\": 99");
-    assert!(render::json::parse(&bumped).unwrap_err().to_string().contains("schema_version 99"));
+    assert!(render::json::parse(&bumped)
+        .unwrap_err()
+        .to_string()
+        .contains("schema_version 99"));
 }

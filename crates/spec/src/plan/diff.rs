@@ -273,24 +273,37 @@ fn gw6_ref(c: &Ipv6Config) -> Option<std::net::Ipv6Addr> {
     }
 }
 
-/// A mount point without its size (the size is a resize, not an update).
-fn mount_shape(m: &MountPoint) -> MountPoint {
+/// A mount point as plans show it: its path is in the field name; the size only when `with_size` (a size
+/// change alone is a resize, not an update).
+pub(crate) fn mount_value(m: &MountPoint, with_size: bool) -> Value {
     match m {
         MountPoint::Volume {
             datastore_id,
-            path,
+            size_gib,
             backup,
             read_only,
             ..
-        } => MountPoint::Volume {
-            datastore_id: datastore_id.clone(),
-            size_gib: 0,
-            path: path.clone(),
-            backup: *backup,
-            read_only: *read_only,
-        },
-        b @ MountPoint::Bind { .. } => b.clone(),
+        } => {
+            let mut v = serde_json::json!({ "datastore_id": datastore_id });
+            if with_size {
+                v["size_gib"] = Value::from(*size_gib);
+            }
+            v["backup"] = Value::from(*backup);
+            v["read_only"] = Value::from(*read_only);
+            v
+        }
+        MountPoint::Bind {
+            host_path,
+            read_only,
+            ..
+        } => {
+            serde_json::json!({ "host_path": host_path, "read_only": read_only })
+        }
     }
+}
+
+fn mount_shape(m: &MountPoint) -> Value {
+    mount_value(m, false)
 }
 
 fn same_shape(a: &MountPoint, b: &MountPoint) -> bool {
@@ -550,6 +563,9 @@ fn interfaces(
             }
         }
         for sub in field::IFACE_FIELDS {
+            if i == 0 && sub == "name" {
+                continue; // net0 is always eth0: the file has no field for it
+            }
             if sub == "mac_address" && d.is_some_and(|d| d.mac_address.is_none()) {
                 continue;
             }
@@ -625,13 +641,22 @@ fn mounts(
                 }
             }
             // A new mount point is hot-plugged into a running container.
-            None => df.cmp(
-                || field::mount_point(m.path()),
-                None,
-                applied_by_path(m.path()),
-                Some(m.clone()),
-                true,
-            ),
+            None => {
+                let full = |m: &MountPoint| mount_value(m, true);
+                let applied = a.map(|a| {
+                    a.mount_points
+                        .iter()
+                        .find(|x| x.path() == m.path())
+                        .map(full)
+                });
+                df.cmp(
+                    || field::mount_point(m.path()),
+                    None,
+                    applied,
+                    Some(full(m)),
+                    true,
+                )
+            }
         }
     }
     for om in obs {
@@ -685,6 +710,9 @@ pub(crate) fn attributes(c: &Container) -> Vec<Attribute> {
     for (i, iface) in c.interfaces.iter().enumerate() {
         let prefix = field::interface_prefix(i);
         for sub in field::IFACE_FIELDS {
+            if i == 0 && sub == "name" {
+                continue; // net0 is always eth0: the file has no field for it
+            }
             let name = format!("{prefix}{sub}");
             let val = iface_value(iface, sub);
             if sub == "mac_address" && val.is_null() {
@@ -731,7 +759,10 @@ pub(crate) fn attributes(c: &Container) -> Vec<Attribute> {
         v.push(Attribute::known(field::LABELS, json(&c.labels)));
     }
     for m in &c.mount_points {
-        v.push(Attribute::known(field::mount_point(m.path()), json(m)));
+        v.push(Attribute::known(
+            field::mount_point(m.path()),
+            mount_value(m, true),
+        ));
     }
     v
 }

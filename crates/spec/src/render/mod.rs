@@ -94,12 +94,13 @@ fn write_value(out: &mut String, v: &Value) {
             out.push(']');
         }
         Value::Object(map) => {
-            if map.is_empty() {
+            if map.values().all(Value::is_null) {
                 out.push_str("{}");
                 return;
             }
             out.push_str("{ ");
-            for (i, (k, item)) in map.iter().enumerate() {
+            // Unset members (null) are left out, as terraform does.
+            for (i, (k, item)) in map.iter().filter(|(_, v)| !v.is_null()).enumerate() {
                 if i > 0 {
                     out.push_str(", ");
                 }
@@ -255,7 +256,11 @@ pub(crate) fn body(kind: &ActionKind) -> Vec<BodyLine> {
             to_gib,
         } => vec![BodyLine {
             sign: Sign::Change,
-            field: format!("{disk}.size"),
+            field: if disk == "rootfs" {
+                "disk_size".to_owned()
+            } else {
+                format!("{disk}.size")
+            },
             value: format!("{} -> {}", gib(*from_gib), gib(*to_gib)),
             note: None,
         }],
