@@ -1,0 +1,119 @@
+//! ProcessRunner against real programs: argv without a shell, stdin, exit status, stderr, env, bin dir, timeout.
+
+use std::time::{Duration, Instant};
+
+use pxfleet_pve::{Command, ProcessRunner, RunError, Runner};
+
+fn which(p: &str) -> String {
+    for dir in ["/usr/bin", "/bin"] {
+        let path = format!("{dir}/{p}");
+        if std::path::Path::new(&path).exists() {
+            return path;
+        }
+    }
+    panic!("{p} not found")
+}
+
+#[tokio::test]
+async fn argv_is_not_interpreted_by_a_shell() {
+    let r = ProcessRunner::new();
+    let out = r
+        .run(Command::new("echo").args(["$HOME", "a;b", "`x`"]))
+        .await
+        .unwrap();
+    assert!(out.success());
+    assert_eq!(out.stdout_str(), "$HOME a;b `x`\n");
+}
+
+#[tokio::test]
+async fn stdin_is_fed_and_closed() {
+    let r = ProcessRunner::new();
+    let out = r
+        .run(Command::new("cat").stdin(b"root:pw\n".to_vec()))
+        .await
+        .unwrap();
+    assert_eq!(out.stdout, b"root:pw\n");
+    // Without stdin the child reads /dev/null and does not hang.
+    let out = r
+        .run(Command::new("cat").timeout(Duration::from_secs(5)))
+        .await
+        .unwrap();
+    assert!(out.success() && out.stdout.is_empty());
+}
+
+#[tokio::test]
+async fn exit_status_and_stderr_are_kept() {
+    let r = ProcessRunner::new();
+    let out = r
+        .run(Command::new("ls").arg("/definitely/not/here"))
+        .await
+        .unwrap();
+    assert!(!out.success());
+    assert_ne!(out.status, Some(0));
+    assert!(
+        out.stderr_str().contains("/definitely/not/here"),
+        "{}",
+        out.stderr_str()
+    );
+}
+
+#[tokio::test]
+async fn env_from_runner_and_command() {
+    let r = ProcessRunner::new().with_env("PVESIM_STATE", "/tmp/node1");
+    let out = r
+        .run(Command::new("printenv").arg("PVESIM_STATE"))
+        .await
+        .unwrap();
+    assert_eq!(out.stdout_str(), "/tmp/node1\n");
+    let out = r
+        .run(Command::new("printenv").arg("X_ONE").env("X_ONE", "1"))
+        .await
+        .unwrap();
+    assert_eq!(out.stdout_str(), "1\n");
+}
+
+#[tokio::test]
+async fn bin_dir_resolves_programs() {
+    let dir = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(which("echo"), dir.path().join("pct")).unwrap();
+    let r = ProcessRunner::with_bin_dir(dir.path());
+    let out = r.run(Command::new("pct").args(["list"])).await.unwrap();
+    assert_eq!(out.stdout_str(), "list\n");
+    let missing = r.run(Command::new("pvesh")).await.unwrap_err();
+    assert!(matches!(missing, RunError::Spawn { .. }), "{missing:?}");
+}
+
+#[tokio::test]
+async fn timeout_kills_the_child() {
+    let r = ProcessRunner::new();
+    let t0 = Instant::now();
+    let e = r
+        .run(
+            Command::new("sleep")
+                .arg("30")
+                .timeout(Duration::from_millis(200)),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(e, RunError::Timeout { .. }), "{e:?}");
+    assert!(t0.elapsed() < Duration::from_secs(5));
+    assert!(e.to_string().contains("sleep 30"));
+}
+
+#[tokio::test]
+async fn spawn_error_redacts() {
+    let r = ProcessRunner::new();
+    let e = r
+        .run(
+            Command::new("/nonexistent/pct")
+                .args(["x", "--password", "s3cret"])
+                .redact("s3cret"),
+        )
+        .await
+        .unwrap_err();
+    let s = e.to_string();
+    assert!(
+        s.contains("/nonexistent/pct") && !s.contains("s3cret"),
+        "{s}"
+    );
+}
