@@ -116,7 +116,7 @@ impl From<SeedError> for OpFailure {
 fn ok(message: impl Into<String>, container: Option<ObservedContainer>) -> Outcome {
     Ok(OpResult {
         message: message.into(),
-        container,
+        container: container.map(Box::new),
         template_volid: None,
     })
 }

@@ -163,7 +163,7 @@ pub struct OpResult {
     /// What was done, in a few words (`created`, `already created`, `destroyed` ...).
     pub message: String,
     /// The container as observed after the operation (`None` when it is gone or for seeding).
-    pub container: Option<ObservedContainer>,
+    pub container: Option<Box<ObservedContainer>>,
     /// For seeding: the template's volume id.
     pub template_volid: Option<String>,
 }

@@ -294,6 +294,12 @@ async fn download_to(
             .ok_or_else(|| http("URL has no host".into()))?
             .to_string();
         let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
+        // Build the TLS config first so a bad CA file is reported as such, not as a network error.
+        let tls_config = if https {
+            Some(tls_config(inner.extra_ca.as_deref())?)
+        } else {
+            None
+        };
         let tcp = tokio::time::timeout(
             CONNECT_TIMEOUT,
             tokio::net::TcpStream::connect((host.trim_matches(['[', ']']), port)),
@@ -301,8 +307,7 @@ async fn download_to(
         .await
         .map_err(|_| http(format!("connecting to {host}:{port} timed out")))?
         .map_err(|e| http(format!("cannot connect to {host}:{port}: {e}")))?;
-        let stream: Box<dyn Io> = if https {
-            let config = tls_config(inner.extra_ca.as_deref())?;
+        let stream: Box<dyn Io> = if let Some(config) = tls_config {
             let name =
                 rustls::pki_types::ServerName::try_from(host.trim_matches(['[', ']']).to_string())
                     .map_err(|e| http(format!("bad TLS server name {host}: {e}")))?;

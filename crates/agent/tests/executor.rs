@@ -1,0 +1,411 @@
+//! The executor against an in-memory node: idempotency by op id, restart recovery, the managed
+//! mark, bounded parallelism and one operation per vmid.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use pxfleet_agent::driver::{ManagedMark, Secret};
+use pxfleet_agent::journal::OpState;
+use pxfleet_agent::ops::{
+    CreateOp, Digest, OpKind, OpUpdate, Operation, TemplateSource, TemplateSpec,
+};
+use pxfleet_agent::{Executor, ExecutorSettings, Journal, Seeder};
+
+use common::FakeNode;
+
+fn mark(name: &str) -> ManagedMark {
+    ManagedMark {
+        fleet: "dev".into(),
+        name: name.into(),
+    }
+}
+
+fn create(id: &str, vmid: u32, name: &str) -> Operation {
+    Operation {
+        id: id.into(),
+        kind: OpKind::Create(CreateOp {
+            vmid,
+            mark: mark(name),
+            template: TemplateSpec {
+                storage: "local".into(),
+                file_name: "t.tar.zst".into(),
+                source: TemplateSource::Existing,
+            },
+            options: vec![
+                ("hostname".into(), name.into()),
+                ("memory".into(), "512".into()),
+                ("rootfs".into(), "local-zfs:4".into()),
+                (
+                    "net0".into(),
+                    "name=eth0,bridge=vmbr0,ip=dhcp,type=veth".into(),
+                ),
+            ],
+            tags: vec!["web".into()],
+            description: Some("Web server".into()),
+            ssh_public_keys: vec![],
+            password: Some(Secret("pw-123456".into())),
+            start: true,
+        }),
+    }
+}
+
+fn settings(parallelism: usize) -> ExecutorSettings {
+    ExecutorSettings {
+        parallelism,
+        address_wait: Duration::from_secs(2),
+        address_poll: Duration::from_millis(20),
+    }
+}
+
+struct Rig {
+    node: Arc<FakeNode>,
+    exec: Executor<FakeNode>,
+    _events: tokio::sync::mpsc::UnboundedReceiver<pxfleet_agent::Event>,
+    tmpl: tempfile::TempDir,
+    state: tempfile::TempDir,
+}
+
+fn rig(parallelism: usize, delay: Duration) -> Rig {
+    let tmpl = tempfile::tempdir().unwrap();
+    std::fs::write(tmpl.path().join("t.tar.zst"), b"t").unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let node = FakeNode::with_delay(tmpl.path().to_path_buf(), delay);
+    let journal = Journal::open(&state.path().join("journal")).unwrap();
+    let (exec, events) = Executor::new(
+        node.clone(),
+        journal,
+        Seeder::new(None),
+        settings(parallelism),
+    );
+    Rig {
+        node,
+        exec,
+        _events: events,
+        tmpl,
+        state,
+    }
+}
+
+fn succeeded(u: &OpUpdate) -> &pxfleet_agent::ops::OpResult {
+    match u {
+        OpUpdate::Succeeded { result, .. } => result,
+        other => panic!("expected success, got {other:?}"),
+    }
+}
+
+fn failed(u: &OpUpdate) -> String {
+    match u {
+        OpUpdate::Failed { failure, .. } => failure.error.clone(),
+        other => panic!("expected failure, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn create_marks_starts_and_reports_addresses_once() {
+    let r = rig(4, Duration::ZERO);
+    let u = r.exec.execute(create("op-1", 101, "dev-web")).await;
+    let res = succeeded(&u);
+    let ct = res.container.as_ref().expect("observed container");
+    assert_eq!(ct.status, "running");
+    assert_eq!(ct.managed, Some(mark("dev-web")));
+    assert!(ct.tags.contains(&"pxfleet".to_string()) && ct.tags.contains(&"web".to_string()));
+    assert_eq!(ct.addresses, vec!["10.77.0.50/24".to_string()]);
+    assert_eq!(
+        ct.config["description"],
+        "managed-by: pxfleet fleet=dev name=dev-web\nWeb server\n"
+    );
+    assert_eq!(
+        r.node.state.lock().unwrap().passwords,
+        vec!["pw-123456".to_string()]
+    );
+
+    // Re-sent: answered from the journal, nothing touched.
+    let again = r.exec.execute(create("op-1", 101, "dev-web")).await;
+    assert_eq!(succeeded(&again), res);
+    assert_eq!(r.node.calls("create"), 1);
+    assert_eq!(r.node.calls("start"), 1);
+
+    // A new op id for the same container finds it already created.
+    let u = r.exec.execute(create("op-2", 101, "dev-web")).await;
+    assert_eq!(succeeded(&u).message, "already created");
+    assert_eq!(r.node.calls("create"), 1);
+}
+
+#[tokio::test]
+async fn restart_mid_create_cleans_up_and_the_resend_creates_once() {
+    let r = rig(4, Duration::ZERO);
+    // The agent died during pct create: the journal says running, the node holds `lock: create`.
+    r.node.state.lock().unwrap().crash_next_create = true;
+    let first = r.exec.execute(create("op-7", 107, "dev-db")).await;
+    assert!(failed(&first).contains("killed"));
+    // A failing create cleans up after itself...
+    assert!(r.node.get(107).is_none());
+    // ...and a kill leaves the lock; simulate that state with a running journal entry.
+    r.node.insert(107, "stopped", &[("lock", "create")]);
+    let op = create("op-8", 107, "dev-db");
+    r.exec
+        .journal()
+        .record(&op, OpState::Running)
+        .await
+        .unwrap();
+    drop(r.exec);
+
+    // Restarted agent, same journal.
+    let journal = Journal::open(&r.state.path().join("journal")).unwrap();
+    let (exec, _ev) = Executor::new(r.node.clone(), journal, Seeder::new(None), settings(4));
+    let interrupted = exec.recover().await.unwrap();
+    assert_eq!(interrupted, vec!["op-8".to_string()]);
+    assert!(r.node.get(107).is_none(), "half-created container removed");
+    assert_eq!(
+        exec.journal().get("op-8").unwrap().unwrap().state,
+        OpState::Interrupted
+    );
+    let u = exec.execute(op).await;
+    assert_eq!(succeeded(&u).message, "created");
+    let (status, cfg) = r.node.get(107).unwrap();
+    assert_eq!(status, "running");
+    assert!(!cfg.contains_key("lock"));
+    assert_eq!(
+        r.node.calls("create 107"),
+        2,
+        "the crashed attempt and the redo"
+    );
+    drop(r.tmpl);
+}
+
+#[tokio::test]
+async fn containers_without_the_mark_are_never_touched() {
+    let r = rig(4, Duration::ZERO);
+    r.node.insert(
+        200,
+        "running",
+        &[("hostname", "legacy"), ("description", "hand made\n")],
+    );
+    let destroy = Operation {
+        id: "d1".into(),
+        kind: OpKind::Destroy {
+            vmid: 200,
+            expect: None,
+            purge: false,
+        },
+    };
+    assert!(failed(&r.exec.execute(destroy).await).contains("not managed by pxfleet"));
+    let stop = Operation {
+        id: "s1".into(),
+        kind: OpKind::Stop {
+            vmid: 200,
+            expect: None,
+            force: true,
+            timeout_secs: 10,
+        },
+    };
+    assert!(failed(&r.exec.execute(stop).await).contains("not managed"));
+    let e = failed(&r.exec.execute(create("c1", 200, "dev-x")).await);
+    assert!(
+        e.contains("vm_id 200") && e.contains("does not manage"),
+        "{e}"
+    );
+    assert_eq!(r.node.get(200).unwrap().0, "running");
+    assert_eq!(
+        r.node.calls("destroy") + r.node.calls("stop") + r.node.calls("create"),
+        0
+    );
+
+    // Another fleet's container: refused with both names.
+    r.node.insert(
+        201,
+        "stopped",
+        &[("description", "managed-by: pxfleet fleet=prod name=db\n")],
+    );
+    let d = Operation {
+        id: "d2".into(),
+        kind: OpKind::Destroy {
+            vmid: 201,
+            expect: Some(mark("db")),
+            purge: false,
+        },
+    };
+    let e = failed(&r.exec.execute(d).await);
+    assert!(e.contains("fleet prod") && e.contains("dev db"), "{e}");
+}
+
+#[tokio::test]
+async fn destroy_stops_first_and_is_idempotent() {
+    let r = rig(4, Duration::ZERO);
+    succeeded(&r.exec.execute(create("c", 300, "dev-a")).await);
+    let d = |id: &str| Operation {
+        id: id.into(),
+        kind: OpKind::Destroy {
+            vmid: 300,
+            expect: Some(mark("dev-a")),
+            purge: false,
+        },
+    };
+    assert_eq!(
+        succeeded(&r.exec.execute(d("d1")).await).message,
+        "destroyed"
+    );
+    assert!(r.node.get(300).is_none());
+    assert_eq!(
+        succeeded(&r.exec.execute(d("d2")).await).message,
+        "already gone"
+    );
+    assert_eq!(r.node.calls("destroy"), 1);
+}
+
+#[tokio::test]
+async fn update_and_resize_change_only_what_differs() {
+    let r = rig(4, Duration::ZERO);
+    succeeded(&r.exec.execute(create("c", 400, "dev-u")).await);
+    let upd = Operation {
+        id: "u1".into(),
+        kind: OpKind::Update {
+            vmid: 400,
+            expect: Some(mark("dev-u")),
+            desired: vec![
+                ("hostname".into(), "dev-u".into()),
+                ("memory".into(), "1024".into()),
+                (
+                    "net0".into(),
+                    "name=eth0,bridge=vmbr0,ip=dhcp,type=veth".into(),
+                ),
+            ],
+            tags: vec!["web".into()],
+            description: Some("Web server".into()),
+        },
+    };
+    succeeded(&r.exec.execute(upd).await);
+    let (_, cfg) = r.node.get(400).unwrap();
+    assert_eq!(cfg["memory"], "1024");
+    assert!(
+        cfg["net0"].contains("hwaddr=BC:24:11:00:00:01"),
+        "MAC kept: {}",
+        cfg["net0"]
+    );
+    assert_eq!(
+        cfg["description"],
+        "managed-by: pxfleet fleet=dev name=dev-u\nWeb server\n"
+    );
+
+    let resize = |id: &str, gib: u64| Operation {
+        id: id.into(),
+        kind: OpKind::Resize {
+            vmid: 400,
+            expect: None,
+            disk: "rootfs".into(),
+            size_gib: gib,
+        },
+    };
+    assert_eq!(
+        succeeded(&r.exec.execute(resize("r1", 8)).await).message,
+        "resized"
+    );
+    assert!(r.node.get(400).unwrap().1["rootfs"].ends_with("size=8G"));
+    assert_eq!(
+        succeeded(&r.exec.execute(resize("r2", 8)).await).message,
+        "already at that size"
+    );
+    assert!(failed(&r.exec.execute(resize("r3", 2)).await).contains("shrinking"));
+    assert_eq!(r.node.calls("resize"), 1);
+}
+
+#[tokio::test]
+async fn parallelism_is_bounded_and_one_op_per_vmid() {
+    let r = rig(2, Duration::from_millis(100));
+    let mut tasks = Vec::new();
+    for i in 0..6u32 {
+        let e = r.exec.clone();
+        tasks.push(tokio::spawn(async move {
+            e.execute(create(&format!("op-{i}"), 500 + i, &format!("dev-{i}")))
+                .await
+        }));
+    }
+    for t in tasks {
+        succeeded(&t.await.unwrap());
+    }
+    assert_eq!(r.node.state.lock().unwrap().max_running, 2);
+
+    // Two operations on one vmid never overlap: start + stop + start run in submission order.
+    let r = rig(4, Duration::from_millis(50));
+    succeeded(&r.exec.execute(create("c", 600, "dev-s")).await);
+    r.node.state.lock().unwrap().max_running = 0;
+    let stop = Operation {
+        id: "s".into(),
+        kind: OpKind::Stop {
+            vmid: 600,
+            expect: None,
+            force: false,
+            timeout_secs: 5,
+        },
+    };
+    let start = |id: &str| Operation {
+        id: id.into(),
+        kind: OpKind::Start {
+            vmid: 600,
+            expect: None,
+        },
+    };
+    let (a, b) = tokio::join!(r.exec.execute(stop), r.exec.execute(start("st")));
+    succeeded(&a);
+    succeeded(&b);
+    let (c, d) = tokio::join!(r.exec.execute(start("st2")), r.exec.execute(start("st3")));
+    succeeded(&c);
+    succeeded(&d);
+    assert_eq!(r.node.state.lock().unwrap().max_running, 1);
+}
+
+#[tokio::test]
+async fn seed_template_mismatch_fails_with_both_digests() {
+    let r = rig(4, Duration::ZERO);
+    let srv = common::serve(b"payload".to_vec(), Duration::ZERO).await;
+    let seed = |id: &str, hex: String| Operation {
+        id: id.into(),
+        kind: OpKind::SeedTemplate(TemplateSpec {
+            storage: "local".into(),
+            file_name: "u.tar.xz".into(),
+            source: TemplateSource::Url {
+                url: format!("{}/u.tar.xz", srv.url),
+                digest: Digest::Sha256(hex),
+            },
+        }),
+    };
+    let e = failed(&r.exec.execute(seed("s1", "a".repeat(64))).await);
+    assert!(
+        e.contains(&"a".repeat(64)) && e.contains(&common::sha256_hex(b"payload")),
+        "{e}"
+    );
+    assert!(!r.tmpl.path().join("u.tar.xz").exists());
+    let u = r
+        .exec
+        .execute(seed("s2", common::sha256_hex(b"payload")))
+        .await;
+    assert_eq!(
+        succeeded(&u).template_volid.as_deref(),
+        Some("local:vztmpl/u.tar.xz")
+    );
+    assert_eq!(
+        std::fs::read(r.tmpl.path().join("u.tar.xz")).unwrap(),
+        b"payload"
+    );
+
+    let app = Operation {
+        id: "a1".into(),
+        kind: OpKind::SeedTemplate(TemplateSpec {
+            storage: "local".into(),
+            file_name: "debian-13-standard_13.1-2_amd64.tar.zst".into(),
+            source: TemplateSource::Appliance,
+        }),
+    };
+    succeeded(&r.exec.execute(app.clone()).await);
+    succeeded(
+        &r.exec
+            .execute(Operation {
+                id: "a2".into(),
+                ..app
+            })
+            .await,
+    );
+    assert_eq!(r.node.calls("pveam"), 1);
+}

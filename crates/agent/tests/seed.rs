@@ -1,0 +1,191 @@
+//! The template seeder against a real HTTP server on 127.0.0.1:0.
+
+mod common;
+
+use std::time::Duration;
+
+use pxfleet_agent::ops::Digest;
+use pxfleet_agent::{SeedError, Seeder};
+
+fn files(dir: &std::path::Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[tokio::test]
+async fn good_checksum_lands_the_file_under_its_name() {
+    let body = b"template bytes ".repeat(10_000);
+    let srv = common::serve(body.clone(), Duration::ZERO).await;
+    let dir = tempfile::tempdir().unwrap();
+    let seeder = Seeder::new(None);
+    let digest = Digest::Sha256(common::sha256_hex(&body));
+    let path = seeder
+        .ensure(
+            dir.path(),
+            "t.tar.zst",
+            &format!("{}/t.tar.zst", srv.url),
+            &digest,
+        )
+        .await
+        .unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), body);
+    assert_eq!(files(dir.path()), vec!["t.tar.zst"]);
+    // Present and verified: no second download.
+    seeder
+        .ensure(
+            dir.path(),
+            "t.tar.zst",
+            &format!("{}/t.tar.zst", srv.url),
+            &digest,
+        )
+        .await
+        .unwrap();
+    assert_eq!(srv.hits.load(std::sync::atomic::Ordering::SeqCst), 1);
+    // A fresh seeder (agent restart) re-hashes the file instead of downloading it again.
+    Seeder::new(None)
+        .ensure(
+            dir.path(),
+            "t.tar.zst",
+            &format!("{}/t.tar.zst", srv.url),
+            &digest,
+        )
+        .await
+        .unwrap();
+    assert_eq!(srv.hits.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn bad_checksum_names_both_digests_and_leaves_no_file() {
+    let body = b"not what you expected".to_vec();
+    let srv = common::serve(body.clone(), Duration::ZERO).await;
+    let dir = tempfile::tempdir().unwrap();
+    let want = "0".repeat(64);
+    let err = Seeder::new(None)
+        .ensure(
+            dir.path(),
+            "t.tar.zst",
+            &format!("{}/t.tar.zst", srv.url),
+            &Digest::Sha256(want.clone()),
+        )
+        .await
+        .unwrap_err();
+    match &err {
+        SeedError::Mismatch {
+            expected, actual, ..
+        } => {
+            assert_eq!(expected, &want);
+            assert_eq!(actual, &common::sha256_hex(&body));
+        }
+        other => panic!("expected a mismatch, got {other}"),
+    }
+    let msg = err.to_string();
+    assert!(
+        msg.contains(&want) && msg.contains(&common::sha256_hex(&body)),
+        "{msg}"
+    );
+    assert!(
+        files(dir.path()).is_empty(),
+        "left: {:?}",
+        files(dir.path())
+    );
+}
+
+#[tokio::test]
+async fn concurrent_requests_share_one_download() {
+    let body = b"shared".repeat(1000);
+    let srv = common::serve(body.clone(), Duration::from_millis(300)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let seeder = Seeder::new(None);
+    let digest = Digest::Sha256(common::sha256_hex(&body));
+    let url = format!("{}/t.tar.zst", srv.url);
+    let mut tasks = Vec::new();
+    for _ in 0..6 {
+        let (s, d, u, g) = (
+            seeder.clone(),
+            dir.path().to_path_buf(),
+            url.clone(),
+            digest.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            s.ensure(&d, "t.tar.zst", &u, &g).await
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap().unwrap();
+    }
+    assert_eq!(srv.hits.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(seeder.downloads(), 1);
+    assert_eq!(files(dir.path()), vec!["t.tar.zst"]);
+}
+
+#[tokio::test]
+async fn concurrent_waiters_all_see_a_mismatch() {
+    let srv = common::serve(b"abc".to_vec(), Duration::from_millis(200)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let seeder = Seeder::new(None);
+    let digest = Digest::Sha512("f".repeat(128));
+    let url = format!("{}/t.tar.zst", srv.url);
+    let (a, b) = tokio::join!(
+        seeder.ensure(dir.path(), "t.tar.zst", &url, &digest),
+        seeder.ensure(dir.path(), "t.tar.zst", &url, &digest)
+    );
+    assert!(matches!(a, Err(SeedError::Mismatch { .. })));
+    assert_eq!(a, b);
+    assert_eq!(srv.hits.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert!(files(dir.path()).is_empty());
+}
+
+#[tokio::test]
+async fn redirects_are_followed_and_http_errors_reported() {
+    let body = b"redirected".to_vec();
+    let srv = common::serve(body.clone(), Duration::ZERO).await;
+    let dir = tempfile::tempdir().unwrap();
+    let seeder = Seeder::new(None);
+    let digest = Digest::Sha256(common::sha256_hex(&body));
+    seeder
+        .ensure(
+            dir.path(),
+            "r.tar.zst",
+            &format!("{}/redirect", srv.url),
+            &digest,
+        )
+        .await
+        .unwrap();
+    assert_eq!(std::fs::read(dir.path().join("r.tar.zst")).unwrap(), body);
+    let err = seeder
+        .ensure(
+            dir.path(),
+            "m.tar.zst",
+            &format!("{}/missing", srv.url),
+            &digest,
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, SeedError::Status { status: 404, .. }),
+        "{err}"
+    );
+    assert_eq!(files(dir.path()), vec!["r.tar.zst"]);
+}
+
+#[tokio::test]
+async fn a_bad_extra_ca_file_is_reported_by_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, "not a pem").unwrap();
+    let err = Seeder::new(Some(ca.clone()))
+        .ensure(
+            dir.path(),
+            "t.tar.zst",
+            "https://127.0.0.1:1/t.tar.zst",
+            &Digest::Sha256("0".repeat(64)),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, SeedError::Tls { .. }), "{err}");
+    assert!(err.to_string().contains("ca.pem"), "{err}");
+}
