@@ -1,0 +1,90 @@
+//! Rules across containers of one fleet: no two containers share a vm_id, a hostname, a static
+//! address or a MAC address. (Per-field and per-container rules are checked while decoding, in
+//! [`crate::parse`].)
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+
+use crate::diag::Diagnostic;
+use crate::model::{Fleet, Spans};
+
+pub(crate) fn check_fleet(file: &str, fleet: &Fleet, spans: &Spans, diags: &mut Vec<Diagnostic>) {
+    let mut vm_ids: HashMap<u32, &str> = HashMap::new();
+    let mut hostnames: HashMap<String, &str> = HashMap::new();
+    let mut addrs: HashMap<IpAddr, String> = HashMap::new();
+    let mut macs: HashMap<[u8; 6], String> = HashMap::new();
+    let mut dup = |path: String, what: String, other: &str| {
+        let span = spans.lookup(&path);
+        let other_line = spans.lookup(other).line;
+        diags.push(
+            Diagnostic::new(
+                file,
+                span,
+                path,
+                format!("{what} is also used by {other} (line {other_line})"),
+            )
+            .with_hint("each container needs its own; change one of them"),
+        );
+    };
+    for (key, c) in &fleet.containers {
+        let cpath = format!("containers.{key}");
+        if let Some(id) = c.vm_id {
+            if let Some(other) = vm_ids.insert(id, key) {
+                vm_ids.insert(id, other);
+                dup(
+                    format!("{cpath}.vm_id"),
+                    format!("vm_id {id}"),
+                    &format!("containers.{other}"),
+                );
+            }
+        }
+        let h = c.hostname.to_ascii_lowercase();
+        if let Some(other) = hostnames.get(&h) {
+            let field = if spans.get(&format!("{cpath}.hostname")).is_some() {
+                ".hostname"
+            } else {
+                ""
+            };
+            dup(
+                format!("{cpath}{field}"),
+                format!("hostname {}", c.hostname),
+                &format!("containers.{other}"),
+            );
+        } else {
+            hostnames.insert(h, key);
+        }
+        for (i, iface) in c.interfaces.iter().enumerate() {
+            let ipath = if i == 0 {
+                cpath.clone()
+            } else {
+                format!("{cpath}.extra_interfaces.{}", i - 1)
+            };
+            let v4 = iface
+                .ipv4
+                .static_addr()
+                .map(IpAddr::V4)
+                .map(|a| (a, "ip_address"));
+            let v6 = iface
+                .ipv6
+                .static_addr()
+                .map(IpAddr::V6)
+                .map(|a| (a, "ipv6"));
+            for (addr, field) in v4.into_iter().chain(v6) {
+                let path = format!("{ipath}.{field}");
+                if let Some(other) = addrs.get(&addr) {
+                    dup(path, format!("address {addr}"), other);
+                } else {
+                    addrs.insert(addr, path);
+                }
+            }
+            if let Some(mac) = iface.mac_address {
+                let path = format!("{ipath}.mac_address");
+                if let Some(other) = macs.get(&mac.0) {
+                    dup(path, format!("mac_address {mac}"), other);
+                } else {
+                    macs.insert(mac.0, path);
+                }
+            }
+        }
+    }
+}

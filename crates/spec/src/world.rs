@@ -1,0 +1,333 @@
+//! Checks that need the world outside the file: the datastores and bridges of a node, and the
+//! vm_ids, hostnames and addresses that other fleets or unmanaged containers already hold. The
+//! controller knows these facts (from agent inventories) and supplies them through
+//! [`WorldFacts`]; [`check_against_world`] turns conflicts into [`Diagnostic`]s that point at the
+//! file's lines through the fleet's [`Spans`](crate::Spans).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::net::IpAddr;
+
+use crate::diag::{did_you_mean, Diagnostic};
+use crate::model::{Fleet, MountPoint};
+
+/// One PVE storage as a node reports it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DatastoreFacts {
+    /// PVE content types (`rootdir`, `images`, `vztmpl`, `iso`, `backup`, ...).
+    pub content: BTreeSet<String>,
+    /// Free space in bytes (for the scheduler; not checked here).
+    pub free_bytes: u64,
+}
+
+/// What a node offers.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct NodeFacts {
+    pub datastores: BTreeMap<String, DatastoreFacts>,
+    pub bridges: BTreeSet<String>,
+}
+
+/// Who holds a vm_id, hostname or address already.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Holder {
+    pub node: String,
+    pub vm_id: Option<u32>,
+    /// The pxfleet fleet and container key, when the holder is managed by pxfleet.
+    pub fleet: Option<String>,
+    pub container: Option<String>,
+}
+
+impl Holder {
+    /// Whether the holder is this very container (its own existing instance is no conflict).
+    pub fn is(&self, fleet: &str, container: &str) -> bool {
+        self.fleet.as_deref() == Some(fleet) && self.container.as_deref() == Some(container)
+    }
+}
+
+impl fmt::Display for Holder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.vm_id {
+            Some(id) => write!(f, "container {id} on node {}", self.node)?,
+            None => write!(f, "a container on node {}", self.node)?,
+        }
+        match (&self.fleet, &self.container) {
+            (Some(fl), Some(c)) => write!(f, " (fleet {fl}, {c})"),
+            _ => write!(f, " (not managed by pxfleet)"),
+        }
+    }
+}
+
+/// Facts about the world, supplied by the controller.
+pub trait WorldFacts {
+    /// Every known node.
+    fn node_names(&self) -> Vec<String>;
+    /// A node's storages and bridges; `None` for an unknown node.
+    fn node(&self, name: &str) -> Option<NodeFacts>;
+    /// Who holds a vm_id on any node (managed or not).
+    fn vm_id_holder(&self, vm_id: u32) -> Option<Holder>;
+    /// Who uses a hostname (compared case-insensitively).
+    fn hostname_holder(&self, hostname: &str) -> Option<Holder>;
+    /// Who has a static address.
+    fn address_holder(&self, addr: IpAddr) -> Option<Holder>;
+}
+
+/// A world with no nodes and nothing in use.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EmptyWorld;
+
+impl WorldFacts for EmptyWorld {
+    fn node_names(&self) -> Vec<String> {
+        Vec::new()
+    }
+    fn node(&self, _: &str) -> Option<NodeFacts> {
+        None
+    }
+    fn vm_id_holder(&self, _: u32) -> Option<Holder> {
+        None
+    }
+    fn hostname_holder(&self, _: &str) -> Option<Holder> {
+        None
+    }
+    fn address_holder(&self, _: IpAddr) -> Option<Holder> {
+        None
+    }
+}
+
+/// An in-memory world, for tests and for the controller to fill from its store.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MemoryWorld {
+    pub nodes: BTreeMap<String, NodeFacts>,
+    pub vm_ids: BTreeMap<u32, Holder>,
+    /// Keys lower-case.
+    pub hostnames: BTreeMap<String, Holder>,
+    pub addresses: BTreeMap<IpAddr, Holder>,
+}
+
+impl MemoryWorld {
+    /// Add a node with the given storages (`(id, content types)`) and bridges.
+    pub fn with_node(
+        mut self,
+        name: &str,
+        datastores: &[(&str, &[&str])],
+        bridges: &[&str],
+    ) -> Self {
+        let facts = NodeFacts {
+            datastores: datastores
+                .iter()
+                .map(|(id, content)| {
+                    (
+                        (*id).to_owned(),
+                        DatastoreFacts {
+                            content: content.iter().map(|c| (*c).to_owned()).collect(),
+                            free_bytes: 1 << 40,
+                        },
+                    )
+                })
+                .collect(),
+            bridges: bridges.iter().map(|b| (*b).to_owned()).collect(),
+        };
+        self.nodes.insert(name.to_owned(), facts);
+        self
+    }
+}
+
+impl WorldFacts for MemoryWorld {
+    fn node_names(&self) -> Vec<String> {
+        self.nodes.keys().cloned().collect()
+    }
+    fn node(&self, name: &str) -> Option<NodeFacts> {
+        self.nodes.get(name).cloned()
+    }
+    fn vm_id_holder(&self, vm_id: u32) -> Option<Holder> {
+        self.vm_ids.get(&vm_id).cloned()
+    }
+    fn hostname_holder(&self, hostname: &str) -> Option<Holder> {
+        self.hostnames.get(&hostname.to_ascii_lowercase()).cloned()
+    }
+    fn address_holder(&self, addr: IpAddr) -> Option<Holder> {
+        self.addresses.get(&addr).cloned()
+    }
+}
+
+fn unknown(what: &str, name: &str, known: &[String]) -> (String, Option<String>) {
+    let refs: Vec<&str> = known.iter().map(String::as_str).collect();
+    let msg = match did_you_mean(name, &refs) {
+        Some(s) => format!("{what} '{name}' does not exist; did you mean '{s}'?"),
+        None => format!("{what} '{name}' does not exist"),
+    };
+    let hint = if known.is_empty() {
+        None
+    } else {
+        Some(format!("known: {}", known.join(", ")))
+    };
+    (msg, hint)
+}
+
+fn datastore_problem(
+    node: &str,
+    nf: &NodeFacts,
+    ds: &str,
+    content: &str,
+) -> Option<(String, Option<String>)> {
+    match nf.datastores.get(ds) {
+        None => {
+            let ids: Vec<String> = nf.datastores.keys().cloned().collect();
+            Some(unknown(&format!("datastore on node {node}:"), ds, &ids))
+        }
+        Some(f) if !f.content.contains(content) => {
+            let with: Vec<&str> = nf
+                .datastores
+                .iter()
+                .filter(|(_, f)| f.content.contains(content))
+                .map(|(k, _)| k.as_str())
+                .collect();
+            Some((
+                format!("datastore {ds} on node {node} does not hold `{content}` content"),
+                Some(if with.is_empty() {
+                    format!(
+                        "enable {content} on a storage of {node} (pvesm set {ds} --content ...)"
+                    )
+                } else {
+                    format!("storages of {node} with {content}: {}", with.join(", "))
+                }),
+            ))
+        }
+        Some(_) => None,
+    }
+}
+
+/// Check a parsed fleet against the world. `file` is the fleet file's name for the diagnostics.
+pub fn check_against_world(file: &str, fleet: &Fleet, facts: &dyn WorldFacts) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    let spans = &fleet.spans;
+    let node_names = facts.node_names();
+    let mut push = |path: String, msg: String, hint: Option<String>| {
+        let mut d = Diagnostic::new(file, spans.lookup(&path), path, msg);
+        d.hint = hint;
+        out.push(d);
+    };
+    let mut node_cache: BTreeMap<String, Option<NodeFacts>> = BTreeMap::new();
+    for (key, c) in &fleet.containers {
+        let cpath = format!("containers.{key}");
+        for (i, n) in c.constraints.nodes.iter().enumerate() {
+            if !node_names.contains(n) {
+                let (m, h) = unknown("node", n, &node_names);
+                push(format!("{cpath}.constraints.nodes.{i}"), m, h);
+            }
+        }
+        if let Some(node) = &c.node {
+            let facts_for = node_cache
+                .entry(node.clone())
+                .or_insert_with(|| facts.node(node));
+            match facts_for {
+                None => {
+                    let (m, h) = unknown("node", node, &node_names);
+                    push(
+                        format!("{cpath}.node"),
+                        m,
+                        h.or(Some(
+                            "omit `node` to let the scheduler place the container".into(),
+                        )),
+                    );
+                }
+                Some(nf) => {
+                    let mut check_ds = |path: String, ds: &str, content: &str| {
+                        if let Some((m, h)) = datastore_problem(node, nf, ds, content) {
+                            push(path, m, h);
+                        }
+                    };
+                    if let Some(ds) = &c.datastore_id {
+                        check_ds(format!("{cpath}.datastore_id"), ds, "rootdir");
+                    }
+                    for (i, mp) in c.mount_points.iter().enumerate() {
+                        if let MountPoint::Volume { datastore_id, .. } = mp {
+                            check_ds(
+                                format!("{cpath}.mount_points.{i}.datastore_id"),
+                                datastore_id,
+                                "rootdir",
+                            );
+                        }
+                    }
+                    if let Some(t) = fleet.templates.get(&c.template) {
+                        check_ds(
+                            format!("templates.{}.storage", c.template),
+                            &t.storage,
+                            "vztmpl",
+                        );
+                    }
+                    if c.datastore_id.is_none()
+                        && !nf
+                            .datastores
+                            .values()
+                            .any(|f| f.content.contains("rootdir"))
+                    {
+                        push(
+                            format!("{cpath}.node"),
+                            format!("node {node} has no storage with rootdir content"),
+                            Some("set datastore_id to a storage that holds containers".into()),
+                        );
+                    }
+                    for (i, iface) in c.interfaces.iter().enumerate() {
+                        if !nf.bridges.contains(&iface.bridge) {
+                            let path = if i == 0 {
+                                format!("{cpath}.bridge")
+                            } else {
+                                format!("{cpath}.extra_interfaces.{}.bridge", i - 1)
+                            };
+                            let known: Vec<String> = nf.bridges.iter().cloned().collect();
+                            let (m, h) =
+                                unknown(&format!("bridge on node {node}:"), &iface.bridge, &known);
+                            push(path, m, h);
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(id) = c.vm_id {
+            if let Some(h) = facts.vm_id_holder(id).filter(|h| !h.is(&fleet.name, key)) {
+                push(
+                    format!("{cpath}.vm_id"),
+                    format!("vm_id {id} is already taken by {h}"),
+                    Some("pick a free vm_id, or omit it to have one allocated".into()),
+                );
+            }
+        }
+        if let Some(h) = facts
+            .hostname_holder(&c.hostname)
+            .filter(|h| !h.is(&fleet.name, key))
+        {
+            push(
+                format!("{cpath}.hostname"),
+                format!("hostname {} is already used by {h}", c.hostname),
+                None,
+            );
+        }
+        for (i, iface) in c.interfaces.iter().enumerate() {
+            let ipath = if i == 0 {
+                cpath.clone()
+            } else {
+                format!("{cpath}.extra_interfaces.{}", i - 1)
+            };
+            let v4 = iface
+                .ipv4
+                .static_addr()
+                .map(|a| (IpAddr::V4(a), "ip_address"));
+            let v6 = iface.ipv6.static_addr().map(|a| (IpAddr::V6(a), "ipv6"));
+            for (addr, field) in v4.into_iter().chain(v6) {
+                if let Some(h) = facts
+                    .address_holder(addr)
+                    .filter(|h| !h.is(&fleet.name, key))
+                {
+                    push(
+                        format!("{ipath}.{field}"),
+                        format!("address {addr} is already used by {h}"),
+                        None,
+                    );
+                }
+            }
+        }
+    }
+    out.sort_by_key(|d| (d.line, d.column));
+    out.dedup();
+    out
+}
