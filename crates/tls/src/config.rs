@@ -119,6 +119,10 @@ pub fn server_config(
         .with_single_cert(chain, key_from_pem(&server.key_pem, "server key")?)
         .map_err(TlsError::rustls("loading the server certificate and key"))?;
     config.alpn_protocols = vec![ALPN_H2.to_vec()];
+    // No session resumption: a resumed session skips the client verifier, so a revoked certificate could
+    // keep reconnecting. Every connection does a full handshake (connections are long-lived anyway).
+    config.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
+    config.send_tls13_tickets = 0;
     Ok(Arc::new(config))
 }
 
