@@ -190,7 +190,7 @@ pub fn check_net(vmid: u32, index: u32, n: &NetConfig) -> R<()> {
         }
     }
     if let Some(r) = n.rate {
-        if !(r >= 0.0) {
+        if r.is_nan() || r < 0.0 {
             return Err(PveError::invalid(v, &f("rate"), r, "a rate in MB/s >= 0"));
         }
     }

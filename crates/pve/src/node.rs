@@ -412,11 +412,10 @@ impl Node {
     /// Grows `disk` (`rootfs` or `mpN`) to `size_gib` GiB with `pct resize`. That command exits 0 even when its
     /// task fails, so the size is read back; "already at specified size" counts as done. Shrinking is refused.
     pub async fn resize(&self, vmid: u32, disk: &str, size_gib: u32) -> Result<(), PveError> {
-        if disk != "rootfs"
-            && !disk
-                .strip_prefix("mp")
-                .is_some_and(|n| n.parse::<u32>().is_ok())
-        {
+        let is_mp = disk
+            .strip_prefix("mp")
+            .is_some_and(|n| n.parse::<u32>().is_ok());
+        if disk != "rootfs" && !is_mp {
             return Err(PveError::invalid(
                 Some(vmid),
                 "disk",

@@ -221,7 +221,8 @@ async fn create_rejects_bad_fields_before_running_anything() {
     let r = Arc::new(ScriptedRunner::new());
     let n = node(&r);
     let base = full_spec();
-    let cases: Vec<(&str, Box<dyn Fn(&mut CreateSpec)>)> = vec![
+    type Mutation = Box<dyn Fn(&mut CreateSpec)>;
+    let cases: Vec<(&str, Mutation)> = vec![
         ("vmid", Box::new(|s| s.vmid = 99)),
         (
             "template",

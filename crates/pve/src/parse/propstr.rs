@@ -73,7 +73,7 @@ pub fn parse_size(s: &str) -> Result<u64, ParseError> {
     let n: f64 = num.parse().map_err(|_| {
         ParseError::new("disk size", format!("`{s}` is not like 8G, 512M or bytes"))
     })?;
-    if !(n >= 0.0) {
+    if n.is_nan() || n < 0.0 {
         return Err(ParseError::new("disk size", format!("`{s}` is negative")));
     }
     Ok((n * mult as f64).round() as u64)

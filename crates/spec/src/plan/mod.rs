@@ -144,12 +144,18 @@ pub fn plan(
             });
         }
         let mut mine = Vec::new();
+        // Whatever follows a move runs on the destination node.
+        let here = ex.move_to.clone().unwrap_or_else(|| primary.node.clone());
         if let Some(to) = ex.move_to {
             mine.push(at(ActionKind::Move {
                 from: primary.node.clone(),
                 to,
             }));
         }
+        let at = |kind: ActionKind| Action {
+            node: Some(here.clone()),
+            ..at(kind)
+        };
         for (disk, from_gib, to_gib) in ex.grow {
             mine.push(at(ActionKind::Resize {
                 disk,
