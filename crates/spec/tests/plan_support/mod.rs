@@ -23,7 +23,10 @@ pub fn iface(name: &str) -> Interface {
 
 pub fn static_iface(name: &str, cidr: &str, gw: &str) -> Interface {
     Interface {
-        ipv4: Ipv4Config::Static { addr: cidr.parse().unwrap(), gateway: Some(gw.parse().unwrap()) },
+        ipv4: Ipv4Config::Static {
+            addr: cidr.parse().unwrap(),
+            gateway: Some(gw.parse().unwrap()),
+        },
         ..iface(name)
     }
 }
@@ -44,7 +47,10 @@ pub fn container(name: &str, vm_id: Option<u32>) -> Container {
         datastore_id: Some("local-lvm".to_owned()),
         template: "debian-13".to_owned(),
         unprivileged: true,
-        features: Features { nesting: true, ..Features::default() },
+        features: Features {
+            nesting: true,
+            ..Features::default()
+        },
         interfaces: vec![iface("eth0")],
         dns: Dns::default(),
         ssh_public_keys: vec![],
@@ -66,7 +72,9 @@ pub fn fleet(name: &str, containers: Vec<Container>) -> Fleet {
         templates.insert(
             t.to_owned(),
             Template {
-                source: TemplateSource::Pveam { appliance: format!("{t}-standard_amd64.tar.zst") },
+                source: TemplateSource::Pveam {
+                    appliance: format!("{t}-standard_amd64.tar.zst"),
+                },
                 storage: "local".to_owned(),
             },
         );
@@ -75,7 +83,10 @@ pub fn fleet(name: &str, containers: Vec<Container>) -> Fleet {
         name: name.to_owned(),
         allow_privileged: false,
         templates,
-        containers: containers.into_iter().map(|c| (c.name.clone(), c)).collect(),
+        containers: containers
+            .into_iter()
+            .map(|c| (c.name.clone(), c))
+            .collect(),
         spans: Spans::default(),
     }
 }
