@@ -88,6 +88,16 @@ pub fn peer_identity<T>(request: &tonic::Request<T>) -> Option<Identity> {
     peer_cert_info(request)?.identity
 }
 
+/// [`peer_identity`] for RPCs that need one: `Unauthenticated` when the caller sent no client certificate.
+#[allow(clippy::result_large_err)]
+pub fn require_identity<T>(request: &tonic::Request<T>) -> Result<Identity, tonic::Status> {
+    peer_identity(request).ok_or_else(|| {
+        tonic::Status::unauthenticated(
+            "a client certificate is required for this call (only enrolment works without one)",
+        )
+    })
+}
+
 /// Connects to `url` (`https://HOST:PORT`) with one of our client configs; the server name checked against
 /// the certificate is HOST (a DNS name or an IP address).
 pub async fn connect(url: &str, config: Arc<ClientConfig>) -> Result<Channel, TlsError> {

@@ -12,8 +12,9 @@ use pxfleet_proto::v1::agent_service_server::{AgentService, AgentServiceServer};
 use pxfleet_proto::v1::{AgentMessage, ControllerMessage, EnrollRequest, EnrollResponse};
 use pxfleet_tls::{
     anonymous_client_config, client_config, connect, generate_key_and_csr, peer_cert_info,
-    peer_identity, pinned_client_config, serve_tls, server_config, verify_ca_fingerprint, Bundle,
-    BundlePaths, Ca, Identity, RevocationCheck, RevocationList, Role,
+    peer_identity, pinned_client_config, require_identity, serve_tls, server_config,
+    verify_ca_fingerprint, Bundle, BundlePaths, Ca, Identity, RevocationCheck, RevocationList,
+    Role,
 };
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
@@ -47,9 +48,10 @@ impl AgentService for Whoami {
 
     async fn connect(
         &self,
-        _: Request<Streaming<AgentMessage>>,
+        request: Request<Streaming<AgentMessage>>,
     ) -> Result<Response<Self::ConnectStream>, Status> {
-        Err(Status::unimplemented("not needed by these tests"))
+        let who = require_identity(&request)?;
+        Err(Status::unimplemented(format!("no stream here, {who}")))
     }
 }
 
@@ -143,6 +145,29 @@ async fn without_a_client_certificate_the_handshake_succeeds_and_identity_is_non
     .unwrap();
     assert_eq!(resp.cert_pem, "anonymous");
     assert_eq!(resp.serial, "");
+
+    // RPCs other than enrolment refuse the anonymous caller; with a certificate they get through.
+    let anon = connect(
+        &server.url(),
+        anonymous_client_config(server.ca.cert_pem()).unwrap(),
+    )
+    .await
+    .unwrap();
+    let status = AgentServiceClient::new(anon)
+        .connect(tokio_stream::empty::<AgentMessage>())
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::Unauthenticated, "{status}");
+    let node = server.client_bundle(&Identity::node("mk33").unwrap());
+    let authed = connect(&server.url(), client_config(&node).unwrap())
+        .await
+        .unwrap();
+    let status = AgentServiceClient::new(authed)
+        .connect(tokio_stream::empty::<AgentMessage>())
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::Unimplemented, "{status}");
+    assert!(status.message().contains("pxfleet://node/mk33"), "{status}");
     server.stop().await;
 }
 
