@@ -185,12 +185,24 @@ impl Cx<'_> {
     }
 
     fn unknown_field(&mut self, e: &Entry, path: &str, known: &[&str]) {
-        let msg = match did_you_mean(&e.key, known) {
-            Some(s) => format!("unknown field {}; did you mean '{s}'?", quote(&e.key)),
-            None => format!("unknown field {}", quote(&e.key)),
-        };
-        let hint = format!("fields allowed here: {}", known.join(", "));
-        self.err(e.key_span, &join(path, &e.key), msg, Some(&hint));
+        let p = join(path, &e.key);
+        match did_you_mean(&e.key, known) {
+            Some(s) => self.err(
+                e.key_span,
+                &p,
+                format!("unknown field {}; did you mean '{s}'?", quote(&e.key)),
+                None,
+            ),
+            None => {
+                let hint = format!("fields allowed here: {}", known.join(", "));
+                self.err(
+                    e.key_span,
+                    &p,
+                    format!("unknown field {}", quote(&e.key)),
+                    Some(&hint),
+                );
+            }
+        }
     }
 
     fn wrong_type(&mut self, n: &Node, path: &str, expected: &str) {
