@@ -701,7 +701,7 @@ pub fn set(node: &Node, vmid: u32, p: &BTreeMap<String, String>, err: &mut Strin
                 "unable to delete required option '{d}'"
             )));
         }
-        if !conf.opts.contains_key(d) && !(d == "description" && !conf.description.is_empty()) {
+        if !conf.opts.contains_key(d) && (d != "description" || conf.description.is_empty()) {
             err.push_str(&format!(
                 "cannot delete '{d}' - not set in current configuration!\n"
             ));
@@ -760,7 +760,7 @@ pub fn set(node: &Node, vmid: u32, p: &BTreeMap<String, String>, err: &mut Strin
         if running
             && !HOT_KEYS.contains(&k.as_str())
             && !is_net_key(&k)
-            && !(k.starts_with("mp") && !conf.opts.contains_key(&k))
+            && (!k.starts_with("mp") || conf.opts.contains_key(&k))
         {
             conf.pending.insert(k, value);
         } else {
@@ -1102,7 +1102,7 @@ pub fn migrate(
     err: &mut String,
 ) -> Result<TaskOutcome> {
     if target == node.name() {
-        return Err(SimError::die(format!("target is local node.")));
+        return Err(SimError::die("target is local node."));
     }
     if !node.cluster_nodes().iter().any(|n| n == target) {
         return Err(SimError::die(format!("no such cluster node '{target}'")));
@@ -1296,10 +1296,10 @@ pub fn interfaces(node: &Node, vmid: u32) -> Result<Value> {
         }
         addrs.push((mac_to_ll(&mac), "inet6", 64));
         let mut e = json!({"name": name, "hwaddr": mac, "hardware-address": mac});
-        if let Some((a, _, p)) = addrs.iter().filter(|x| x.1 == "inet").last() {
+        if let Some((a, _, p)) = addrs.iter().rfind(|x| x.1 == "inet") {
             e["inet"] = json!(format!("{a}/{p}"));
         }
-        if let Some((a, _, p)) = addrs.iter().filter(|x| x.1 == "inet6").last() {
+        if let Some((a, _, p)) = addrs.iter().rfind(|x| x.1 == "inet6") {
             e["inet6"] = json!(format!("{a}/{p}"));
         }
         e["ip-addresses"] = Value::Array(

@@ -52,12 +52,14 @@ pub fn run(node: &Node, args: &[String]) -> Outcome {
         "create" => "POST",
         "delete" => "DELETE",
         "ls" | "usage" => "GET",
-        other => return Outcome::err(
-            &format!(
+        other => {
+            return Outcome::err(
+                &format!(
                 "ERROR: unknown command 'pvesh {other}'\nUSAGE: pvesh <COMMAND> [ARGS] [OPTIONS]\n"
             ),
-            255,
-        ),
+                255,
+            )
+        }
     };
     let no_handler = || {
         let e = SimError::NoHandler {
@@ -462,7 +464,7 @@ fn download_url(
             st.kind
         )));
     }
-    if !st.content.iter().any(|c| *c == content) {
+    if !st.content.contains(&content) {
         return Err(SimError::die(format!(
             "storage '{}' is not configured for content-type '{content}'",
             st.id

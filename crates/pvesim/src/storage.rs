@@ -115,7 +115,7 @@ fn volume_name(st: &StorageCfg, vmid: u32, n: u32) -> (String, String) {
             format!("subvol-{vmid}-disk-{n}"),
             format!("subvol-{vmid}-disk-{n}"),
         ),
-        k if matches!(k, "dir" | "nfs" | "cifs" | "cephfs" | "btrfs") => (
+        "dir" | "nfs" | "cifs" | "cephfs" | "btrfs" => (
             format!("vm-{vmid}-disk-{n}.raw"),
             format!("{vmid}/vm-{vmid}-disk-{n}.raw"),
         ),
@@ -293,7 +293,7 @@ pub fn list(node: &Node, st: &StorageCfg, content: Option<&str>, vmid: Option<u3
                 || (v.content == "rootdir" && wanted.contains(&"images"))
         });
     }
-    out.sort_by(|a, b| a.volid.to_lowercase().cmp(&b.volid.to_lowercase()));
+    out.sort_by_key(|v| v.volid.to_lowercase());
     out
 }
 
@@ -384,6 +384,12 @@ pub fn parse_alloc_size(s: &str) -> Option<u64> {
     num.parse::<u64>().ok().map(|n| n * mul)
 }
 
+/// Removes a template file (`pveam remove`).
+pub fn free_template(node: &Node, volid: &str) -> Result<()> {
+    let p = volume_path(node, volid)?;
+    fs::remove_file(&p).map_err(|_| SimError::die(format!("volume '{volid}' does not exist")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -418,10 +424,4 @@ mod tests {
             include_str!("../tests/fixtures/pvesm-list-local-lvm.txt")
         );
     }
-}
-
-/// Removes a template file (`pveam remove`).
-pub fn free_template(node: &Node, volid: &str) -> Result<()> {
-    let p = volume_path(node, volid)?;
-    fs::remove_file(&p).map_err(|_| SimError::die(format!("volume '{volid}' does not exist")))
 }
