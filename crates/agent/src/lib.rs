@@ -9,6 +9,7 @@ pub mod executor;
 pub mod journal;
 pub mod observe;
 pub mod ops;
+pub mod pve_driver;
 pub mod seed;
 
 pub use config::AgentConfig;
