@@ -288,14 +288,15 @@ impl ProcessRunner {
         })?;
         let stdin_data = cmd.stdin.clone();
         let mut stdin = child.stdin.take();
-        let work = async move {
-            if let (Some(data), Some(mut pipe)) = (stdin_data, stdin.take()) {
-                // A child that exits without reading gives EPIPE: not our error, its status tells.
+        if let (Some(data), Some(mut pipe)) = (stdin_data, stdin.take()) {
+            // Written concurrently with reading stdout/stderr so a chatty child cannot deadlock us. A child that
+            // exits without reading gives EPIPE: not our error, its exit status tells.
+            tokio::spawn(async move {
                 let _ = pipe.write_all(&data).await;
                 drop(pipe);
-            }
-            child.wait_with_output().await
-        };
+            });
+        }
+        let work = child.wait_with_output();
         match tokio::time::timeout(cmd.timeout, work).await {
             Err(_) => {
                 tracing::warn!(command = %shown, "timed out, killed");

@@ -117,3 +117,18 @@ async fn spawn_error_redacts() {
         "{s}"
     );
 }
+
+#[tokio::test]
+async fn large_stdin_and_stdout_do_not_deadlock() {
+    let r = ProcessRunner::new();
+    let data = vec![b'x'; 4 << 20];
+    let out = r
+        .run(
+            Command::new("cat")
+                .stdin(data.clone())
+                .timeout(Duration::from_secs(20)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.stdout.len(), data.len());
+}
