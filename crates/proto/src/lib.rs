@@ -5,6 +5,14 @@
 //!   single bidirectional stream).
 //! - [`v1::fleet_service_client`] / [`v1::fleet_service_server`]: pxctl -> pxcontroller.
 //!
+//! Connecting: there are no generated `XClient::connect(url)` constructors (all traffic is mutual TLS);
+//! dial with `pxfleet_tls::connect(url, config)` and wrap the channel, e.g.
+//! `AgentServiceClient::new(channel)`. Serve with `pxfleet_tls::serve_tls`.
+//!
+//! Extending the protocol: add fields with new tag numbers, never renumber or reuse one (reserve removed
+//! ones); new RPCs and oneof variants are additive. Sizes carry their unit in the field name, times are
+//! `*_unix_ms`, secrets are wrapped in `Secret`.
+//!
 //! This crate holds generated code only (plus the redacting `Debug` of [`v1::Secret`]); conversions to domain
 //! types live in the crates that own those types.
 

@@ -32,7 +32,7 @@ pub use identity::{Identity, Role, SCHEME};
 pub use token::JoinToken;
 pub use transport::{
     connect, connect_lazy, peer_cert_info, peer_identity, require_identity, serve_tls,
-    tls_incoming, CONNECT_TIMEOUT, HANDSHAKE_TIMEOUT,
+    tls_incoming, CONNECT_TIMEOUT, HANDSHAKE_TIMEOUT, MAX_PENDING_HANDSHAKES,
 };
 
 /// Fills `buf` from the ring provider's system random source.

@@ -21,11 +21,13 @@ use crate::{CertInfo, Identity, TlsError};
 
 /// How long a client has to complete the TLS handshake.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Handshakes in progress at once; further connections wait in the listen backlog.
+pub const MAX_PENDING_HANDSHAKES: usize = 256;
 /// How long [`connect`] waits for TCP + TLS.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A stream of established TLS connections for `Server::serve_with_incoming*`. Handshakes run in their own
-/// tasks (a slow client does not hold up others); refused handshakes are logged and skipped, never yielded.
+/// tasks (a slow client does not hold up others; at most [`MAX_PENDING_HANDSHAKES`] at once); refused handshakes are logged and skipped, never yielded.
 /// The accept loop ends when the stream is dropped.
 pub fn tls_incoming(
     listener: TcpListener,
@@ -33,8 +35,12 @@ pub fn tls_incoming(
 ) -> impl Stream<Item = Result<server::TlsStream<TcpStream>, std::io::Error>> + Send + 'static {
     let (tx, rx) = tokio::sync::mpsc::channel(64);
     let acceptor = TlsAcceptor::from(config);
+    let pending = Arc::new(tokio::sync::Semaphore::new(MAX_PENDING_HANDSHAKES));
     tokio::spawn(async move {
         loop {
+            let Ok(permit) = pending.clone().acquire_owned().await else {
+                break;
+            };
             let (tcp, peer) = tokio::select! {
                 _ = tx.closed() => break,
                 accepted = listener.accept() => match accepted {
@@ -50,7 +56,9 @@ pub fn tls_incoming(
             let tx = tx.clone();
             tokio::spawn(async move {
                 let _ = tcp.set_nodelay(true);
-                match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await;
+                drop(permit);
+                match handshake {
                     Ok(Ok(tls)) => {
                         let _ = tx.send(Ok(tls)).await;
                     }
