@@ -56,23 +56,17 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     match cli.command {
-        Command::Plan { file, offline, output, detailed_exitcode } => {
-            use std::io::IsTerminal;
-            let colour = pxfleet_cli::plan::colour_wanted(
-                std::io::stdout().is_terminal(),
-                std::env::var_os("NO_COLOR").as_deref(),
-            );
-            let opts = pxfleet_cli::plan::PlanOptions { file, offline, output, detailed_exitcode, colour };
-            let (mut out, mut err) = (std::io::stdout().lock(), std::io::stderr().lock());
-            let files = pxfleet_cli::validate::FsFiles;
-            match pxfleet_cli::plan::run(&opts, &files, &mut out, &mut err) {
-                Ok(code) => ExitCode::from(code),
-                Err(e) => {
-                    eprintln!("pxctl: {e}");
-                    ExitCode::from(pxfleet_cli::plan::EXIT_ERROR)
-                }
-            }
-        }
+        Command::Plan {
+            file,
+            offline,
+            output,
+            detailed_exitcode,
+        } => ExitCode::from(pxfleet_cli::plan::run_stdio(
+            file,
+            offline,
+            output,
+            detailed_exitcode,
+        )),
         Command::Validate { files } => {
             let (mut out, mut err) = (std::io::stdout().lock(), std::io::stderr().lock());
             match pxfleet_cli::validate::run(

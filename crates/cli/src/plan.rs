@@ -70,6 +70,31 @@ pub fn run(
     run_text(opts, &text, files, out, err)
 }
 
+/// [`run`] on the process's stdout and stderr, with colour decided from the terminal and `NO_COLOR`:
+/// what `pxctl plan` calls. Returns the exit status.
+pub fn run_stdio(file: String, offline: bool, output: OutputFormat, detailed_exitcode: bool) -> u8 {
+    use std::io::IsTerminal;
+    let colour = colour_wanted(
+        io::stdout().is_terminal(),
+        std::env::var_os("NO_COLOR").as_deref(),
+    );
+    let opts = PlanOptions {
+        file,
+        offline,
+        output,
+        detailed_exitcode,
+        colour,
+    };
+    let (mut out, mut err) = (io::stdout().lock(), io::stderr().lock());
+    match run(&opts, &crate::validate::FsFiles, &mut out, &mut err) {
+        Ok(code) => code,
+        Err(e) => {
+            let _ = writeln!(err, "pxctl plan: cannot write the plan: {e}");
+            EXIT_ERROR
+        }
+    }
+}
+
 /// [`run`] on a file's text (already read).
 pub fn run_text(
     opts: &PlanOptions,
