@@ -1,15 +1,26 @@
 //! pxcontroller: owns fleet state in sled, plans and schedules, and dispatches operations to node agents over
-//! mutual-TLS gRPC. `main.rs` only parses arguments and calls into this library.
+//! mutual-TLS gRPC. `main.rs` only parses arguments and calls into this library; [`server::run`] starts the
+//! whole controller on listeners the caller binds (tests use 127.0.0.1:0).
 
+pub mod agent_service;
 pub mod agents;
 pub mod authz;
 pub mod config;
 pub mod convert;
+pub mod driver;
+pub mod fleet_service;
 pub mod metrics;
 pub mod model;
+pub mod pki;
+pub mod planning;
 pub mod reconciler;
 pub mod scheduler;
+pub mod server;
+pub mod state;
 pub mod store;
+
+pub use config::Config;
+pub use server::run;
 
 #[cfg(test)]
 mod testutil;

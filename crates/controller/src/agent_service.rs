@@ -1,0 +1,249 @@
+//! AgentService (for pxagent): enrolment with a one-time token, and the Connect stream (hello, heartbeats,
+//! observations, operation updates in; welcome, operations, acks out). A node certificate speaks only for its
+//! own node.
+
+use std::collections::BTreeSet;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use futures::{Stream, StreamExt};
+use pxfleet_proto::v1 as pb;
+use pxfleet_proto::v1::agent_service_server::AgentService;
+use pxfleet_tls::{Identity, JoinToken};
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::authz::check_node;
+use crate::convert;
+use crate::driver;
+use crate::model::{now_ms, AuditEntry};
+use crate::state::State;
+use crate::store::{SerialRecord, StoreError};
+
+/// How often agents heartbeat; 30 s without one marks the node down.
+pub const HEARTBEAT_INTERVAL_SECS: u32 = 5;
+/// Operations an agent runs at once.
+pub const MAX_PARALLEL_OPERATIONS: u32 = 4;
+
+pub struct AgentApi {
+    pub state: Arc<State>,
+}
+
+type ConnectStream = Pin<Box<dyn Stream<Item = Result<pb::ControllerMessage, Status>> + Send>>;
+
+fn refused() -> Status {
+    Status::permission_denied("join token is unknown, already used, expired, or for another node")
+}
+
+#[tonic::async_trait]
+impl AgentService for AgentApi {
+    async fn enroll(
+        &self,
+        req: Request<pb::EnrollRequest>,
+    ) -> Result<Response<pb::EnrollResponse>, Status> {
+        let r = req.into_inner();
+        let token: JoinToken = r.token.parse().map_err(|_| refused())?;
+        if token.ca_fingerprint != self.state.ca.fingerprint_sha256() {
+            return Err(refused());
+        }
+        let identity =
+            Identity::node(&r.node).map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let st = &self.state;
+        st.store
+            .consume_token(&token.id, now_ms(), |t| {
+                token.matches_hash(&t.hash) && (t.node.is_empty() || t.node == r.node)
+            })
+            .map_err(|e| match e {
+                StoreError::TokenRefused => refused(),
+                e => Status::from(e),
+            })?;
+        let cert = st
+            .ca
+            .sign_csr(&r.csr_pem, &identity, pxfleet_tls::DEFAULT_CLIENT_VALIDITY)
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        st.store.put_serial(&SerialRecord {
+            serial: cert.serial.as_str().to_string(),
+            subject: identity.uri(),
+            issued_ms: now_ms(),
+            revoked: false,
+        })?;
+        st.store
+            .update_node(&r.node, |n| n.enrolled_ms = now_ms())?;
+        st.store.audit(&AuditEntry {
+            time_ms: now_ms(),
+            actor: identity.uri(),
+            action: "enroll".into(),
+            target: r.node.clone(),
+            detail: format!("token {}, serial {}", token.id, cert.serial.as_str()),
+        })?;
+        st.store.flush().await?;
+        tracing::info!(node = %r.node, serial = cert.serial.as_str(), "node enrolled");
+        Ok(Response::new(pb::EnrollResponse {
+            cert_pem: cert.cert_pem,
+            ca_pem: st.ca.cert_pem().to_string(),
+            serial: cert.serial.as_str().to_string(),
+            not_after_unix_ms: (cert.not_after.unix_timestamp() * 1000) as i64,
+        }))
+    }
+
+    type ConnectStream = ConnectStream;
+
+    async fn connect(
+        &self,
+        req: Request<Streaming<pb::AgentMessage>>,
+    ) -> Result<Response<Self::ConnectStream>, Status> {
+        let id = pxfleet_tls::peer_identity(&req);
+        let node = check_node(id.as_ref(), "")?.to_string();
+        let mut inbound = req.into_inner();
+        let first = inbound
+            .next()
+            .await
+            .ok_or_else(|| Status::invalid_argument("stream ended before Hello"))??;
+        let Some(pb::agent_message::Msg::Hello(hello)) = first.msg else {
+            return Err(Status::invalid_argument("the first message must be Hello"));
+        };
+        check_node(id.as_ref(), &hello.node)?;
+        let st = self.state.clone();
+        let finals = handle_hello(&st, &node, &hello)?;
+        let (conn, rx) = st.sessions.register(&node);
+        st.sessions.send(
+            &node,
+            pb::controller_message::Msg::Welcome(pb::Welcome {
+                node: node.clone(),
+                protocol_version: pxfleet_proto::PROTOCOL_VERSION,
+                heartbeat_interval_seconds: HEARTBEAT_INTERVAL_SECS,
+                max_parallel_operations: MAX_PARALLEL_OPERATIONS,
+            }),
+        );
+        if !finals.is_empty() {
+            st.sessions.send(
+                &node,
+                pb::controller_message::Msg::Ack(pb::Ack {
+                    heartbeat_seq: 0,
+                    op_ids: finals,
+                }),
+            );
+        }
+        st.wake.notify_one();
+        tracing::info!(%node, agent_version = %hello.agent_version, "agent connected");
+        let st2 = st.clone();
+        let node2 = node.clone();
+        tokio::spawn(async move {
+            while let Some(msg) = inbound.next().await {
+                let msg = match msg {
+                    Ok(m) => m,
+                    Err(e) => {
+                        tracing::info!(node = %node2, error = %e, "agent stream error");
+                        break;
+                    }
+                };
+                if let Err(e) = handle_message(&st2, &node2, msg) {
+                    tracing::error!(node = %node2, error = %e, "handling an agent message failed");
+                }
+            }
+            if st2.sessions.unregister(&node2, conn) {
+                if let Err(e) = driver::requeue_node(&st2, &node2, &BTreeSet::new()) {
+                    tracing::error!(node = %node2, error = %e, "requeueing operations failed");
+                }
+                tracing::info!(node = %node2, "agent disconnected; its operations wait for it");
+            }
+        });
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )))
+    }
+}
+
+/// Stores the hello's inventory and containers, applies the operation results it carries, and requeues the
+/// node's other unfinished operations (they are re-sent with the same id). Returns the op ids to acknowledge.
+fn handle_hello(st: &State, node: &str, hello: &pb::Hello) -> Result<Vec<String>, Status> {
+    let now = now_ms();
+    let inv = hello.inventory.clone().unwrap_or_default();
+    let inventory = convert::inventory_from_pb(&inv);
+    st.store.update_node(node, |n| {
+        n.inventory = inventory.clone();
+        n.last_seen_ms = now;
+    })?;
+    let observed: Vec<_> = inv
+        .containers
+        .iter()
+        .map(|c| convert::observed_from_pb(node, c))
+        .collect();
+    st.store.replace_observed(node, &observed)?;
+    let mut finals = Vec::new();
+    let mut known = BTreeSet::new();
+    for u in &hello.operations {
+        known.insert(u.op_id.clone());
+        if driver::on_update(st, node, u)? {
+            finals.push(u.op_id.clone());
+        }
+    }
+    driver::requeue_node(st, node, &known)?;
+    Ok(finals)
+}
+
+fn handle_message(st: &State, node: &str, msg: pb::AgentMessage) -> Result<(), StoreError> {
+    let now = now_ms();
+    match msg.msg {
+        Some(pb::agent_message::Msg::Heartbeat(hb)) => {
+            st.store.update_node(node, |n| {
+                n.last_seen_ms = now;
+                if hb.memory_free_bytes > 0 {
+                    n.inventory.memory_free_mib = hb.memory_free_bytes >> 20;
+                }
+            })?;
+            st.sessions.send(
+                node,
+                pb::controller_message::Msg::Ack(pb::Ack {
+                    heartbeat_seq: hb.seq,
+                    op_ids: vec![],
+                }),
+            );
+        }
+        Some(pb::agent_message::Msg::OperationUpdate(u)) => {
+            st.store.update_node(node, |n| n.last_seen_ms = now)?;
+            if driver::on_update(st, node, &u)? {
+                st.sessions.send(
+                    node,
+                    pb::controller_message::Msg::Ack(pb::Ack {
+                        heartbeat_seq: 0,
+                        op_ids: vec![u.op_id.clone()],
+                    }),
+                );
+            }
+        }
+        Some(pb::agent_message::Msg::Observation(obs)) => {
+            let storages: Vec<_> = obs.storages.iter().map(convert::storage_from_pb).collect();
+            let templates: Vec<String> = obs.templates.iter().map(|t| t.volid.clone()).collect();
+            st.store.update_node(node, |n| {
+                n.last_seen_ms = now;
+                if !storages.is_empty() {
+                    n.inventory.storages = storages.clone();
+                }
+                if obs.full || !templates.is_empty() {
+                    n.inventory.templates = templates.clone();
+                }
+            })?;
+            let containers: Vec<_> = obs
+                .containers
+                .iter()
+                .map(|c| convert::observed_from_pb(node, c))
+                .collect();
+            if obs.full {
+                st.store.replace_observed(node, &containers)?;
+            } else {
+                for c in &containers {
+                    st.store.set_observed(node, c.vm_id, Some(c))?;
+                }
+                for vm_id in &obs.removed_vm_ids {
+                    st.store.set_observed(node, *vm_id, None)?;
+                }
+            }
+            st.wake.notify_one();
+        }
+        Some(pb::agent_message::Msg::Hello(_)) => {
+            tracing::warn!(node, "a second Hello on one stream is ignored");
+        }
+        None => {}
+    }
+    Ok(())
+}

@@ -1,0 +1,476 @@
+//! The reconciler's driver: one pass applies [`crate::reconciler::next_action`] to every container (desired,
+//! applied, or carrying a known fleet's mark), creates operations, expires overdue ones, and dispatches
+//! pending ones to connected agents. Passes run on a timer and whenever something is observed. Operation
+//! results from agents come in through [`on_update`].
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::time::Instant;
+
+use pxfleet_proto::v1 as pb;
+
+use crate::convert;
+use crate::model::{
+    now_ms, AppliedContainer, ContainerStatus, DesiredContainer, ManagedBy, Millis,
+    ObservedContainer, OpState, Operation, OperationKind,
+};
+use crate::reconciler::{backoff_ms, container_status, next_action, View};
+use crate::state::State;
+use crate::store::StoreError;
+
+/// One row of `get containers`.
+#[derive(Debug, Clone)]
+pub struct ContainerRow {
+    pub fleet: String,
+    pub name: String,
+    pub desired: Option<DesiredContainer>,
+    pub observed: Option<ObservedContainer>,
+    pub latest_op: Option<Operation>,
+    pub status: ContainerStatus,
+}
+
+impl ContainerRow {
+    pub fn node(&self) -> String {
+        self.desired
+            .as_ref()
+            .map(|d| d.node.clone())
+            .or_else(|| self.observed.as_ref().map(|o| o.node.clone()))
+            .unwrap_or_default()
+    }
+    pub fn vm_id(&self) -> u32 {
+        self.desired
+            .as_ref()
+            .map(|d| d.vm_id)
+            .or_else(|| self.observed.as_ref().map(|o| o.vm_id))
+            .unwrap_or(0)
+    }
+    /// The error of the latest operation, when it failed.
+    pub fn error(&self) -> Option<String> {
+        self.latest_op
+            .as_ref()
+            .filter(|o| o.state == OpState::Failed)
+            .and_then(|o| o.last_error.clone())
+    }
+}
+
+type Key = (String, String);
+
+struct World {
+    desired: BTreeMap<Key, DesiredContainer>,
+    applied: BTreeMap<Key, AppliedContainer>,
+    observed: BTreeMap<Key, Vec<ObservedContainer>>,
+    latest: BTreeMap<Key, Operation>,
+    ops: Vec<Operation>,
+    keys: BTreeSet<Key>,
+}
+
+fn load(state: &State) -> Result<World, StoreError> {
+    let store = &state.store;
+    let fleets: BTreeSet<String> = store.fleets()?.into_iter().map(|f| f.name).collect();
+    let desired: BTreeMap<Key, DesiredContainer> = store
+        .all_desired()?
+        .into_iter()
+        .map(|d| ((d.fleet.clone(), d.name.clone()), d))
+        .collect();
+    let applied: BTreeMap<Key, AppliedContainer> = store
+        .all_applied()?
+        .into_iter()
+        .map(|a| ((a.fleet.clone(), a.name.clone()), a))
+        .collect();
+    let mut observed: BTreeMap<Key, Vec<ObservedContainer>> = BTreeMap::new();
+    for o in store.all_observed()? {
+        if let Some(ManagedBy { fleet, name }) = o.managed.clone() {
+            if fleets.contains(&fleet) {
+                observed.entry((fleet, name)).or_default().push(o);
+            }
+        }
+    }
+    let ops = store.ops()?;
+    let mut latest: BTreeMap<Key, Operation> = BTreeMap::new();
+    for op in &ops {
+        if !op.container.is_empty() {
+            latest.insert((op.fleet.clone(), op.container.clone()), op.clone());
+        }
+    }
+    let keys = desired
+        .keys()
+        .chain(applied.keys())
+        .chain(observed.keys())
+        .cloned()
+        .collect();
+    Ok(World {
+        desired,
+        applied,
+        observed,
+        latest,
+        ops,
+        keys,
+    })
+}
+
+/// The observed container for an entry: the one where desired (or applied) says it is, else any.
+fn pick<'a>(
+    list: Option<&'a Vec<ObservedContainer>>,
+    d: Option<&DesiredContainer>,
+    a: Option<&AppliedContainer>,
+) -> Option<&'a ObservedContainer> {
+    let list = list?;
+    let at = |node: &str, vm_id: u32| list.iter().find(|o| o.node == node && o.vm_id == vm_id);
+    d.and_then(|d| at(&d.node, d.vm_id))
+        .or_else(|| a.and_then(|a| at(&a.node, a.vm_id)))
+        .or_else(|| list.first())
+}
+
+/// Every managed container with its status, sorted by fleet and name.
+pub fn container_rows(state: &State) -> Result<Vec<ContainerRow>, StoreError> {
+    let w = load(state)?;
+    let max = state.config.reconciler.max_attempts;
+    Ok(w.keys
+        .iter()
+        .map(|k| {
+            let d = w.desired.get(k);
+            let o = pick(w.observed.get(k), d, w.applied.get(k)).cloned();
+            let latest = w.latest.get(k).cloned();
+            ContainerRow {
+                fleet: k.0.clone(),
+                name: k.1.clone(),
+                desired: d.cloned(),
+                status: container_status(latest.as_ref(), o.as_ref(), max),
+                observed: o,
+                latest_op: latest,
+            }
+        })
+        .collect())
+}
+
+fn template_ready(state: &State, d: &DesiredContainer) -> bool {
+    let volid = convert::template_volid(&d.template);
+    match state.store.node(&d.node) {
+        Ok(Some(n)) => {
+            n.seeded.get(&d.container.template).map(String::as_str) == Some(volid.as_str())
+                || n.inventory.templates.contains(&volid)
+        }
+        _ => false,
+    }
+}
+
+/// One reconcile pass at time `now`.
+pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
+    let started = Instant::now();
+    let rc = &state.config.reconciler;
+    let w = load(state)?;
+    // 1. overdue dispatched operations fail (the agent may still finish; its late result is then ignored)
+    for op in &w.ops {
+        if matches!(op.state, OpState::Dispatched | OpState::Running)
+            && op.deadline_ms.is_some_and(|d| now > d)
+        {
+            let mut op = op.clone();
+            op.state = OpState::Failed;
+            op.finished_ms = Some(now);
+            op.last_error = Some(format!("no result within {} s", rc.operation_deadline_secs));
+            state.store.put_op(&op)?;
+            state.metrics.op_finished(op.kind.name(), "failed");
+            tracing::warn!(op = %op.id, node = %op.node, vm_id = op.vm_id, "operation deadline exceeded");
+        }
+    }
+    let w = load(state)?;
+    let active_seeds: BTreeSet<(String, String)> = w
+        .ops
+        .iter()
+        .filter(|o| o.state.is_active())
+        .filter_map(|o| match &o.kind {
+            OperationKind::SeedTemplate { name, .. } => Some((o.node.clone(), name.clone())),
+            _ => None,
+        })
+        .collect();
+    let mut seeds_now = active_seeds.clone();
+    // 2. the next operation per container
+    for k in &w.keys {
+        let d = w.desired.get(k);
+        let a = w.applied.get(k);
+        let o = pick(w.observed.get(k), d, a);
+        let latest = w.latest.get(k);
+        if latest.is_some_and(|op| op.state.is_active()) {
+            continue;
+        }
+        let view = View {
+            desired: d,
+            applied: a,
+            observed: o,
+            template_ready: d.is_some_and(|d| template_ready(state, d)),
+        };
+        let Some(next) = next_action(view) else {
+            if d.is_none() && o.is_none() && a.is_some() {
+                state.store.remove_applied(&k.0, &k.1)?;
+            }
+            continue;
+        };
+        if let OperationKind::SeedTemplate { name, .. } = &next.kind {
+            if !seeds_now.insert((next.node.clone(), name.clone())) {
+                continue; // another container already asked for this template on this node
+            }
+        }
+        let revision = d.map(|d| d.revision).unwrap_or(0);
+        let (attempt, not_before) = match latest {
+            Some(l)
+                if l.state == OpState::Failed
+                    && l.kind.name() == next.kind.name()
+                    && l.revision == revision =>
+            {
+                if l.attempt >= rc.max_attempts {
+                    continue; // failed for good until the next submit changes it
+                }
+                let attempt = l.attempt + 1;
+                let delay = backoff_ms(
+                    attempt,
+                    rc.backoff_base_ms,
+                    rc.backoff_max_ms,
+                    rand::random::<f64>(),
+                );
+                (attempt, l.finished_ms.unwrap_or(now) + delay)
+            }
+            _ => (1, now),
+        };
+        let op = Operation {
+            id: crate::model::new_id(),
+            fleet: k.0.clone(),
+            container: k.1.clone(),
+            node: next.node,
+            vm_id: next.vm_id,
+            kind: next.kind,
+            attempt,
+            state: OpState::Pending,
+            created_ms: now,
+            not_before_ms: not_before,
+            dispatched_ms: None,
+            deadline_ms: None,
+            finished_ms: None,
+            last_error: None,
+            revision,
+            reason: next.reason,
+        };
+        tracing::info!(op = %op.id, fleet = %op.fleet, container = %op.container, node = %op.node,
+            kind = op.kind.name(), attempt, reason = %op.reason, "operation planned");
+        state.store.put_op(&op)?;
+        emit(state, &op, "planned");
+    }
+    // 3. dispatch what is due to connected nodes
+    for mut op in state.store.ops()? {
+        if op.state != OpState::Pending
+            || op.not_before_ms > now
+            || !state.sessions.is_connected(&op.node)
+        {
+            continue;
+        }
+        op.deadline_ms = Some(now + rc.operation_deadline_secs * 1000);
+        let password = match &op.kind {
+            OperationKind::Create { .. } => {
+                state.store.secrets(&op.fleet)?.get(&op.container).cloned()
+            }
+            _ => None,
+        };
+        let msg =
+            pb::controller_message::Msg::Operation(convert::operation_pb(&op, password.as_deref()));
+        if state.sessions.send(&op.node, msg) {
+            op.state = OpState::Dispatched;
+            op.dispatched_ms = Some(now);
+            state.store.put_op(&op)?;
+            emit(state, &op, "dispatched");
+        }
+    }
+    state
+        .metrics
+        .reconcile_took(started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// Runs passes until `shutdown`: every `interval_ms`, and at once when woken.
+pub async fn run(state: std::sync::Arc<State>, shutdown: impl Future<Output = ()>) {
+    tokio::pin!(shutdown);
+    let interval = std::time::Duration::from_millis(state.config.reconciler.interval_ms);
+    let mut last_prune = 0;
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => return,
+            _ = state.wake.notified() => {}
+            _ = tokio::time::sleep(interval) => {}
+        }
+        let now = now_ms();
+        if let Err(e) = pass(&state, now) {
+            tracing::error!(error = %e, "reconcile pass failed");
+        }
+        if now - last_prune > 3_600_000 {
+            last_prune = now;
+            if let Err(e) = state
+                .store
+                .prune_ops(now.saturating_sub(7 * 24 * 3_600_000))
+            {
+                tracing::warn!(error = %e, "pruning old operations failed");
+            }
+        }
+    }
+}
+
+/// Broadcasts a progress event for Watch.
+pub fn emit(state: &State, op: &Operation, message: &str) {
+    let _ = state.events.send(pb::FleetEvent {
+        unix_ms: now_ms() as i64,
+        fleet: op.fleet.clone(),
+        container: op.container.clone(),
+        vm_id: op.vm_id,
+        node: op.node.clone(),
+        op_id: op.id.clone(),
+        kind: convert::op_kind_pb(&op.kind) as i32,
+        op_state: convert::op_state_pb(op.state) as i32,
+        message: message.to_string(),
+        error: op.last_error.clone().unwrap_or_default(),
+        revision: op.revision,
+        ..Default::default()
+    });
+}
+
+/// Applies an operation update from `node`. Returns whether it was final (so the agent gets an Ack).
+pub fn on_update(state: &State, node: &str, u: &pb::OperationUpdate) -> Result<bool, StoreError> {
+    let Some(mut op) = state.store.op(&u.op_id)? else {
+        tracing::warn!(node, op = %u.op_id, "update for an unknown operation ignored");
+        return Ok(true);
+    };
+    if op.node != node {
+        tracing::warn!(node, op = %u.op_id, owner = %op.node, "update for another node's operation ignored");
+        return Ok(false);
+    }
+    let now = now_ms();
+    if let Some(c) = &u.container {
+        let obs = convert::observed_from_pb(node, c);
+        state.store.set_observed(node, obs.vm_id, Some(&obs))?;
+    }
+    let st = pb::OperationState::try_from(u.state).unwrap_or(pb::OperationState::Unspecified);
+    let final_state = match st {
+        pb::OperationState::Succeeded => OpState::Succeeded,
+        pb::OperationState::Failed | pb::OperationState::Cancelled => OpState::Failed,
+        _ => {
+            if op.state.is_active() {
+                op.state = OpState::Running;
+                state.store.put_op(&op)?;
+                emit(state, &op, &u.message);
+            }
+            return Ok(false);
+        }
+    };
+    if !op.state.is_active() {
+        return Ok(true); // a late or repeated result; already settled
+    }
+    op.state = final_state;
+    op.finished_ms = Some(now);
+    if final_state == OpState::Failed {
+        op.last_error = Some(if u.error.is_empty() {
+            "failed".into()
+        } else {
+            u.error.clone()
+        });
+    } else {
+        apply_success(state, &op, u.container.is_some())?;
+    }
+    state.store.put_op(&op)?;
+    state.metrics.op_finished(op.kind.name(), op.state.as_str());
+    tracing::info!(op = %op.id, node, kind = op.kind.name(), state = op.state.as_str(),
+        error = op.last_error.as_deref().unwrap_or(""), "operation finished");
+    emit(state, &op, op.state.as_str());
+    state.wake.notify_one();
+    Ok(true)
+}
+
+fn apply_success(state: &State, op: &Operation, observed_sent: bool) -> Result<(), StoreError> {
+    let store = &state.store;
+    let desired = store
+        .desired(&op.fleet)?
+        .into_iter()
+        .find(|d| d.name == op.container);
+    match &op.kind {
+        OperationKind::Create {
+            container,
+            template,
+        } => {
+            store.put_applied(&AppliedContainer {
+                fleet: op.fleet.clone(),
+                name: op.container.clone(),
+                node: op.node.clone(),
+                vm_id: op.vm_id,
+                container: (**container).clone(),
+                template: template.clone(),
+            })?;
+            if !observed_sent {
+                // Until the next observation, assume it is as created, so the next pass does not create again.
+                let obs = ObservedContainer {
+                    node: op.node.clone(),
+                    vm_id: op.vm_id,
+                    hostname: container.hostname.clone(),
+                    running: true,
+                    managed: Some(ManagedBy {
+                        fleet: op.fleet.clone(),
+                        name: op.container.clone(),
+                    }),
+                    cores: container.cores,
+                    memory_mib: container.memory,
+                    swap_mib: container.swap,
+                    disk_gib: container.disk_size,
+                    ..Default::default()
+                };
+                store.set_observed(&op.node, op.vm_id, Some(&obs))?;
+            }
+        }
+        OperationKind::Update { container } => {
+            let template = store
+                .applied(&op.fleet, &op.container)?
+                .map(|a| a.template)
+                .or(desired.map(|d| d.template));
+            if let Some(template) = template {
+                store.put_applied(&AppliedContainer {
+                    fleet: op.fleet.clone(),
+                    name: op.container.clone(),
+                    node: op.node.clone(),
+                    vm_id: op.vm_id,
+                    container: (**container).clone(),
+                    template,
+                })?;
+            }
+        }
+        OperationKind::Destroy => {
+            if store
+                .applied(&op.fleet, &op.container)?
+                .is_some_and(|a| a.node == op.node && a.vm_id == op.vm_id)
+            {
+                store.remove_applied(&op.fleet, &op.container)?;
+            }
+            store.set_observed(&op.node, op.vm_id, None)?;
+        }
+        OperationKind::SeedTemplate { name, template } => {
+            let volid = convert::template_volid(template);
+            store.update_node(&op.node, |n| {
+                n.seeded.insert(name.clone(), volid.clone());
+            })?;
+        }
+        OperationKind::Resize { .. } | OperationKind::Start | OperationKind::Stop => {}
+    }
+    Ok(())
+}
+
+/// A node's stream ended (or a new one began): its unfinished operations go back to pending, to be re-sent
+/// (same id: the agent runs an id at most once) when it is connected.
+pub fn requeue_node(
+    state: &State,
+    node: &str,
+    except: &BTreeSet<String>,
+) -> Result<(), StoreError> {
+    for mut op in state.store.ops()? {
+        if op.node == node
+            && matches!(op.state, OpState::Dispatched | OpState::Running)
+            && !except.contains(&op.id)
+        {
+            op.state = OpState::Pending;
+            op.deadline_ms = None;
+            state.store.put_op(&op)?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,892 @@
+//! FleetService (for pxctl): plan, submit, watch, listings, outputs, destroy, history, join tokens, cordon,
+//! user certificates. Every call checks the caller's certificate identity first ([`crate::authz`]).
+//! Validation problems come back as diagnostics, not gRPC errors.
+
+use std::collections::BTreeMap;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::Stream;
+use pxfleet_proto::v1 as pb;
+use pxfleet_proto::v1::fleet_service_server::FleetService;
+use pxfleet_spec::{Fleet, MemFiles};
+use pxfleet_tls::{Identity, JoinToken, Role, Serial};
+use tonic::{Request, Response, Status};
+
+use crate::authz::{check_fleet, Need};
+use crate::convert;
+use crate::driver::{self, ContainerRow};
+use crate::model::{now_ms, AuditEntry, ContainerStatus};
+use crate::planning::{prepare, Prepared, Snapshot};
+use crate::state::State;
+use crate::store::{SerialRecord, StoreError, SubmitTx, TokenRecord};
+
+/// The one mapping of store errors to gRPC status codes.
+impl From<StoreError> for Status {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::RevisionMoved { .. } => Status::aborted(e.to_string()),
+            StoreError::Invalid { .. } => Status::invalid_argument(e.to_string()),
+            StoreError::TokenRefused => Status::permission_denied(e.to_string()),
+            _ => Status::internal(e.to_string()),
+        }
+    }
+}
+
+pub struct FleetApi {
+    pub state: Arc<State>,
+}
+
+fn who<T>(req: &Request<T>) -> Option<Identity> {
+    pxfleet_tls::peer_identity(req)
+}
+
+fn diag_pb(d: &pxfleet_spec::Diagnostic) -> pb::Diagnostic {
+    let mut message = d.message.clone();
+    if let Some(h) = &d.hint {
+        message.push_str("; ");
+        message.push_str(h);
+    }
+    pb::Diagnostic {
+        severity: pb::Severity::Error as i32,
+        message,
+        file: d.file.clone(),
+        line: d.line,
+        column: d.column,
+        field: d.path.clone(),
+    }
+}
+
+fn files_of(files: &std::collections::HashMap<String, String>) -> MemFiles {
+    MemFiles(files.iter().map(|(k, v)| (k.into(), v.clone())).collect())
+}
+
+/// A random root password: 24 characters from an unambiguous alphabet.
+pub fn generate_password() -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789";
+    (0..24)
+        .map(|_| ALPHABET[rand::random_range(0..ALPHABET.len())] as char)
+        .collect()
+}
+
+enum Parsed {
+    Fleet(Box<Fleet>),
+    Diagnostics(Vec<pb::Diagnostic>),
+}
+
+fn parse(
+    file_name: &str,
+    source: &str,
+    files: &std::collections::HashMap<String, String>,
+) -> Parsed {
+    let name = if file_name.is_empty() {
+        "fleet.yaml"
+    } else {
+        file_name
+    };
+    match pxfleet_spec::parse_fleet(name, source, &files_of(files)) {
+        Ok(f) => Parsed::Fleet(Box::new(f)),
+        Err(d) => Parsed::Diagnostics(d.iter().map(diag_pb).collect()),
+    }
+}
+
+impl FleetApi {
+    fn snapshot(&self, fleet: &str) -> Result<Snapshot, StoreError> {
+        let st = &self.state;
+        Snapshot::take(&st.store, fleet, |n| st.node_status(n))
+    }
+
+    /// Prepares `fleet` (or its destruction: no containers) against the current state.
+    fn prepare(
+        &self,
+        file: &str,
+        fleet: Fleet,
+    ) -> Result<(Snapshot, Result<Prepared, Vec<pb::Diagnostic>>), Status> {
+        let snap = self.snapshot(&fleet.name)?;
+        let prepared = prepare(
+            file,
+            fleet,
+            &snap,
+            self.state.config.vm_ids,
+            snap.revision + 1,
+        )
+        .map_err(|d| d.iter().map(diag_pb).collect());
+        Ok((snap, prepared))
+    }
+
+    fn rows(&self) -> Result<Vec<ContainerRow>, Status> {
+        Ok(driver::container_rows(&self.state)?)
+    }
+
+    fn container_info(&self, r: &ContainerRow) -> pb::ContainerInfo {
+        let d = r.desired.as_ref();
+        pb::ContainerInfo {
+            fleet: r.fleet.clone(),
+            name: r.name.clone(),
+            vm_id: r.vm_id(),
+            node: r.node(),
+            hostname: d
+                .map(|d| d.container.hostname.clone())
+                .or_else(|| r.observed.as_ref().map(|o| o.hostname.clone()))
+                .unwrap_or_default(),
+            state: convert::container_state_pb(r.status) as i32,
+            power: match &r.observed {
+                Some(o) if o.running => pb::PowerState::Running as i32,
+                Some(_) => pb::PowerState::Stopped as i32,
+                None => pb::PowerState::Unspecified as i32,
+            },
+            addresses: r
+                .observed
+                .as_ref()
+                .map(|o| o.addresses.clone())
+                .unwrap_or_default(),
+            template: d.map(|d| d.container.template.clone()).unwrap_or_default(),
+            cores: d.and_then(|d| d.container.cores),
+            memory_mib: d.map(|d| d.container.memory).unwrap_or_default(),
+            disk_size_gib: d.map(|d| d.container.disk_size).unwrap_or_default(),
+            last_error: r.error().unwrap_or_default(),
+            drifted: false,
+            revision: d.map(|d| d.revision).unwrap_or_default(),
+        }
+    }
+
+    fn ops_of(&self, fleet: &str, revision: Option<u64>) -> Result<Vec<pb::OperationInfo>, Status> {
+        Ok(self
+            .state
+            .store
+            .ops()?
+            .iter()
+            .filter(|o| {
+                o.fleet == fleet && o.state.is_active() && revision.is_none_or(|r| o.revision <= r)
+            })
+            .map(convert::operation_info)
+            .collect())
+    }
+
+    /// Stores a new revision of `prepared` (under the fleet lock), then runs a reconcile pass so the
+    /// operations exist when the caller returns.
+    fn store_revision(
+        &self,
+        author: &Identity,
+        source_fleet: &Fleet,
+        prepared: &Prepared,
+        expected: Option<u64>,
+        action: &str,
+    ) -> Result<u64, Status> {
+        let st = &self.state;
+        let name = &prepared.fleet.name;
+        let old_secrets = st.store.secrets(name)?;
+        let secrets: BTreeMap<String, String> = source_fleet
+            .containers
+            .iter()
+            .map(|(k, c)| {
+                let pw = match &c.password {
+                    Some(p) => p.expose().to_string(),
+                    None => old_secrets
+                        .get(k)
+                        .cloned()
+                        .unwrap_or_else(generate_password),
+                };
+                (k.clone(), pw)
+            })
+            .collect();
+        let summary = prepared
+            .plan
+            .summary
+            .parts()
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(l, n)| format!("{n} {l}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let tx = SubmitTx {
+            fleet: name.clone(),
+            expected_revision: expected,
+            author: author.uri(),
+            time_ms: now_ms(),
+            spec: serde_json::to_value(&prepared.fleet)
+                .map_err(|e| Status::internal(e.to_string()))?,
+            summary: if summary.is_empty() {
+                "no changes".into()
+            } else {
+                summary
+            },
+            desired: prepared.desired.clone(),
+            secrets,
+            audit_action: action.into(),
+        };
+        let rev = st.store.submit(&tx)?;
+        driver::pass(st, now_ms())?;
+        st.wake.notify_one();
+        Ok(rev)
+    }
+}
+
+type EventStream = Pin<Box<dyn Stream<Item = Result<pb::FleetEvent, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl FleetService for FleetApi {
+    async fn plan(
+        &self,
+        req: Request<pb::PlanRequest>,
+    ) -> Result<Response<pb::PlanResponse>, Status> {
+        let id = who(&req);
+        check_fleet(id.as_ref(), Need::Read)?;
+        let r = req.into_inner();
+        let mut fleet = match parse(&r.file_name, &r.source, &r.files) {
+            Parsed::Fleet(f) => *f,
+            Parsed::Diagnostics(diagnostics) => {
+                return Ok(Response::new(pb::PlanResponse {
+                    diagnostics,
+                    ..Default::default()
+                }))
+            }
+        };
+        check_fleet(id.as_ref(), Need::Change(&fleet.name))?;
+        if r.destroy {
+            fleet.containers.clear();
+        }
+        let name = fleet.name.clone();
+        let (snap, prepared) = self.prepare(&r.file_name, fleet)?;
+        Ok(Response::new(match prepared {
+            Ok(p) => pb::PlanResponse {
+                fleet: name,
+                base_revision: snap.revision,
+                plan_json: pxfleet_spec::render::json::render(&p.plan),
+                diagnostics: vec![],
+                has_changes: !p.plan.is_empty(),
+            },
+            Err(diagnostics) => pb::PlanResponse {
+                fleet: name,
+                base_revision: snap.revision,
+                diagnostics,
+                ..Default::default()
+            },
+        }))
+    }
+
+    async fn submit(
+        &self,
+        req: Request<pb::SubmitRequest>,
+    ) -> Result<Response<pb::SubmitResponse>, Status> {
+        let id = who(&req);
+        check_fleet(id.as_ref(), Need::Read)?;
+        let author = id.clone().expect("checked above");
+        let r = req.into_inner();
+        let fleet = match parse(&r.file_name, &r.source, &r.files) {
+            Parsed::Fleet(f) => *f,
+            Parsed::Diagnostics(diagnostics) => {
+                return Ok(Response::new(pb::SubmitResponse {
+                    diagnostics,
+                    ..Default::default()
+                }))
+            }
+        };
+        check_fleet(id.as_ref(), Need::Change(&fleet.name))?;
+        let name = fleet.name.clone();
+        let lock = self.state.fleet_lock(&name);
+        let _guard = lock.lock().await;
+        let (snap, prepared) = self.prepare(&r.file_name, fleet.clone())?;
+        let prepared = match prepared {
+            Ok(p) => p,
+            Err(diagnostics) => {
+                return Ok(Response::new(pb::SubmitResponse {
+                    fleet: name,
+                    diagnostics,
+                    ..Default::default()
+                }))
+            }
+        };
+        let plan_json = pxfleet_spec::render::json::render(&prepared.plan);
+        if !r.plan_json.is_empty() {
+            let saved = pxfleet_spec::render::json::parse(&r.plan_json).map_err(|e| {
+                Status::invalid_argument(format!("the saved plan is not a pxfleet plan: {e}"))
+            })?;
+            if r.expected_revision.is_some_and(|e| e != snap.revision) {
+                return Err(StoreError::RevisionMoved {
+                    fleet: name,
+                    expected: r.expected_revision.unwrap_or_default(),
+                    actual: snap.revision,
+                }
+                .into());
+            }
+            if saved.actions != prepared.plan.actions {
+                return Err(Status::failed_precondition(format!(
+                    "fleet {name}: the saved plan no longer matches what would be done (something changed since it \
+                     was made); plan again"
+                )));
+            }
+        }
+        let expected = r.expected_revision.or(Some(snap.revision));
+        let revision = self.store_revision(&author, &fleet, &prepared, expected, "submit")?;
+        tracing::info!(fleet = %name, revision, author = %author.uri(), "fleet submitted");
+        Ok(Response::new(pb::SubmitResponse {
+            fleet: name.clone(),
+            revision,
+            operations: self.ops_of(&name, Some(revision))?,
+            diagnostics: vec![],
+            plan_json,
+        }))
+    }
+
+    type WatchStream = EventStream;
+
+    async fn watch(
+        &self,
+        req: Request<pb::WatchRequest>,
+    ) -> Result<Response<Self::WatchStream>, Status> {
+        check_fleet(who(&req).as_ref(), Need::Read)?;
+        let r = req.into_inner();
+        let state = self.state.clone();
+        let mut rx = state.events.subscribe();
+        let fleet = r.fleet.clone();
+        let stream = async_stream(move |tx| async move {
+            let mut last: BTreeMap<String, ContainerStatus> = BTreeMap::new();
+            let mut tick = tokio::time::interval(Duration::from_millis(250));
+            loop {
+                tokio::select! {
+                    ev = rx.recv() => match ev {
+                        Ok(ev) if ev.fleet == fleet => { if tx.send(Ok(ev)).await.is_err() { return; } }
+                        Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                        Err(_) => return,
+                    },
+                    _ = tick.tick() => {
+                        let rows = match driver::container_rows(&state) {
+                            Ok(r) => r,
+                            Err(e) => { let _ = tx.send(Err(e.into())).await; return; }
+                        };
+                        let rows: Vec<_> = rows.into_iter().filter(|r| r.fleet == fleet).collect();
+                        let revision = state.store.fleet(&fleet).ok().flatten().map(|f| f.revision).unwrap_or(0);
+                        let settled = rows.iter().all(|r| match r.status {
+                            ContainerStatus::Running | ContainerStatus::Failed => r.desired.is_some(),
+                            _ => false,
+                        }) && !state.store.ops().map(|ops| ops.iter().any(|o| o.fleet == fleet && o.state.is_active())).unwrap_or(true);
+                        for row in &rows {
+                            if last.get(&row.name) != Some(&row.status) {
+                                last.insert(row.name.clone(), row.status);
+                                let ev = pb::FleetEvent {
+                                    unix_ms: now_ms() as i64,
+                                    fleet: fleet.clone(),
+                                    container: row.name.clone(),
+                                    vm_id: row.vm_id(),
+                                    node: row.node(),
+                                    state: convert::container_state_pb(row.status) as i32,
+                                    message: row.status.as_str().into(),
+                                    error: row.error().unwrap_or_default(),
+                                    revision,
+                                    ..Default::default()
+                                };
+                                if tx.send(Ok(ev)).await.is_err() { return; }
+                            }
+                        }
+                        if r.until_settled && settled {
+                            let _ = tx.send(Ok(pb::FleetEvent {
+                                unix_ms: now_ms() as i64,
+                                fleet: fleet.clone(),
+                                revision,
+                                settled: true,
+                                message: "settled".into(),
+                                ..Default::default()
+                            })).await;
+                            return;
+                        }
+                    }
+                }
+            }
+        });
+        Ok(Response::new(stream))
+    }
+
+    async fn get_fleets(
+        &self,
+        req: Request<pb::GetFleetsRequest>,
+    ) -> Result<Response<pb::GetFleetsResponse>, Status> {
+        check_fleet(who(&req).as_ref(), Need::Read)?;
+        let rows = self.rows()?;
+        let fleets = self
+            .state
+            .store
+            .fleets()?
+            .into_iter()
+            .map(|f| {
+                let mine: Vec<&ContainerRow> = rows
+                    .iter()
+                    .filter(|r| r.fleet == f.name && r.desired.is_some())
+                    .collect();
+                let mut states: BTreeMap<String, u32> = BTreeMap::new();
+                for r in &mine {
+                    *states.entry(r.status.as_str().into()).or_default() += 1;
+                }
+                pb::FleetSummary {
+                    name: f.name.clone(),
+                    revision: f.revision,
+                    container_count: mine.len() as u32,
+                    states: states.into_iter().collect(),
+                    updated_unix_ms: f.updated_ms as i64,
+                    author: f.author,
+                }
+            })
+            .collect();
+        Ok(Response::new(pb::GetFleetsResponse { fleets }))
+    }
+
+    async fn get_containers(
+        &self,
+        req: Request<pb::GetContainersRequest>,
+    ) -> Result<Response<pb::GetContainersResponse>, Status> {
+        check_fleet(who(&req).as_ref(), Need::Read)?;
+        let r = req.into_inner();
+        let containers = self
+            .rows()?
+            .iter()
+            .filter(|row| r.fleet.is_empty() || row.fleet == r.fleet)
+            .filter(|row| r.node.is_empty() || row.node() == r.node)
+            .map(|row| self.container_info(row))
+            .collect();
+        Ok(Response::new(pb::GetContainersResponse { containers }))
+    }
+
+    async fn describe_container(
+        &self,
+        req: Request<pb::DescribeContainerRequest>,
+    ) -> Result<Response<pb::DescribeContainerResponse>, Status> {
+        check_fleet(who(&req).as_ref(), Need::Read)?;
+        let r = req.into_inner();
+        let rows = self.rows()?;
+        let row = rows
+            .iter()
+            .find(|row| row.fleet == r.fleet && row.name == r.name)
+            .ok_or_else(|| {
+                Status::not_found(format!("fleet {} has no container {}", r.fleet, r.name))
+            })?;
+        let operations = self
+            .state
+            .store
+            .ops()?
+            .iter()
+            .filter(|o| o.fleet == r.fleet && o.container == r.name)
+            .map(convert::operation_info)
+            .collect();
+        let drift = match (&row.desired, &row.observed) {
+            (Some(d), Some(o)) => {
+                let applied = self.state.store.applied(&r.fleet, &r.name)?;
+                crate::reconciler::update_reasons(
+                    &d.container,
+                    applied.as_ref().map(|a| &a.container),
+                    o,
+                )
+            }
+            _ => vec![],
+        };
+        Ok(Response::new(pb::DescribeContainerResponse {
+            info: Some(self.container_info(row)),
+            desired: row.desired.as_ref().map(|d| {
+                convert::container_spec(&d.fleet, &d.container, d.vm_id, &d.template, None)
+            }),
+            observed: None,
+            operations,
+            drift,
+        }))
+    }
+
+    async fn get_nodes(
+        &self,
+        req: Request<pb::GetNodesRequest>,
+    ) -> Result<Response<pb::GetNodesResponse>, Status> {
+        check_fleet(who(&req).as_ref(), Need::Read)?;
+        let observed = self.state.store.all_observed()?;
+        let nodes = self
+            .state
+            .store
+            .nodes()?
+            .iter()
+            .map(|n| self.node_info(n, &observed))
+            .collect();
+        Ok(Response::new(pb::GetNodesResponse { nodes }))
+    }
+
+    async fn get_operations(
+        &self,
+        req: Request<pb::GetOperationsRequest>,
+    ) -> Result<Response<pb::GetOperationsResponse>, Status> {
+        check_fleet(who(&req).as_ref(), Need::Read)?;
+        let r = req.into_inner();
+        let mut ops: Vec<pb::OperationInfo> = self
+            .state
+            .store
+            .ops()?
+            .iter()
+            .filter(|o| r.fleet.is_empty() || o.fleet == r.fleet)
+            .filter(|o| r.node.is_empty() || o.node == r.node)
+            .filter(|o| !r.active_only || o.state.is_active())
+            .map(convert::operation_info)
+            .collect();
+        let limit = if r.limit == 0 { 200 } else { r.limit as usize };
+        if ops.len() > limit {
+            ops.drain(..ops.len() - limit);
+        }
+        Ok(Response::new(pb::GetOperationsResponse { operations: ops }))
+    }
+
+    async fn output(
+        &self,
+        req: Request<pb::OutputRequest>,
+    ) -> Result<Response<pb::OutputResponse>, Status> {
+        let id = who(&req);
+        let r = req.into_inner();
+        check_fleet(
+            id.as_ref(),
+            if r.show_sensitive {
+                Need::ReadSecrets(&r.fleet)
+            } else {
+                Need::Read
+            },
+        )?;
+        let head = self
+            .state
+            .store
+            .fleet(&r.fleet)?
+            .ok_or_else(|| Status::not_found(format!("no fleet {}", r.fleet)))?;
+        let secrets = self.state.store.secrets(&r.fleet)?;
+        if r.show_sensitive {
+            self.state.store.audit(&AuditEntry {
+                time_ms: now_ms(),
+                actor: id.as_ref().map(|i| i.uri()).unwrap_or_default(),
+                action: "output_sensitive".into(),
+                target: r.fleet.clone(),
+                detail: String::new(),
+            })?;
+        }
+        let containers = self
+            .rows()?
+            .iter()
+            .filter(|row| row.fleet == r.fleet && row.desired.is_some())
+            .map(|row| {
+                let pw = secrets.get(&row.name);
+                pb::ContainerOutput {
+                    name: row.name.clone(),
+                    vm_id: row.vm_id(),
+                    node: row.node(),
+                    hostname: row
+                        .desired
+                        .as_ref()
+                        .map(|d| d.container.hostname.clone())
+                        .unwrap_or_default(),
+                    addresses: row
+                        .observed
+                        .as_ref()
+                        .map(|o| o.addresses.clone())
+                        .unwrap_or_default(),
+                    password: pw
+                        .filter(|_| r.show_sensitive)
+                        .map(|p| pb::Secret { value: p.clone() }),
+                    has_password: pw.is_some(),
+                }
+            })
+            .collect();
+        Ok(Response::new(pb::OutputResponse {
+            fleet: r.fleet,
+            revision: head.revision,
+            containers,
+        }))
+    }
+
+    async fn destroy(
+        &self,
+        req: Request<pb::DestroyRequest>,
+    ) -> Result<Response<pb::DestroyResponse>, Status> {
+        let id = who(&req);
+        let r = req.into_inner();
+        check_fleet(id.as_ref(), Need::Change(&r.fleet))?;
+        let author = id.expect("checked above");
+        let lock = self.state.fleet_lock(&r.fleet);
+        let _guard = lock.lock().await;
+        let head = self
+            .state
+            .store
+            .revision(
+                &r.fleet,
+                self.state
+                    .store
+                    .fleet(&r.fleet)?
+                    .map(|f| f.revision)
+                    .unwrap_or(0),
+            )?
+            .ok_or_else(|| Status::not_found(format!("no fleet {}", r.fleet)))?;
+        let mut fleet: Fleet = serde_json::from_value(head.spec.clone()).map_err(|e| {
+            Status::internal(format!("stored spec of fleet {} unreadable: {e}", r.fleet))
+        })?;
+        for c in &r.containers {
+            if !fleet.containers.contains_key(c) {
+                return Err(Status::not_found(format!(
+                    "fleet {} has no container {c}",
+                    r.fleet
+                )));
+            }
+        }
+        if r.containers.is_empty() {
+            fleet.containers.clear();
+        } else {
+            fleet.containers.retain(|k, _| !r.containers.contains(k));
+        }
+        // secrets are kept for the remaining containers
+        let secrets = self.state.store.secrets(&r.fleet)?;
+        for (k, c) in fleet.containers.iter_mut() {
+            c.password = secrets.get(k).map(|p| pxfleet_spec::Secret::new(p.clone()));
+        }
+        let (_, prepared) = self.prepare("(stored spec)", fleet.clone())?;
+        let prepared = prepared.map_err(|d| {
+            Status::failed_precondition(
+                d.iter()
+                    .map(|d| d.message.clone())
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            )
+        })?;
+        let revision = self.store_revision(
+            &author,
+            &fleet,
+            &prepared,
+            r.expected_revision.or(Some(head.revision)),
+            "destroy",
+        )?;
+        Ok(Response::new(pb::DestroyResponse {
+            revision,
+            operations: self.ops_of(&r.fleet, None)?,
+        }))
+    }
+
+    async fn history(
+        &self,
+        req: Request<pb::HistoryRequest>,
+    ) -> Result<Response<pb::HistoryResponse>, Status> {
+        check_fleet(who(&req).as_ref(), Need::Read)?;
+        let r = req.into_inner();
+        let mut revisions: Vec<pb::RevisionInfo> = self
+            .state
+            .store
+            .revisions(&r.fleet)?
+            .into_iter()
+            .rev()
+            .map(|rev| pb::RevisionInfo {
+                revision: rev.revision,
+                author: rev.author,
+                unix_ms: rev.created_ms as i64,
+                summary: rev.summary,
+                ..Default::default()
+            })
+            .collect();
+        if r.limit > 0 {
+            revisions.truncate(r.limit as usize);
+        }
+        Ok(Response::new(pb::HistoryResponse { revisions }))
+    }
+
+    async fn create_join_token(
+        &self,
+        req: Request<pb::CreateJoinTokenRequest>,
+    ) -> Result<Response<pb::CreateJoinTokenResponse>, Status> {
+        let id = who(&req);
+        check_fleet(id.as_ref(), Need::Admin)?;
+        let r = req.into_inner();
+        let fp = self.state.ca.fingerprint_sha256();
+        let token = JoinToken::generate(&fp).map_err(|e| Status::internal(e.to_string()))?;
+        let ttl = if r.ttl_seconds == 0 {
+            self.state.config.join_token_ttl_secs
+        } else {
+            r.ttl_seconds as u64
+        };
+        let now = now_ms();
+        let rec = TokenRecord {
+            id: token.id.clone(),
+            hash: token.secret_hash(),
+            node: r.node.clone(),
+            created_by: id.as_ref().map(|i| i.uri()).unwrap_or_default(),
+            created_ms: now,
+            expires_ms: now + ttl * 1000,
+            used_ms: None,
+        };
+        self.state.store.put_token(&rec)?;
+        self.state.store.audit(&AuditEntry {
+            time_ms: now,
+            actor: rec.created_by.clone(),
+            action: "create_join_token".into(),
+            target: if r.node.is_empty() {
+                "any node".into()
+            } else {
+                r.node.clone()
+            },
+            detail: format!("token {} valid {ttl} s", token.id),
+        })?;
+        self.state.store.flush().await?;
+        Ok(Response::new(pb::CreateJoinTokenResponse {
+            token: token.reveal(),
+            token_id: token.id,
+            expires_unix_ms: rec.expires_ms as i64,
+            ca_fingerprint: fp,
+        }))
+    }
+
+    async fn cordon_node(
+        &self,
+        req: Request<pb::CordonNodeRequest>,
+    ) -> Result<Response<pb::NodeInfo>, Status> {
+        let id = who(&req);
+        check_fleet(id.as_ref(), Need::Admin)?;
+        let r = req.into_inner();
+        self.set_cordon(id.as_ref(), &r.node, true)
+            .map(Response::new)
+    }
+
+    async fn uncordon_node(
+        &self,
+        req: Request<pb::UncordonNodeRequest>,
+    ) -> Result<Response<pb::NodeInfo>, Status> {
+        let id = who(&req);
+        check_fleet(id.as_ref(), Need::Admin)?;
+        let r = req.into_inner();
+        self.set_cordon(id.as_ref(), &r.node, false)
+            .map(Response::new)
+    }
+
+    async fn issue_user_certificate(
+        &self,
+        req: Request<pb::IssueUserCertificateRequest>,
+    ) -> Result<Response<pb::IssueUserCertificateResponse>, Status> {
+        let id = who(&req);
+        check_fleet(id.as_ref(), Need::Admin)?;
+        let r = req.into_inner();
+        let role = match pb::UserRole::try_from(r.role) {
+            Ok(pb::UserRole::Admin) => Role::Admin,
+            Ok(pb::UserRole::Operator) => Role::Operator,
+            Ok(pb::UserRole::Viewer) => Role::Viewer,
+            _ => {
+                return Err(Status::invalid_argument(
+                    "role: expected admin, operator or viewer",
+                ))
+            }
+        };
+        let fleets: Vec<&str> = r.fleets.iter().map(String::as_str).collect();
+        let identity = Identity::user(&r.name, role, &fleets)
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let validity = if r.validity_days == 0 {
+            pxfleet_tls::DEFAULT_CLIENT_VALIDITY
+        } else {
+            Duration::from_secs(r.validity_days as u64 * 86400)
+        };
+        let cert = self
+            .state
+            .ca
+            .sign_csr(&r.csr_pem, &identity, validity)
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        self.state.store.put_serial(&SerialRecord {
+            serial: cert.serial.as_str().to_string(),
+            subject: identity.uri(),
+            issued_ms: now_ms(),
+            revoked: false,
+        })?;
+        self.state.store.audit(&AuditEntry {
+            time_ms: now_ms(),
+            actor: id.as_ref().map(|i| i.uri()).unwrap_or_default(),
+            action: "issue_user_certificate".into(),
+            target: identity.uri(),
+            detail: format!("serial {}", cert.serial.as_str()),
+        })?;
+        Ok(Response::new(pb::IssueUserCertificateResponse {
+            cert_pem: cert.cert_pem,
+            ca_pem: self.state.ca.cert_pem().to_string(),
+            serial: cert.serial.as_str().to_string(),
+            not_after_unix_ms: (cert.not_after.unix_timestamp() * 1000) as i64,
+            identity: identity.uri(),
+        }))
+    }
+
+    async fn revoke_certificate(
+        &self,
+        req: Request<pb::RevokeCertificateRequest>,
+    ) -> Result<Response<pb::RevokeCertificateResponse>, Status> {
+        let id = who(&req);
+        check_fleet(id.as_ref(), Need::Admin)?;
+        let r = req.into_inner();
+        let serial =
+            Serial::from_hex(&r.serial).map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let mut rec = self
+            .state
+            .store
+            .serials()?
+            .into_iter()
+            .find(|s| s.serial == serial.as_str())
+            .unwrap_or(SerialRecord {
+                serial: serial.as_str().to_string(),
+                subject: String::new(),
+                issued_ms: 0,
+                revoked: false,
+            });
+        rec.revoked = true;
+        self.state.store.put_serial(&rec)?;
+        self.state.revocations.revoke(serial);
+        self.state.store.audit(&AuditEntry {
+            time_ms: now_ms(),
+            actor: id.as_ref().map(|i| i.uri()).unwrap_or_default(),
+            action: "revoke_certificate".into(),
+            target: rec.serial.clone(),
+            detail: r.reason,
+        })?;
+        self.state.store.flush().await?;
+        Ok(Response::new(pb::RevokeCertificateResponse {}))
+    }
+}
+
+impl FleetApi {
+    fn node_info(
+        &self,
+        n: &crate::model::NodeRecord,
+        observed: &[crate::model::ObservedContainer],
+    ) -> pb::NodeInfo {
+        pb::NodeInfo {
+            name: n.name.clone(),
+            status: convert::node_status_pb(self.state.node_status(n)) as i32,
+            inventory: Some(convert::inventory_pb(&n.name, &n.inventory)),
+            last_heartbeat_unix_ms: n.last_seen_ms as i64,
+            cordon_reason: String::new(),
+            container_count: observed.iter().filter(|o| o.node == n.name).count() as u32,
+            cert_serial: String::new(),
+        }
+    }
+
+    fn set_cordon(
+        &self,
+        id: Option<&Identity>,
+        node: &str,
+        cordoned: bool,
+    ) -> Result<pb::NodeInfo, Status> {
+        if self.state.store.node(node)?.is_none() {
+            return Err(Status::not_found(format!("no node {node} is enrolled")));
+        }
+        let rec = self
+            .state
+            .store
+            .update_node(node, |n| n.cordoned = cordoned)?;
+        self.state.store.audit(&AuditEntry {
+            time_ms: now_ms(),
+            actor: id.map(|i| i.uri()).unwrap_or_default(),
+            action: if cordoned { "cordon" } else { "uncordon" }.into(),
+            target: node.into(),
+            detail: String::new(),
+        })?;
+        let observed = self.state.store.all_observed()?;
+        Ok(self.node_info(&rec, &observed))
+    }
+}
+
+/// A stream fed by a task through a channel; the task stops when the client goes away.
+fn async_stream<F, Fut>(f: F) -> EventStream
+where
+    F: FnOnce(tokio::sync::mpsc::Sender<Result<pb::FleetEvent, Status>>) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let (tx, rx) = tokio::sync::mpsc::channel(64);
+    tokio::spawn(f(tx));
+    Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))
+}

@@ -1,0 +1,181 @@
+//! The controller's PKI on disk: `pxcontroller init` makes the CA, the server certificate, the first admin
+//! client bundle (keys 0600) and a pxctl config pointing at them; `load` reads the CA and server identity back
+//! for `run`.
+
+use std::path::{Path, PathBuf};
+
+use pxfleet_tls::{Bundle, BundlePaths, Ca, Identity, Role};
+
+use crate::config::{Config, TlsConfig};
+use crate::model::now_ms;
+use crate::store::{SerialRecord, Store, StoreError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum PkiError {
+    #[error(
+        "{path} already exists; refusing to overwrite an existing PKI (remove it to start over)"
+    )]
+    Exists { path: PathBuf },
+    #[error("TLS: {0}")]
+    Tls(#[from] pxfleet_tls::TlsError),
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// What `init` wrote.
+#[derive(Debug, Clone)]
+pub struct InitReport {
+    pub ca_cert: PathBuf,
+    pub server_cert: PathBuf,
+    pub admin: BundlePaths,
+    pub pxctl_config: PathBuf,
+    pub ca_fingerprint: String,
+}
+
+/// Creates the PKI under `data_dir` (`pki/` for the CA and server, `admin/` for the admin bundle and its
+/// pxctl config). `sans` are the server certificate's names (DNS names or IP addresses); `controller_url` goes
+/// into the pxctl config.
+pub fn init(
+    data_dir: &Path,
+    sans: &[String],
+    controller_url: &str,
+) -> Result<InitReport, PkiError> {
+    let tls = TlsConfig::default();
+    let pki = data_dir.join("pki");
+    let ca_cert = data_dir.join(&tls.ca_cert);
+    if ca_cert.exists() {
+        return Err(PkiError::Exists { path: ca_cert });
+    }
+    let ca = Ca::generate("pxfleet controller CA")?;
+    pxfleet_tls::write_file(&ca_cert, ca.cert_pem().as_bytes(), pxfleet_tls::CERT_MODE)?;
+    pxfleet_tls::write_file(
+        &data_dir.join(&tls.ca_key),
+        ca.key_pem().as_bytes(),
+        pxfleet_tls::KEY_MODE,
+    )?;
+    let mut names: Vec<String> = sans.to_vec();
+    for default in ["localhost", "127.0.0.1"] {
+        if !names.iter().any(|n| n == default) {
+            names.push(default.to_string());
+        }
+    }
+    let server = ca.issue_server(&names)?.into_bundle(ca.cert_pem());
+    let server_paths = BundlePaths {
+        ca: ca_cert.clone(),
+        cert: data_dir.join(&tls.server_cert),
+        key: data_dir.join(&tls.server_key),
+    };
+    server.write(&server_paths)?;
+    let admin_id = Identity::user("admin", Role::Admin, &[])?;
+    let admin_creds = ca.issue_client(&admin_id, pxfleet_tls::DEFAULT_CLIENT_VALIDITY)?;
+    let serial = admin_creds.cert.serial.as_str().to_string();
+    let admin = admin_creds.into_bundle(ca.cert_pem());
+    let admin_paths = BundlePaths::in_dir(&data_dir.join("admin"), "admin");
+    admin.write(&admin_paths)?;
+    let pxctl_config = data_dir.join("admin").join("pxctl.toml");
+    let text = format!(
+        "# pxctl configuration for the first admin (copy to ~/.config/pxctl/config.toml)\n\
+         controller = {:?}\nca = {:?}\ncert = {:?}\nkey = {:?}\n",
+        controller_url,
+        admin_paths.ca.display().to_string(),
+        admin_paths.cert.display().to_string(),
+        admin_paths.key.display().to_string(),
+    );
+    pxfleet_tls::write_file(&pxctl_config, text.as_bytes(), pxfleet_tls::KEY_MODE)?;
+    // Record the admin serial so it can be listed and revoked later.
+    let store = Store::open(&data_dir.join("db"))?;
+    store.put_serial(&SerialRecord {
+        serial,
+        subject: admin_id.uri(),
+        issued_ms: now_ms(),
+        revoked: false,
+    })?;
+    drop(store);
+    let _ = pki;
+    Ok(InitReport {
+        ca_fingerprint: ca.fingerprint_sha256(),
+        ca_cert,
+        server_cert: server_paths.cert,
+        admin: admin_paths,
+        pxctl_config,
+    })
+}
+
+fn read(path: &Path) -> Result<String, PkiError> {
+    std::fs::read_to_string(path).map_err(|source| PkiError::Read {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// The CA (with its key, to sign at enrolment) and the server bundle named by the config.
+pub fn load(config: &Config) -> Result<(Ca, Bundle), PkiError> {
+    let t = &config.tls;
+    let ca_pem = read(&config.resolve(&t.ca_cert))?;
+    let ca = Ca::from_pem(&ca_pem, &read(&config.resolve(&t.ca_key))?)?;
+    let server = Bundle {
+        ca_pem,
+        cert_pem: read(&config.resolve(&t.server_cert))?,
+        key_pem: read(&config.resolve(&t.server_key))?,
+    };
+    Ok((ca, server))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn init_writes_private_keys_0600_and_refuses_to_overwrite() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = init(
+            dir.path(),
+            &["ctl.example".into()],
+            "https://ctl.example:8443",
+        )
+        .unwrap();
+        for key in [
+            dir.path().join("pki/ca.key"),
+            dir.path().join("pki/server.key"),
+            r.admin.key.clone(),
+        ] {
+            let mode = std::fs::metadata(&key).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600, "{}", key.display());
+        }
+        let cfg = std::fs::read_to_string(&r.pxctl_config).unwrap();
+        assert!(
+            cfg.contains("controller = \"https://ctl.example:8443\""),
+            "{cfg}"
+        );
+        let admin =
+            pxfleet_tls::CertInfo::from_pem(&std::fs::read_to_string(&r.admin.cert).unwrap())
+                .unwrap();
+        assert_eq!(
+            admin.identity,
+            Some(Identity::user("admin", Role::Admin, &[]).unwrap())
+        );
+        let config = Config {
+            data_dir: dir.path().to_path_buf(),
+            ..Config::default()
+        };
+        let (ca, _server) = load(&config).unwrap();
+        assert_eq!(ca.fingerprint_sha256(), r.ca_fingerprint);
+        assert!(matches!(
+            init(dir.path(), &[], "https://x:1"),
+            Err(PkiError::Exists { .. })
+        ));
+    }
+}

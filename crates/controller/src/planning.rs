@@ -1,0 +1,410 @@
+//! From a submitted fleet.yaml to a placed fleet and its plan: parsing (pxfleet-spec), the checks the spec crate
+//! cannot make (against every container agents report, node inventories and cordons), vm_id allocation,
+//! scheduling, and the spec planner. Pure over a [`Snapshot`] of the store, so it is testable without a server.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+
+use pxfleet_spec::observed::{ManagedMark, ObservedContainer as SpecObserved, PowerState};
+use pxfleet_spec::plan::Plan;
+use pxfleet_spec::{DatastoreFacts, Diagnostic, Fleet, Holder, NodeFacts, Span, WorldFacts};
+
+use crate::config::VmIdRange;
+use crate::model::{
+    AppliedContainer, DesiredContainer, NodeRecord, NodeStatus, ObservedContainer, Revision,
+};
+use crate::scheduler::{self, Candidate};
+use crate::store::{Store, StoreError};
+
+/// Everything planning reads, taken from the store at one moment.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    pub nodes: Vec<(NodeRecord, NodeStatus)>,
+    pub observed: Vec<ObservedContainer>,
+    /// Every fleet's desired containers.
+    pub desired: Vec<DesiredContainer>,
+    pub applied: Vec<AppliedContainer>,
+    /// The fleet's current revision (0 = new) and its stored spec.
+    pub revision: u64,
+    pub head: Option<Revision>,
+}
+
+impl Snapshot {
+    pub fn take(
+        store: &Store,
+        fleet: &str,
+        status: impl Fn(&NodeRecord) -> NodeStatus,
+    ) -> Result<Snapshot, StoreError> {
+        let revision = store.fleet(fleet)?.map(|f| f.revision).unwrap_or(0);
+        Ok(Snapshot {
+            nodes: store
+                .nodes()?
+                .into_iter()
+                .map(|n| {
+                    let s = status(&n);
+                    (n, s)
+                })
+                .collect(),
+            observed: store.all_observed()?,
+            desired: store.all_desired()?,
+            applied: store.all_applied()?,
+            head: if revision > 0 {
+                store.revision(fleet, revision)?
+            } else {
+                None
+            },
+            revision,
+        })
+    }
+}
+
+/// The outcome of preparing a fleet: placed, numbered and planned, or the diagnostics that refuse it.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    /// Containers with node, vm_id and datastore filled in.
+    pub fleet: Fleet,
+    pub plan: Plan,
+    pub desired: Vec<DesiredContainer>,
+}
+
+fn diag(file: &str, fleet: &Fleet, path: String, message: String) -> Diagnostic {
+    let span: Span = fleet.spans.lookup(&path);
+    Diagnostic::new(file, span, path, message)
+}
+
+/// World facts over a snapshot, for [`pxfleet_spec::check_against_world`].
+struct Facts<'a> {
+    snap: &'a Snapshot,
+}
+
+impl Facts<'_> {
+    fn holder_of(&self, o: &ObservedContainer) -> Holder {
+        Holder {
+            node: o.node.clone(),
+            vm_id: Some(o.vm_id),
+            fleet: o.managed.as_ref().map(|m| m.fleet.clone()),
+            container: o.managed.as_ref().map(|m| m.name.clone()),
+        }
+    }
+    fn holder_desired(&self, d: &DesiredContainer) -> Holder {
+        Holder {
+            node: d.node.clone(),
+            vm_id: Some(d.vm_id),
+            fleet: Some(d.fleet.clone()),
+            container: Some(d.name.clone()),
+        }
+    }
+}
+
+impl WorldFacts for Facts<'_> {
+    fn node_names(&self) -> Vec<String> {
+        self.snap
+            .nodes
+            .iter()
+            .map(|(n, _)| n.name.clone())
+            .collect()
+    }
+
+    fn node(&self, name: &str) -> Option<NodeFacts> {
+        let (n, _) = self.snap.nodes.iter().find(|(n, _)| n.name == name)?;
+        Some(NodeFacts {
+            datastores: n
+                .inventory
+                .storages
+                .iter()
+                .filter(|s| s.enabled)
+                .map(|s| {
+                    (
+                        s.id.clone(),
+                        DatastoreFacts {
+                            content: s.content.iter().cloned().collect(),
+                            free_bytes: s.avail_bytes,
+                        },
+                    )
+                })
+                .collect(),
+            bridges: n.inventory.bridges.iter().cloned().collect(),
+        })
+    }
+
+    fn vm_id_holder(&self, vm_id: u32) -> Option<Holder> {
+        self.snap
+            .observed
+            .iter()
+            .find(|o| o.vm_id == vm_id)
+            .map(|o| self.holder_of(o))
+            .or_else(|| {
+                self.snap
+                    .desired
+                    .iter()
+                    .find(|d| d.vm_id == vm_id)
+                    .map(|d| self.holder_desired(d))
+            })
+    }
+
+    fn hostname_holder(&self, hostname: &str) -> Option<Holder> {
+        self.snap
+            .observed
+            .iter()
+            .find(|o| o.hostname == hostname)
+            .map(|o| self.holder_of(o))
+            .or_else(|| {
+                self.snap
+                    .desired
+                    .iter()
+                    .find(|d| d.container.hostname == hostname)
+                    .map(|d| self.holder_desired(d))
+            })
+    }
+
+    fn address_holder(&self, addr: IpAddr) -> Option<Holder> {
+        let a = addr.to_string();
+        self.snap
+            .observed
+            .iter()
+            .find(|o| o.static_addresses.contains(&a))
+            .map(|o| self.holder_of(o))
+            .or_else(|| {
+                self.snap
+                    .desired
+                    .iter()
+                    .find(|d| {
+                        d.container.interfaces.iter().any(|i| {
+                            i.ipv4.static_addr().map(IpAddr::V4) == Some(addr)
+                                || i.ipv6.static_addr().map(IpAddr::V6) == Some(addr)
+                        })
+                    })
+                    .map(|d| self.holder_desired(d))
+            })
+    }
+}
+
+/// Places, numbers, checks and plans `fleet` against `snap`. `destroy` plans the fleet's removal instead.
+pub fn prepare(
+    file: &str,
+    mut fleet: Fleet,
+    snap: &Snapshot,
+    range: VmIdRange,
+    revision: u64,
+) -> Result<Prepared, Vec<Diagnostic>> {
+    let name = fleet.name.clone();
+    let stored: BTreeMap<&str, &DesiredContainer> = snap
+        .desired
+        .iter()
+        .filter(|d| d.fleet == name)
+        .map(|d| (d.name.as_str(), d))
+        .collect();
+    // Stable placement: what the file leaves open keeps the value given before.
+    for (key, c) in fleet.containers.iter_mut() {
+        if let Some(prev) = stored.get(key.as_str()) {
+            if c.node.is_none() && c.constraints.nodes.iter().all(|n| *n == prev.node) {
+                c.node = Some(prev.node.clone());
+                if c.datastore_id.is_none() {
+                    c.datastore_id = prev.container.datastore_id.clone();
+                }
+            }
+            if c.vm_id.is_none() {
+                c.vm_id = Some(prev.vm_id);
+            }
+        }
+    }
+    let snap_others = Snapshot {
+        // this fleet's own desired containers are no conflict with themselves
+        desired: snap
+            .desired
+            .iter()
+            .filter(|d| d.fleet != name)
+            .cloned()
+            .collect(),
+        ..snap.clone()
+    };
+    let mut diags = pxfleet_spec::check_against_world(file, &fleet, &Facts { snap: &snap_others });
+    // What the spec crate cannot know: cordons and room on the chosen datastore, for new placements.
+    for (key, c) in &fleet.containers {
+        let Some(node) = &c.node else { continue };
+        let is_new_here = stored.get(key.as_str()).is_none_or(|p| p.node != *node);
+        if !is_new_here {
+            continue;
+        }
+        if let Some((n, status)) = snap.nodes.iter().find(|(n, _)| n.name == *node) {
+            if *status == NodeStatus::Cordoned || n.cordoned {
+                diags.push(diag(
+                    file,
+                    &fleet,
+                    format!("containers.{key}.node"),
+                    format!(
+                    "node {node} is cordoned; uncordon it or choose another node (or omit node)"
+                ),
+                ));
+            }
+            if let Some(ds) = &c.datastore_id {
+                if let Some(s) = n.inventory.storages.iter().find(|s| s.id == *ds) {
+                    let need = scheduler::disk_need_gib(c);
+                    if s.avail_bytes >> 30 < need {
+                        diags.push(diag(
+                            file,
+                            &fleet,
+                            format!("containers.{key}.disk_size"),
+                            format!(
+                                "datastore {ds} on node {node} has {} GiB free, {need} GiB needed",
+                                s.avail_bytes >> 30
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    if !diags.is_empty() {
+        return Err(diags);
+    }
+    // vm_ids: never one that is desired anywhere, reported by any agent, or given explicitly in this file.
+    let mut taken: BTreeSet<u32> = snap_others.desired.iter().map(|d| d.vm_id).collect();
+    taken.extend(
+        snap.observed
+            .iter()
+            .filter(|o| {
+                o.managed
+                    .as_ref()
+                    .is_none_or(|m| m.fleet != name || !fleet.containers.contains_key(&m.name))
+            })
+            .map(|o| o.vm_id),
+    );
+    taken.extend(fleet.containers.values().filter_map(|c| c.vm_id));
+    let mut list: Vec<pxfleet_spec::Container> = fleet.containers.values().cloned().collect();
+    if let Err(e) = scheduler::allocate_vm_ids(&mut list, range, &mut taken) {
+        return Err(vec![diag(file, &fleet, "containers".into(), e.to_string())]);
+    }
+    let mut candidates: Vec<Candidate> = snap
+        .nodes
+        .iter()
+        .map(|(n, status)| {
+            let placed = list
+                .iter()
+                .filter(|c| c.node.as_deref() == Some(n.name.as_str()));
+            Candidate::from_node(n, *status, placed)
+        })
+        .collect();
+    candidates.sort_by(|a, b| a.name.cmp(&b.name));
+    if let Err(e) = scheduler::place(&mut list, &mut candidates) {
+        let path = match &e {
+            scheduler::ScheduleError::NoNode { container, .. } => format!("containers.{container}"),
+            _ => "containers".into(),
+        };
+        return Err(vec![diag(file, &fleet, path, e.to_string())]);
+    }
+    for c in list {
+        fleet.containers.insert(c.name.clone(), c);
+    }
+    // Plan against what was applied and what is observed.
+    let applied_fleet: Option<Fleet> = snap
+        .head
+        .as_ref()
+        .and_then(|r| serde_json::from_value::<Fleet>(r.spec.clone()).ok())
+        .map(without_passwords);
+    let observed = spec_observed(&name, snap);
+    let plan = pxfleet_spec::plan::plan(
+        &without_passwords(fleet.clone()),
+        applied_fleet.as_ref(),
+        &observed,
+    )
+    .map_err(|e| {
+        e.problems
+            .iter()
+            .map(|p| diag(file, &fleet, problem_path(p), p.to_string()))
+            .collect::<Vec<_>>()
+    })?;
+    let desired = fleet
+        .containers
+        .values()
+        .map(|c| DesiredContainer {
+            fleet: name.clone(),
+            name: c.name.clone(),
+            node: c.node.clone().unwrap_or_default(),
+            vm_id: c.vm_id.unwrap_or_default(),
+            template: fleet
+                .templates
+                .get(&c.template)
+                .cloned()
+                .unwrap_or_else(|| pxfleet_spec::Template {
+                    source: pxfleet_spec::TemplateSource::Pveam {
+                        appliance: c.template.clone(),
+                    },
+                    storage: pxfleet_spec::DEFAULT_TEMPLATE_STORAGE.into(),
+                }),
+            container: pxfleet_spec::Container {
+                password: None,
+                ..c.clone()
+            },
+            revision,
+        })
+        .collect();
+    Ok(Prepared {
+        fleet,
+        plan,
+        desired,
+    })
+}
+
+fn problem_path(p: &pxfleet_spec::plan::PlanProblem) -> String {
+    use pxfleet_spec::plan::PlanProblem::*;
+    match p {
+        Shrink {
+            container, field, ..
+        } => format!("containers.{container}.{field}"),
+        Protected { container, .. } => format!("containers.{container}.protection"),
+        VmIdInUse { container, .. } => format!("containers.{container}.vm_id"),
+    }
+}
+
+fn without_passwords(mut f: Fleet) -> Fleet {
+    for c in f.containers.values_mut() {
+        c.password = None;
+    }
+    f
+}
+
+/// The planner's view of what is observed: for this fleet's managed containers, the applied spec at the observed
+/// place with the observed size and power; unmanaged containers only as vm_id holders.
+pub fn spec_observed(fleet: &str, snap: &Snapshot) -> Vec<SpecObserved> {
+    snap.observed
+        .iter()
+        .filter_map(|o| {
+            let m = o.managed.as_ref().filter(|m| m.fleet == fleet)?;
+            let a = snap
+                .applied
+                .iter()
+                .find(|a| a.fleet == fleet && a.name == m.name)?;
+            let power = if o.running {
+                PowerState::Running
+            } else {
+                PowerState::Stopped
+            };
+            let mut s = SpecObserved::from_desired(
+                fleet,
+                &a.container,
+                o.vm_id,
+                &o.node,
+                power,
+                a.container.datastore_id.as_deref().unwrap_or_default(),
+                |_| pxfleet_spec::MacAddr([0xbc, 0x24, 0x11, 0, 0, 0]),
+            );
+            s.config.hostname = o.hostname.clone();
+            s.config.cores = o.cores;
+            s.config.memory = o.memory_mib;
+            s.config.swap = o.swap_mib;
+            s.config.disk_size_gib = o.disk_gib as f64;
+            s.lock = o.lock.clone();
+            s.managed = Some(ManagedMark {
+                fleet: fleet.to_string(),
+                name: m.name.clone(),
+            });
+            // interfaces: the desired MACs are unknown to us; keep the applied ones so they compare equal
+            for (i, iface) in s.config.interfaces.iter_mut().enumerate() {
+                iface.config.mac_address =
+                    a.container.interfaces.get(i).and_then(|x| x.mac_address);
+            }
+            Some(s)
+        })
+        .collect()
+}

@@ -1,0 +1,95 @@
+//! Running the controller: open the store, load the PKI, serve FleetService and AgentService on one mutual-TLS
+//! port, `/metrics` and `/healthz` on another, and run the reconciler, until shutdown.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use pxfleet_proto::v1::agent_service_server::AgentServiceServer;
+use pxfleet_proto::v1::fleet_service_server::FleetServiceServer;
+use pxfleet_tls::{RevocationList, Serial};
+use tokio::net::TcpListener;
+
+use crate::agent_service::AgentApi;
+use crate::config::Config;
+use crate::fleet_service::FleetApi;
+use crate::pki::{self, PkiError};
+use crate::state::State;
+use crate::store::{Store, StoreError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error(transparent)]
+    Pki(#[from] PkiError),
+    #[error("opening the database in {path}: {source}")]
+    Store {
+        path: std::path::PathBuf,
+        #[source]
+        source: StoreError,
+    },
+    #[error(transparent)]
+    StoreOp(#[from] StoreError),
+    #[error("TLS: {0}")]
+    Tls(#[from] pxfleet_tls::TlsError),
+    #[error("metrics listener: {0}")]
+    Metrics(#[source] std::io::Error),
+}
+
+/// Serves until `shutdown` resolves. Tests pass listeners bound to 127.0.0.1:0.
+pub async fn run(
+    config: Config,
+    listener: TcpListener,
+    metrics_listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServerError> {
+    let db = config.db_path();
+    let store = Store::open(&db).map_err(|source| ServerError::Store {
+        path: db.clone(),
+        source,
+    })?;
+    let (ca, server_bundle) = pki::load(&config)?;
+    let revoked: Vec<Serial> = store
+        .serials()?
+        .into_iter()
+        .filter(|s| s.revoked)
+        .filter_map(|s| Serial::from_hex(&s.serial).ok())
+        .collect();
+    let revocations = Arc::new(RevocationList::new(revoked));
+    let tls = pxfleet_tls::server_config(&server_bundle, revocations.clone())?;
+    let state = State::new(config, store, ca, revocations);
+
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stopped = move || {
+        let mut rx = stop_rx.clone();
+        async move {
+            let _ = rx.wait_for(|v| *v).await;
+        }
+    };
+    let reconciler = tokio::spawn(crate::driver::run(state.clone(), stopped()));
+    let scrape_state = state.clone();
+    let metrics = tokio::spawn(crate::metrics::serve(
+        metrics_listener,
+        move || scrape_state.scrape(),
+        stopped(),
+    ));
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop_tx.send(true);
+    });
+    tracing::info!(addr = ?listener.local_addr().ok(), "pxcontroller serving");
+    let router = tonic::transport::Server::builder()
+        .add_service(FleetServiceServer::new(FleetApi {
+            state: state.clone(),
+        }))
+        .add_service(AgentServiceServer::new(AgentApi {
+            state: state.clone(),
+        }));
+    let served = pxfleet_tls::serve_tls(router, listener, tls, stopped()).await;
+    let _ = reconciler.await;
+    let metrics_result = metrics.await;
+    state.store.flush().await?;
+    served?;
+    if let Ok(Err(e)) = metrics_result {
+        return Err(ServerError::Metrics(e));
+    }
+    Ok(())
+}
