@@ -573,11 +573,12 @@ impl Cx<'_> {
         if !ok {
             return None;
         }
+        let at = self.spans.lookup(path);
         let storage = storage.unwrap_or_else(|| DEFAULT_TEMPLATE_STORAGE.to_owned());
         match (url, pveam) {
             (Some(_), Some(_)) => {
                 self.err(
-                    n.span,
+                    at,
                     path,
                     "a template has either `url` or `pveam`, not both",
                     None,
@@ -586,7 +587,7 @@ impl Cx<'_> {
             }
             (None, None) => {
                 self.err(
-                    n.span,
+                    at,
                     path,
                     "a template needs `url` (with `sha256` or `sha512`) or `pveam` (an appliance name)",
                     Some("e.g. `pveam: debian-12-standard_12.7-1_amd64.tar.zst`"),
@@ -607,7 +608,7 @@ impl Cx<'_> {
                     (Some((c, _)), None) | (None, Some((c, _))) => c,
                     (None, None) => {
                         self.err(
-                            n.span,
+                            at,
                             path,
                             "a url template needs a checksum: `sha256` or `sha512`",
                             Some("the agent verifies the download against it; take it from the image's SHA256SUMS"),
@@ -1322,6 +1323,7 @@ impl Cx<'_> {
         let errors_before = self.diags.len();
         let cspan = self.spans.lookup(path);
         let template = match c.template {
+            None if c.template_invalid => None,
             None => {
                 self.err(
                     cspan,
@@ -1717,6 +1719,8 @@ struct ContainerInput {
     disk_size: Option<u64>,
     datastore_id: Option<String>,
     template: Option<TemplateChoice>,
+    /// A `template` / `template_url` was given but was invalid (already reported).
+    template_invalid: bool,
     unprivileged: Option<bool>,
     features: FeaturesInput,
     net: NetInput,
@@ -1763,6 +1767,7 @@ impl ContainerInput {
             disk_size: or(self.disk_size, &d.disk_size),
             datastore_id: or(self.datastore_id, &d.datastore_id),
             template: or(self.template, &d.template),
+            template_invalid: self.template_invalid || d.template_invalid,
             unprivileged: or(self.unprivileged, &d.unprivileged),
             features: FeaturesInput {
                 nesting: or(self.features.nesting, &d.features.nesting),
