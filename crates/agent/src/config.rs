@@ -56,6 +56,9 @@ pub struct AgentConfig {
     pub key: PathBuf,
     /// PEM CA certificate of the controller (pinned at join time by its fingerprint).
     pub ca: PathBuf,
+    /// Node labels reported in the inventory (matched by fleet.yaml `constraints`).
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
     /// Journal and other local state.
     #[serde(default = "default_state_dir")]
     pub state_dir: PathBuf,
@@ -113,9 +116,10 @@ impl AgentConfig {
         AgentConfig {
             controller: controller.to_string(),
             node: node.to_string(),
-            cert: config_dir.join("node.crt"),
+            cert: config_dir.join("node.pem"),
             key: config_dir.join("node.key"),
-            ca: config_dir.join("ca.crt"),
+            ca: config_dir.join("ca.pem"),
+            labels: BTreeMap::new(),
             state_dir: default_state_dir(),
             pve_bin_dir: default_pve_bin_dir(),
             parallelism: default_parallelism(),

@@ -151,6 +151,11 @@ impl<D: NodeDriver> Executor<D> {
         )
     }
 
+    /// Number of operations currently executing or waiting for a slot.
+    pub fn in_flight(&self) -> usize {
+        self.inner.in_flight.lock().expect("in_flight lock").len()
+    }
+
     pub fn driver(&self) -> &Arc<D> {
         &self.inner.driver
     }

@@ -57,6 +57,8 @@ pub struct JournalEntry {
 #[derive(Clone)]
 pub struct Journal {
     ops: sled::Tree,
+    /// Operation ids whose final update the controller acknowledged.
+    acked: sled::Tree,
     db: sled::Db,
 }
 
@@ -75,7 +77,11 @@ impl Journal {
             path: dir.to_path_buf(),
             source,
         })?;
-        Ok(Journal { ops, db })
+        let acked = db.open_tree("acked").map_err(|source| JournalError::Open {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        Ok(Journal { ops, acked, db })
     }
 
     pub fn get(&self, op_id: &str) -> Result<Option<JournalEntry>, JournalError> {
@@ -136,6 +142,38 @@ impl Journal {
         Ok(out)
     }
 
+    /// Notes that the controller stored an operation's final update.
+    pub fn ack(&self, op_id: &str) -> Result<(), JournalError> {
+        self.acked
+            .insert(op_id.as_bytes(), &[])
+            .map_err(|source| JournalError::Db {
+                action: "ack",
+                op_id: op_id.to_string(),
+                source,
+            })?;
+        Ok(())
+    }
+
+    /// Operations the controller should hear about again after a reconnect: finished but not
+    /// acknowledged, or still in progress.
+    pub fn unacked(&self) -> Result<Vec<JournalEntry>, JournalError> {
+        let mut out = Vec::new();
+        for e in self.entries()? {
+            let acked = self
+                .acked
+                .contains_key(e.op.id.as_bytes())
+                .map_err(|source| JournalError::Db {
+                    action: "read ack",
+                    op_id: e.op.id.clone(),
+                    source,
+                })?;
+            if !acked && !matches!(e.state, OpState::Interrupted) {
+                out.push(e);
+            }
+        }
+        Ok(out)
+    }
+
     /// Drops finished entries last changed more than `max_age_secs` ago; returns how many.
     pub fn prune(&self, max_age_secs: u64) -> Result<usize, JournalError> {
         self.prune_before(now().saturating_sub(max_age_secs))
@@ -154,6 +192,7 @@ impl Journal {
                         op_id: entry.op.id.clone(),
                         source,
                     })?;
+                let _ = self.acked.remove(entry.op.id.as_bytes());
                 removed += 1;
             }
         }

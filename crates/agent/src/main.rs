@@ -1,1 +1,90 @@
-fn main() {}
+//! `pxagent`: command-line entry point. Parses arguments and calls into the library.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use pxfleet_agent::config::{AgentConfig, DEFAULT_CONFIG_DIR, DEFAULT_CONFIG_PATH};
+
+#[derive(Parser)]
+#[command(
+    name = "pxagent",
+    version,
+    about = "pxfleet node agent (runs on every PVE node)"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Enrol this node: make a key, have the controller sign it with a one-time token, write the config.
+    Join {
+        /// Controller URL, https://HOST:PORT.
+        #[arg(long)]
+        controller: String,
+        /// One-time join token from `pxctl node token` (carries the CA fingerprint to pin).
+        #[arg(long, env = "PXAGENT_JOIN_TOKEN", hide_env_values = true)]
+        token: String,
+        /// This node's PVE name.
+        #[arg(long)]
+        node: String,
+        #[arg(long, default_value = DEFAULT_CONFIG_DIR)]
+        config_dir: PathBuf,
+    },
+    /// Connect to the controller and execute operations until stopped.
+    Run {
+        #[arg(long, default_value = DEFAULT_CONFIG_PATH)]
+        config: PathBuf,
+    },
+    /// Check a config file and exit.
+    ValidateConfig {
+        #[arg(long, default_value = DEFAULT_CONFIG_PATH)]
+        config: PathBuf,
+    },
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("PXFLEET_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match Cli::parse().command {
+        Command::Join {
+            controller,
+            token,
+            node,
+            config_dir,
+        } => {
+            let joined = pxfleet_agent::join(&controller, &token, &node, &config_dir)
+                .await
+                .context("pxagent join failed")?;
+            println!(
+                "enrolled node {node} (certificate serial {}); config written to {}",
+                joined.serial,
+                joined.config_path.display()
+            );
+            println!(
+                "start the agent with: pxagent run --config {}",
+                joined.config_path.display()
+            );
+        }
+        Command::Run { config } => {
+            let config = AgentConfig::load(&config)?;
+            let shutdown = async {
+                let _ = tokio::signal::ctrl_c().await;
+            };
+            pxfleet_agent::run(config, shutdown).await?;
+        }
+        Command::ValidateConfig { config } => {
+            AgentConfig::load(&config)?;
+            println!("{}: ok", config.display());
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,328 @@
+//! `pxagent run`: the one bidirectional stream to the controller. On every (re)connect it sends a
+//! Hello with the full inventory and the operations the controller has not acknowledged (a full
+//! resync), then heartbeats, operation updates and observation deltas, and executes the operations
+//! it receives. A broken stream is redialled with jittered exponential backoff.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use pxfleet_proto::v1::{self, agent_message, controller_message};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+
+use crate::config::AgentConfig;
+use crate::convert;
+use crate::driver::NodeDriver;
+use crate::executor::{Event, Executor, ExecutorSettings};
+use crate::journal::{Journal, JournalError, OpState};
+use crate::ops::{OpFailure, OpUpdate};
+use crate::pve_driver::PveDriver;
+use crate::seed::Seeder;
+
+/// Why the agent stopped (reconnectable trouble is retried, not returned).
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("reading the node credentials ({cert}, {key}, {ca}): {source}")]
+    Credentials {
+        cert: String,
+        key: String,
+        ca: String,
+        #[source]
+        source: pxfleet_tls::TlsError,
+    },
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+}
+
+/// Backoff between reconnects: doubling from `min` to `max`, each wait jittered to 50..100 %.
+#[derive(Debug, Clone)]
+pub struct Backoff {
+    pub min: Duration,
+    pub max: Duration,
+    current: Duration,
+}
+
+impl Backoff {
+    pub fn new(min: Duration, max: Duration) -> Self {
+        Backoff {
+            min,
+            max,
+            current: min,
+        }
+    }
+    /// The next wait.
+    pub fn next_delay(&mut self) -> Duration {
+        let base = self.current;
+        self.current = (self.current * 2).min(self.max);
+        let factor = 0.5 + rand::random::<f64>() * 0.5;
+        base.mul_f64(factor)
+    }
+    pub fn reset(&mut self) {
+        self.current = self.min;
+    }
+}
+
+/// Runs the agent on a real PVE node until `shutdown` completes.
+pub async fn run(
+    config: AgentConfig,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), RunError> {
+    let paths = pxfleet_tls::BundlePaths {
+        ca: config.ca.clone(),
+        cert: config.cert.clone(),
+        key: config.key.clone(),
+    };
+    let cred_err = |source| RunError::Credentials {
+        cert: config.cert.display().to_string(),
+        key: config.key.display().to_string(),
+        ca: config.ca.display().to_string(),
+        source,
+    };
+    let bundle = pxfleet_tls::Bundle::read(&paths).map_err(cred_err)?;
+    let tls = pxfleet_tls::client_config(&bundle).map_err(cred_err)?;
+    let driver = Arc::new(PveDriver::from_config(&config));
+    run_with(config, driver, tls, shutdown).await
+}
+
+/// Runs the agent with any node driver and TLS client config (tests use an in-memory node).
+pub async fn run_with<D: NodeDriver>(
+    config: AgentConfig,
+    driver: Arc<D>,
+    tls: Arc<rustls::ClientConfig>,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), RunError> {
+    std::fs::create_dir_all(&config.state_dir).ok();
+    let journal = Journal::open(&config.journal_dir())?;
+    let seeder = Seeder::new(config.template_ca_file.clone());
+    let settings = ExecutorSettings {
+        parallelism: config.parallelism,
+        address_wait: config.address_wait(),
+        ..ExecutorSettings::default()
+    };
+    let (exec, mut events) = Executor::new(driver, journal, seeder, settings);
+    let interrupted = exec.recover().await?;
+    if !interrupted.is_empty() {
+        tracing::info!(
+            count = interrupted.len(),
+            "recovered interrupted operations"
+        );
+    }
+    let mut backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(30));
+    tokio::pin!(shutdown);
+    loop {
+        let session = session(&config, &exec, &tls, &mut events, &mut backoff);
+        tokio::select! {
+            _ = &mut shutdown => {
+                tracing::info!("shutting down");
+                return Ok(());
+            }
+            outcome = session => {
+                match outcome {
+                    Ok(()) => tracing::warn!(controller = %config.controller, "controller closed the stream"),
+                    Err(e) => tracing::warn!(controller = %config.controller, error = %e, "controller stream failed"),
+                }
+            }
+        }
+        let wait = backoff.next_delay();
+        tracing::info!(
+            wait_ms = wait.as_millis() as u64,
+            "reconnecting after backoff"
+        );
+        let sleep = tokio::time::sleep(wait);
+        tokio::pin!(sleep);
+        // Keep draining executor events while disconnected: finals are in the journal and resent in the hello.
+        loop {
+            tokio::select! {
+                _ = &mut shutdown => return Ok(()),
+                _ = &mut sleep => break,
+                e = events.recv() => if e.is_none() { return Ok(()) },
+            }
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+enum SessionError {
+    #[error("connect: {0}")]
+    Connect(#[from] pxfleet_tls::TlsError),
+    #[error("stream: {0}")]
+    Status(#[from] tonic::Status),
+    #[error("observing the node: {0}")]
+    Node(#[from] crate::driver::NodeError),
+    #[error("{0}")]
+    Journal(#[from] JournalError),
+    #[error("outgoing stream closed")]
+    Closed,
+}
+
+async fn session<D: NodeDriver>(
+    config: &AgentConfig,
+    exec: &Executor<D>,
+    tls: &Arc<rustls::ClientConfig>,
+    events: &mut mpsc::UnboundedReceiver<Event>,
+    backoff: &mut Backoff,
+) -> Result<(), SessionError> {
+    let channel = pxfleet_tls::connect(&config.controller, tls.clone()).await?;
+    let mut client = v1::agent_service_client::AgentServiceClient::new(channel);
+    let (tx, rx) = mpsc::channel::<v1::AgentMessage>(256);
+    // Discard updates queued before this session: the hello below carries the journal's view.
+    while events.try_recv().is_ok() {}
+    tx.send(hello(config, exec).await?)
+        .await
+        .map_err(|_| SessionError::Closed)?;
+    let mut incoming = client.connect(ReceiverStream::new(rx)).await?.into_inner();
+    tracing::info!(controller = %config.controller, node = %config.node, "connected; hello sent");
+    backoff.reset();
+    let mut heartbeat = tokio::time::interval(config.heartbeat());
+    heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut observe = tokio::time::interval(config.observe_interval());
+    observe.reset();
+    let mut seq = 0u64;
+    let mut vmids: HashMap<String, u32> = HashMap::new();
+    let send = |m: agent_message::Msg| {
+        let tx = tx.clone();
+        async move {
+            tx.send(v1::AgentMessage { msg: Some(m) })
+                .await
+                .map_err(|_| SessionError::Closed)
+        }
+    };
+    loop {
+        tokio::select! {
+            msg = incoming.message() => {
+                let Some(msg) = msg? else { return Ok(()) };
+                match msg.msg {
+                    Some(controller_message::Msg::Welcome(w)) => {
+                        tracing::info!(node = %w.node, protocol = w.protocol_version, "welcomed by controller");
+                        if w.heartbeat_interval_seconds > 0 {
+                            heartbeat = tokio::time::interval(Duration::from_secs(w.heartbeat_interval_seconds.into()));
+                            heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                        }
+                    }
+                    Some(controller_message::Msg::Operation(op)) => {
+                        let vmid = op.vm_id;
+                        match convert::operation_from_proto(op) {
+                            Ok(op) => {
+                                vmids.insert(op.id.clone(), op.vmid().unwrap_or(vmid));
+                                exec.submit(op);
+                            }
+                            Err(e) => {
+                                tracing::warn!(error = %e, "refusing an operation");
+                                let u = OpUpdate::Failed { op_id: e.op_id.clone(), failure: OpFailure { error: e.to_string(), retryable: false } };
+                                send(agent_message::Msg::OperationUpdate(convert::update_to_proto(&u, vmid, &config.node))).await?;
+                            }
+                        }
+                    }
+                    Some(controller_message::Msg::Cancel(c)) => {
+                        tracing::warn!(op_id = %c.op_id, reason = %c.reason, "cancel requested; operations run to completion (they are idempotent and short)");
+                    }
+                    Some(controller_message::Msg::Ack(a)) => {
+                        for id in &a.op_ids {
+                            exec.journal().ack(id)?;
+                            vmids.remove(id);
+                        }
+                    }
+                    None => {}
+                }
+            }
+            _ = heartbeat.tick() => {
+                seq += 1;
+                send(agent_message::Msg::Heartbeat(v1::Heartbeat {
+                    seq,
+                    unix_ms: convert::now_ms(),
+                    running_operations: exec.in_flight() as u32,
+                    memory_free_bytes: 0,
+                })).await?;
+            }
+            _ = observe.tick() => {
+                if let Err(e) = exec.observe_pass().await {
+                    tracing::warn!(error = %e, "periodic observation failed");
+                }
+            }
+            ev = events.recv() => {
+                let Some(ev) = ev else { return Err(SessionError::Closed) };
+                match ev {
+                    Event::Op(u) => {
+                        let vmid = vmids.get(u.op_id()).copied().unwrap_or(0);
+                        send(agent_message::Msg::OperationUpdate(convert::update_to_proto(&u, vmid, &config.node))).await?;
+                    }
+                    Event::Delta(d) => {
+                        send(agent_message::Msg::Observation(v1::Observation {
+                            full: false,
+                            containers: d.changed.iter().map(|c| convert::observed_to_proto(c, &config.node)).collect(),
+                            removed_vm_ids: d.removed.clone(),
+                            templates: vec![],
+                            storages: vec![],
+                            unix_ms: convert::now_ms(),
+                        })).await?;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The first message of a session: inventory, every container, unacknowledged operations.
+async fn hello<D: NodeDriver>(
+    config: &AgentConfig,
+    exec: &Executor<D>,
+) -> Result<v1::AgentMessage, SessionError> {
+    let facts = exec.driver().facts().await?;
+    let containers = exec.full_observation().await?;
+    let mut operations = Vec::new();
+    for e in exec.journal().unacked()? {
+        let vmid = e.op.vmid().unwrap_or(0);
+        let u = match e.state {
+            OpState::Done(result) => OpUpdate::Succeeded {
+                op_id: e.op.id,
+                result,
+            },
+            OpState::Failed(failure) => OpUpdate::Failed {
+                op_id: e.op.id,
+                failure,
+            },
+            OpState::Received | OpState::Running => OpUpdate::Progress {
+                op_id: e.op.id,
+                message: "running".into(),
+            },
+            OpState::Interrupted => continue,
+        };
+        operations.push(convert::update_to_proto(&u, vmid, &config.node));
+    }
+    Ok(v1::AgentMessage {
+        msg: Some(agent_message::Msg::Hello(v1::Hello {
+            node: config.node.clone(),
+            agent_version: env!("CARGO_PKG_VERSION").to_string(),
+            protocol_version: pxfleet_proto::PROTOCOL_VERSION,
+            inventory: Some(convert::inventory(
+                &config.node,
+                &facts,
+                &containers,
+                &config.labels,
+            )),
+            operations,
+        })),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_with_jitter_and_caps() {
+        let mut b = Backoff::new(Duration::from_millis(100), Duration::from_millis(800));
+        let waits: Vec<Duration> = (0..6).map(|_| b.next_delay()).collect();
+        let bases = [100u64, 200, 400, 800, 800, 800];
+        for (w, base) in waits.iter().zip(bases) {
+            assert!(
+                *w >= Duration::from_millis(base / 2) && *w <= Duration::from_millis(base),
+                "{w:?} vs {base}"
+            );
+        }
+        b.reset();
+        assert!(b.next_delay() <= Duration::from_millis(100));
+    }
+}
