@@ -210,11 +210,14 @@ impl Cx<'_> {
             Value::Scalar { text, .. } if !n.is_null() => format!("{} {}", n.kind(), quote(text)),
             _ => n.kind().to_owned(),
         };
+        let quoted_value = matches!(&n.value, Value::Scalar { text, plain: false }
+            if text.parse::<f64>().is_ok() || yaml::parse_bool(text).is_some());
+        let hint = quoted_value.then_some("quotes make a string: write the value without quotes");
         self.err(
             n.span,
             path,
             format!("{} must be {expected}, got {got}", leaf(path)),
-            None,
+            hint,
         );
     }
 
