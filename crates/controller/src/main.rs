@@ -1,1 +1,89 @@
-fn main() {}
+//! `pxcontroller`: argument parsing and logging setup only; everything else is in the library.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use pxfleet_controller::{config, pki, Config};
+
+#[derive(Parser)]
+#[command(
+    name = "pxcontroller",
+    version,
+    about = "pxfleet controller: fleet state, planning, dispatch to agents"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Create the CA, the server certificate, the first admin bundle and its pxctl config.
+    Init {
+        #[arg(long, default_value = config::DEFAULT_DATA_DIR)]
+        data_dir: PathBuf,
+        /// Names (DNS or IP) for the server certificate, comma-separated; localhost and 127.0.0.1 are added.
+        #[arg(long, value_delimiter = ',')]
+        san: Vec<String>,
+        /// Controller URL written into the admin's pxctl config (default: https://<first SAN>:8443).
+        #[arg(long)]
+        url: Option<String>,
+    },
+    /// Serve.
+    Run {
+        #[arg(long, default_value = config::DEFAULT_CONFIG_PATH)]
+        config: PathBuf,
+    },
+    /// Check a configuration file and exit.
+    ValidateConfig { file: PathBuf },
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("PXFLEET_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match Cli::parse().cmd {
+        Cmd::Init { data_dir, san, url } => {
+            let host = san.first().cloned().unwrap_or_else(|| "localhost".into());
+            let url = url.unwrap_or_else(|| format!("https://{host}:8443"));
+            let r = pki::init(&data_dir, &san, &url)?;
+            println!("CA certificate:     {}", r.ca_cert.display());
+            println!("CA fingerprint:     {}", r.ca_fingerprint);
+            println!("server certificate: {}", r.server_cert.display());
+            println!("admin certificate:  {}", r.admin.cert.display());
+            println!("admin key:          {}", r.admin.key.display());
+            println!("pxctl config:       {}", r.pxctl_config.display());
+        }
+        Cmd::Run { config } => {
+            let cfg = Config::load(&config)?;
+            let listener = tokio::net::TcpListener::bind(cfg.listen)
+                .await
+                .with_context(|| format!("binding {}", cfg.listen))?;
+            let metrics = tokio::net::TcpListener::bind(cfg.metrics_listen)
+                .await
+                .with_context(|| format!("binding {}", cfg.metrics_listen))?;
+            pxfleet_controller::run(cfg, listener, metrics, shutdown_signal()).await?;
+        }
+        Cmd::ValidateConfig { file } => {
+            Config::load(&file)?;
+            println!("{}: ok", file.display());
+        }
+    }
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    tracing::info!("shutting down");
+}

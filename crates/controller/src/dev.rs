@@ -1,0 +1,664 @@
+//! `pxcontroller dev`: the embedded default, like `nomad agent -dev`. One command starts, on loopback and with
+//! real mutual TLS, a controller (in this process), N simulated PVE nodes (`pvesim`, one simulated cluster)
+//! and one `pxagent` child process per node; writes `DIR/pxctl.toml`, prints the `export PXCTL_CONFIG=...`
+//! line, and runs in the foreground until Ctrl-C (or SIGTERM), when it kills the agents it started (by their
+//! PIDs, nothing else) and stops the controller.
+//!
+//! Offline templates: a pvesim node never unpacks a template (its containers are configuration files), so dev
+//! mode pre-seeds each node's `local` template cache with a small placeholder file under every name given with
+//! `--template` (default: [`DEFAULT_TEMPLATES`], the file of the template `examples/dev/fleet.yaml` declares).
+//! The agents list those files in their inventory, the controller sees the template as already cached on the
+//! node and schedules no download. Nothing is fetched from the internet; the placeholder is not a root
+//! filesystem and is only good for pvesim. Templates declared with `pveam:` come from pvesim's built-in
+//! appliance index, also offline.
+//!
+//! Layout of the data directory (re-used when it already exists, so `dev` can be restarted on the same state):
+//!
+//! ```text
+//! DIR/controller/        the controller's data_dir (pki/, db/, admin/)
+//! DIR/cluster/           pvesim's shared cluster directory (container configs)
+//! DIR/nodes/NAME/sim     pvesim node state;  DIR/nodes/NAME/bin  pct, pvesh, pvesm, pveam -> pvesim
+//! DIR/nodes/NAME/agent   the agent's agent.toml, node certificate and journal
+//! DIR/logs/NAME.log      each agent's output
+//! DIR/pxctl.toml         pxctl config for the admin certificate
+//! ```
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use pxfleet_proto::v1 as pb;
+use pxfleet_tls::JoinToken;
+use tokio::net::TcpListener;
+use tokio::process::{Child, Command};
+
+use crate::config::Config;
+use crate::model::now_ms;
+use crate::pki;
+use crate::store::{Store, TokenRecord};
+
+/// Template file names pre-seeded on every simulated node when `--template` is not given: the file of the
+/// `template_url` in `examples/dev/fleet.yaml` (a test in tests/ keeps the two in step).
+pub const DEFAULT_TEMPLATES: &[&str] = &["ubuntu-25.04-server-cloudimg-amd64-root.tar.xz"];
+
+/// Environment variable naming the pvesim binary (else: next to this executable).
+pub const ENV_PVESIM: &str = "PXFLEET_PVESIM";
+/// Environment variable naming the pxagent binary (else: next to this executable).
+pub const ENV_PXAGENT: &str = "PXFLEET_PXAGENT";
+
+/// What one-shot child commands (`pvesim init`, `pxagent join`, `pvesim pvesm path`) may take.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long to wait for every node to report ready.
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// `pxcontroller dev` arguments.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DevArgs {
+    /// Number of simulated nodes (named mk33, mk34, ...: the example fleet pins its containers to mk33).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=32))]
+    pub nodes: u16,
+    /// State directory; re-used if it exists (default: a new directory under the system temp dir).
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// The controller's mutual-TLS gRPC address (port 0: any free port; pxctl.toml gets the real one).
+    #[arg(long, default_value = "127.0.0.1:7443")]
+    pub listen: SocketAddr,
+    /// pvesim binary (default: $PXFLEET_PVESIM, else next to pxcontroller).
+    #[arg(long, value_name = "PATH")]
+    pub pvesim: Option<PathBuf>,
+    /// pxagent binary (default: $PXFLEET_PXAGENT, else next to pxcontroller).
+    #[arg(long, value_name = "PATH")]
+    pub pxagent: Option<PathBuf>,
+    /// Template file name to pre-seed (placeholder) on every node; repeatable (default: the example's).
+    #[arg(long = "template", value_name = "FILE_NAME")]
+    pub templates: Vec<String>,
+}
+
+/// Why dev mode could not start or stopped early. Each names the path, node or argv involved.
+#[derive(Debug, thiserror::Error)]
+pub enum DevError {
+    #[error("{what} binary not found at {path}: build it with `cargo build --bins`, or pass --{flag} PATH (or set {env})")]
+    MissingBinary {
+        what: &'static str,
+        flag: &'static str,
+        env: &'static str,
+        path: PathBuf,
+    },
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("binding {addr}: {source} (pass --listen 127.0.0.1:0 for any free port)")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("`{argv}` failed ({status}): {stderr}")]
+    Command {
+        argv: String,
+        status: String,
+        stderr: String,
+    },
+    #[error("`{argv}` did not finish within {secs} s")]
+    Timeout { argv: String, secs: u64 },
+    #[error("template file name `{name}` is not a plain file name")]
+    BadTemplate { name: String },
+    #[error("{path}: {message}")]
+    AgentConfig { path: PathBuf, message: String },
+    #[error(transparent)]
+    Pki(#[from] pki::PkiError),
+    #[error("store: {0}")]
+    Store(#[from] crate::store::StoreError),
+    #[error("TLS: {0}")]
+    Tls(#[from] pxfleet_tls::TlsError),
+    #[error("controller: {0}")]
+    Server(#[from] crate::server::ServerError),
+    #[error("nodes not ready within {secs} s: {missing:?} (see the logs in {logs})")]
+    NotReady {
+        secs: u64,
+        missing: Vec<String>,
+        logs: PathBuf,
+    },
+}
+
+/// Resolved options for [`run`].
+#[derive(Debug, Clone)]
+pub struct DevOptions {
+    pub nodes: usize,
+    pub data_dir: PathBuf,
+    pub listen: SocketAddr,
+    pub pvesim: PathBuf,
+    pub pxagent: PathBuf,
+    pub templates: Vec<String>,
+}
+
+impl DevArgs {
+    /// Fills in defaults (binaries next to the current executable, a temp data dir) and checks the binaries.
+    pub fn resolve(self) -> Result<DevOptions, DevError> {
+        let pvesim = locate("pvesim", "pvesim", ENV_PVESIM, self.pvesim)?;
+        let pxagent = locate("pxagent", "pxagent", ENV_PXAGENT, self.pxagent)?;
+        let data_dir = match self.data_dir {
+            Some(d) => absolute(&d)?,
+            None => std::env::temp_dir().join(format!("pxfleet-dev-{}", std::process::id())),
+        };
+        let templates = if self.templates.is_empty() {
+            DEFAULT_TEMPLATES.iter().map(|s| s.to_string()).collect()
+        } else {
+            self.templates
+        };
+        for t in &templates {
+            if t.is_empty() || t.contains('/') || t.starts_with('.') {
+                return Err(DevError::BadTemplate { name: t.clone() });
+            }
+        }
+        Ok(DevOptions {
+            nodes: usize::from(self.nodes),
+            data_dir,
+            listen: self.listen,
+            pvesim,
+            pxagent,
+            templates,
+        })
+    }
+}
+
+/// The simulated nodes' names: mk33, mk34, ... (the PRD's node is mk33).
+pub fn node_names(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("mk{}", 33 + i)).collect()
+}
+
+fn locate(
+    what: &'static str,
+    flag: &'static str,
+    env: &'static str,
+    given: Option<PathBuf>,
+) -> Result<PathBuf, DevError> {
+    let path = given
+        .or_else(|| std::env::var_os(env).map(PathBuf::from))
+        .or_else(|| {
+            std::env::current_exe()
+                .ok()
+                .and_then(|exe| exe.parent().map(|d| d.join(what)))
+        })
+        .unwrap_or_else(|| PathBuf::from(what));
+    if path.is_file() {
+        absolute(&path)
+    } else {
+        Err(DevError::MissingBinary {
+            what,
+            flag,
+            env,
+            path,
+        })
+    }
+}
+
+fn absolute(p: &Path) -> Result<PathBuf, DevError> {
+    std::path::absolute(p).map_err(|source| DevError::Io {
+        path: p.to_path_buf(),
+        source,
+    })
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> DevError + '_ {
+    move |source| DevError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Paths of one simulated node.
+#[derive(Debug, Clone)]
+struct NodeDirs {
+    name: String,
+    sim: PathBuf,
+    bin: PathBuf,
+    agent: PathBuf,
+    log: PathBuf,
+}
+
+impl NodeDirs {
+    fn new(root: &Path, name: &str) -> NodeDirs {
+        let base = root.join("nodes").join(name);
+        NodeDirs {
+            name: name.to_string(),
+            sim: base.join("sim"),
+            bin: base.join("bin"),
+            agent: base.join("agent"),
+            log: root.join("logs").join(format!("{name}.log")),
+        }
+    }
+    fn agent_toml(&self) -> PathBuf {
+        self.agent.join("agent.toml")
+    }
+}
+
+/// A started child: killed by its PID when dev mode stops (`kill_on_drop` as a backstop).
+struct Agent {
+    node: String,
+    child: Child,
+}
+
+/// Runs dev mode until `shutdown` resolves. Prints the export line and a ready line on stdout.
+pub async fn run(opts: DevOptions, shutdown: impl Future<Output = ()>) -> Result<(), DevError> {
+    let root = &opts.data_dir;
+    std::fs::create_dir_all(root.join("logs")).map_err(io(root))?;
+    let ctl_dir = root.join("controller");
+    let listener = TcpListener::bind(opts.listen)
+        .await
+        .map_err(|source| DevError::Bind {
+            addr: opts.listen,
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(io(root))?;
+    let url = format!("https://127.0.0.1:{}", addr.port());
+    let metrics_addr: SocketAddr = "127.0.0.1:0".parse().expect("literal address");
+    let metrics = TcpListener::bind(metrics_addr)
+        .await
+        .map_err(|source| DevError::Bind {
+            addr: metrics_addr,
+            source,
+        })?;
+    let metrics_port = metrics.local_addr().map_err(io(root))?.port();
+
+    if !ctl_dir.join("pki").join("ca.pem").exists() {
+        pki::init(&ctl_dir, &[], &url)?;
+        tracing::info!(dir = %ctl_dir.display(), "created the dev CA and admin certificate");
+    }
+    let pxctl = write_pxctl_config(root, &ctl_dir, &url)?;
+
+    let nodes: Vec<NodeDirs> = node_names(opts.nodes)
+        .iter()
+        .map(|n| NodeDirs::new(root, n))
+        .collect();
+    let cluster = root.join("cluster");
+    for n in &nodes {
+        prepare_node(&opts, &cluster, n).await?;
+    }
+
+    // Join tokens for nodes not enrolled yet, stored before the controller opens the database.
+    let to_join: Vec<&NodeDirs> = nodes.iter().filter(|n| !n.agent_toml().exists()).collect();
+    let mut tokens = Vec::new();
+    if !to_join.is_empty() {
+        let store = Store::open(&ctl_dir.join("db"))?;
+        let ca_pem =
+            std::fs::read_to_string(ctl_dir.join("pki").join("ca.pem")).map_err(io(&ctl_dir))?;
+        let fp = pxfleet_tls::fingerprint_of_pem(&ca_pem)?;
+        for n in &to_join {
+            let token = JoinToken::generate(&fp)?;
+            store.put_token(&TokenRecord {
+                id: token.id.clone(),
+                hash: token.secret_hash(),
+                node: n.name.clone(),
+                created_by: "pxcontroller dev".into(),
+                created_ms: now_ms(),
+                expires_ms: now_ms() + 600_000,
+                used_ms: None,
+            })?;
+            tokens.push((n.name.clone(), token.reveal()));
+        }
+        store.flush().await?;
+    }
+
+    let config = Config {
+        data_dir: ctl_dir.clone(),
+        listen: addr,
+        metrics_listen: SocketAddr::from(([127, 0, 0, 1], metrics_port)),
+        ..Config::default()
+    };
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let mut controller = tokio::spawn(crate::server::run(config, listener, metrics, async move {
+        let _ = stop_rx.await;
+    }));
+
+    let mut agents: Vec<Agent> = Vec::new();
+    let started = async {
+        for (name, token) in &tokens {
+            let n = nodes
+                .iter()
+                .find(|n| &n.name == name)
+                .expect("node of a token");
+            join_node(&opts, &url, token, n).await?;
+        }
+        for n in &nodes {
+            patch_agent_config(n, &url)?;
+            agents.push(spawn_agent(&opts, n)?);
+        }
+        wait_ready(&ctl_dir, &url, &nodes, root).await
+    };
+    let outcome = tokio::select! {
+        r = started => r,
+        r = &mut controller => Err(controller_ended(r)),
+    };
+    if outcome.is_ok() {
+        println!("pxfleet dev: controller {url}, nodes {} (metrics http://127.0.0.1:{metrics_port}/metrics)",
+            nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>().join(", "));
+        println!(
+            "pxfleet dev: data in {}, agent logs in {}",
+            root.display(),
+            root.join("logs").display()
+        );
+        println!("export PXCTL_CONFIG={}", pxctl.display());
+        println!("pxfleet dev: ready; try `pxctl submit examples/dev/fleet.yaml -y` then `pxctl get containers`; Ctrl-C stops");
+    }
+    let result = match outcome {
+        Err(e) => Err(e),
+        Ok(()) => {
+            tokio::select! {
+                _ = shutdown => Ok(()),
+                r = &mut controller => Err(controller_ended(r)),
+                r = watch_agents(&mut agents) => Err(r),
+            }
+        }
+    };
+    tracing::info!("stopping the agents and the controller");
+    for a in &mut agents {
+        if let Some(pid) = a.child.id() {
+            tracing::debug!(node = %a.node, pid, "killing agent");
+        }
+        let _ = a.child.start_kill();
+    }
+    for a in &mut agents {
+        let _ = a.child.wait().await;
+    }
+    let _ = stop_tx.send(());
+    if !controller.is_finished() {
+        match tokio::time::timeout(Duration::from_secs(10), &mut controller).await {
+            Ok(Ok(Err(e))) if result.is_ok() => return Err(e.into()),
+            _ => {}
+        }
+    }
+    result
+}
+
+fn controller_ended(
+    r: Result<Result<(), crate::server::ServerError>, tokio::task::JoinError>,
+) -> DevError {
+    match r {
+        Ok(Err(e)) => DevError::Server(e),
+        Ok(Ok(())) => DevError::Io {
+            path: PathBuf::from("controller"),
+            source: std::io::Error::other("the controller stopped unexpectedly"),
+        },
+        Err(e) => DevError::Io {
+            path: PathBuf::from("controller"),
+            source: std::io::Error::other(format!("the controller task failed: {e}")),
+        },
+    }
+}
+
+/// Resolves when one of the agents exits on its own (dev mode then stops: a half fleet is no dev setup).
+async fn watch_agents(agents: &mut [Agent]) -> DevError {
+    loop {
+        for a in agents.iter_mut() {
+            if let Ok(Some(status)) = a.child.try_wait() {
+                return DevError::Command {
+                    argv: format!("pxagent run (node {})", a.node),
+                    status: status.to_string(),
+                    stderr: "the agent exited; see its log".into(),
+                };
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// `DIR/pxctl.toml`: the admin bundle with absolute paths and the controller's current URL.
+fn write_pxctl_config(root: &Path, ctl_dir: &Path, url: &str) -> Result<PathBuf, DevError> {
+    let admin = pxfleet_tls::BundlePaths::in_dir(&ctl_dir.join("admin"), "admin");
+    let text = format!(
+        "# pxctl configuration written by `pxcontroller dev` (admin certificate)\n\
+         controller = {:?}\nca = {:?}\ncert = {:?}\nkey = {:?}\n",
+        url,
+        admin.ca.display().to_string(),
+        admin.cert.display().to_string(),
+        admin.key.display().to_string(),
+    );
+    let path = root.join("pxctl.toml");
+    pxfleet_tls::write_file(&path, text.as_bytes(), pxfleet_tls::KEY_MODE)?;
+    Ok(path)
+}
+
+/// `pvesim init` (first time only) and the placeholder templates.
+async fn prepare_node(opts: &DevOptions, cluster: &Path, n: &NodeDirs) -> Result<(), DevError> {
+    if !n.sim.join("node.toml").exists() {
+        let argv: Vec<String> = vec![
+            "init".into(),
+            "--state".into(),
+            n.sim.display().to_string(),
+            "--node".into(),
+            n.name.clone(),
+            "--cluster".into(),
+            cluster.display().to_string(),
+            "--bin-dir".into(),
+            n.bin.display().to_string(),
+        ];
+        command(&opts.pvesim, &argv, &[]).await?;
+    }
+    for t in &opts.templates {
+        // Ask the node where `local:vztmpl/NAME` lives rather than assuming pvesim's layout.
+        let argv = vec!["pvesm".into(), "path".into(), format!("local:vztmpl/{t}")];
+        let out = command(&opts.pvesim, &argv, &[("PVESIM_STATE", &n.sim)]).await?;
+        let path = PathBuf::from(out.trim());
+        if !path.exists() {
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir).map_err(io(dir))?;
+            }
+            let text = format!(
+                "pxfleet dev placeholder for template {t}: pvesim never unpacks templates; not a root filesystem\n"
+            );
+            std::fs::write(&path, text).map_err(io(&path))?;
+        }
+    }
+    Ok(())
+}
+
+async fn join_node(
+    opts: &DevOptions,
+    url: &str,
+    token: &str,
+    n: &NodeDirs,
+) -> Result<(), DevError> {
+    std::fs::create_dir_all(&n.agent).map_err(io(&n.agent))?;
+    let argv: Vec<String> = vec![
+        "join".into(),
+        "--controller".into(),
+        url.into(),
+        "--node".into(),
+        n.name.clone(),
+        "--config-dir".into(),
+        n.agent.display().to_string(),
+    ];
+    // The token goes through the environment, never the argv (it would show in `ps`).
+    let token_env = std::ffi::OsString::from(token);
+    command_env(&opts.pxagent, &argv, &[("PXAGENT_JOIN_TOKEN", &token_env)]).await?;
+    Ok(())
+}
+
+/// Points the agent at this node's pvesim and the controller's current URL; short observation interval.
+fn patch_agent_config(n: &NodeDirs, url: &str) -> Result<(), DevError> {
+    let path = n.agent_toml();
+    let text = std::fs::read_to_string(&path).map_err(io(&path))?;
+    let mut doc: toml::Table =
+        text.parse()
+            .map_err(|e: toml::de::Error| DevError::AgentConfig {
+                path: path.clone(),
+                message: e.message().to_string(),
+            })?;
+    doc.insert("controller".into(), url.into());
+    doc.insert("pve_bin_dir".into(), n.bin.display().to_string().into());
+    doc.insert("observe_secs".into(), toml::Value::Integer(5));
+    doc.insert("heartbeat_secs".into(), toml::Value::Integer(2));
+    let mut env = toml::Table::new();
+    env.insert("PVESIM_STATE".into(), n.sim.display().to_string().into());
+    doc.insert("env".into(), toml::Value::Table(env));
+    let out = toml::to_string_pretty(&doc).map_err(|e| DevError::AgentConfig {
+        path: path.clone(),
+        message: e.to_string(),
+    })?;
+    std::fs::write(&path, out).map_err(io(&path))
+}
+
+fn spawn_agent(opts: &DevOptions, n: &NodeDirs) -> Result<Agent, DevError> {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&n.log)
+        .map_err(io(&n.log))?;
+    let log2 = log.try_clone().map_err(io(&n.log))?;
+    let mut cmd = Command::new(&opts.pxagent);
+    cmd.arg("run")
+        .arg("--config")
+        .arg(n.agent_toml())
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log2)
+        .kill_on_drop(true);
+    if std::env::var_os("PXFLEET_LOG").is_none() {
+        cmd.env("PXFLEET_LOG", "info");
+    }
+    let child = cmd.spawn().map_err(io(&opts.pxagent))?;
+    tracing::info!(node = %n.name, pid = ?child.id(), log = %n.log.display(), "agent started");
+    Ok(Agent {
+        node: n.name.clone(),
+        child,
+    })
+}
+
+/// Polls GetNodes with the admin certificate until every node is ready.
+async fn wait_ready(
+    ctl_dir: &Path,
+    url: &str,
+    nodes: &[NodeDirs],
+    root: &Path,
+) -> Result<(), DevError> {
+    let bundle = pxfleet_tls::Bundle::read(&pxfleet_tls::BundlePaths::in_dir(
+        &ctl_dir.join("admin"),
+        "admin",
+    ))?;
+    let tls = pxfleet_tls::client_config(&bundle)?;
+    let deadline = tokio::time::Instant::now() + READY_TIMEOUT;
+    let mut missing: Vec<String> = nodes.iter().map(|n| n.name.clone()).collect();
+    while tokio::time::Instant::now() < deadline {
+        if let Ok(channel) = pxfleet_tls::connect(url, tls.clone()).await {
+            let mut client = pb::fleet_service_client::FleetServiceClient::new(channel);
+            if let Ok(resp) = client.get_nodes(pb::GetNodesRequest {}).await {
+                let ready: Vec<String> = resp
+                    .into_inner()
+                    .nodes
+                    .into_iter()
+                    .filter(|n| n.status == pb::NodeStatus::Ready as i32)
+                    .map(|n| n.name)
+                    .collect();
+                missing = nodes
+                    .iter()
+                    .map(|n| n.name.clone())
+                    .filter(|n| !ready.contains(n))
+                    .collect();
+                if missing.is_empty() {
+                    return Ok(());
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    Err(DevError::NotReady {
+        secs: READY_TIMEOUT.as_secs(),
+        missing,
+        logs: root.join("logs"),
+    })
+}
+
+async fn command(
+    program: &Path,
+    args: &[String],
+    env: &[(&str, &Path)],
+) -> Result<String, DevError> {
+    let env: Vec<(&str, std::ffi::OsString)> = env
+        .iter()
+        .map(|(k, v)| (*k, v.as_os_str().to_os_string()))
+        .collect();
+    let refs: Vec<(&str, &std::ffi::OsString)> = env.iter().map(|(k, v)| (*k, v)).collect();
+    command_env(program, args, &refs).await
+}
+
+/// Runs a one-shot child from an argv (no shell) with a timeout; stderr is kept for the error.
+async fn command_env(
+    program: &Path,
+    args: &[String],
+    env: &[(&str, &std::ffi::OsString)],
+) -> Result<String, DevError> {
+    let argv = format!("{} {}", program.display(), args.join(" "));
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let child = cmd.spawn().map_err(io(program))?;
+    let out = match tokio::time::timeout(COMMAND_TIMEOUT, child.wait_with_output()).await {
+        Ok(r) => r.map_err(io(program))?,
+        Err(_) => {
+            return Err(DevError::Timeout {
+                argv,
+                secs: COMMAND_TIMEOUT.as_secs(),
+            })
+        }
+    };
+    if !out.status.success() {
+        return Err(DevError::Command {
+            argv,
+            status: out.status.to_string(),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_names_start_at_the_prd_node() {
+        assert_eq!(node_names(3), ["mk33", "mk34", "mk35"]);
+    }
+
+    #[test]
+    fn missing_binary_says_how_to_build_it() {
+        let args = DevArgs {
+            nodes: 1,
+            data_dir: None,
+            listen: "127.0.0.1:0".parse().unwrap(),
+            pvesim: Some(PathBuf::from("/nonexistent/pvesim")),
+            pxagent: None,
+            templates: vec![],
+        };
+        let e = args.resolve().unwrap_err().to_string();
+        assert!(e.contains("/nonexistent/pvesim"), "{e}");
+        assert!(e.contains("cargo build --bins"), "{e}");
+    }
+
+    #[test]
+    fn template_names_must_be_plain_file_names() {
+        let exe = std::env::current_exe().unwrap();
+        let args = DevArgs {
+            nodes: 1,
+            data_dir: None,
+            listen: "127.0.0.1:0".parse().unwrap(),
+            pvesim: Some(exe.clone()),
+            pxagent: Some(exe),
+            templates: vec!["../etc/passwd".into()],
+        };
+        let e = args.resolve().unwrap_err().to_string();
+        assert!(e.contains("../etc/passwd"), "{e}");
+    }
+}

@@ -1,0 +1,536 @@
+//! The real controller on 127.0.0.1:0 with real mutual TLS: an admin client (from `init`'s bundle), a fake agent
+//! that enrols with a join token and speaks the Connect stream, and the role refusals.
+
+use std::time::Duration;
+
+use pxfleet_controller::{pki, Config};
+use pxfleet_proto::v1 as pb;
+use pxfleet_proto::v1::agent_service_client::AgentServiceClient;
+use pxfleet_proto::v1::fleet_service_client::FleetServiceClient;
+use pxfleet_tls::{Bundle, Ca};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+use tonic::transport::Channel;
+use tonic::Code;
+
+struct Env {
+    _dir: tempfile::TempDir,
+    url: String,
+    metrics: std::net::SocketAddr,
+    admin: Bundle,
+    ca_pem: String,
+    fingerprint: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+async fn start() -> Env {
+    let dir = tempfile::tempdir().unwrap();
+    let report = pki::init(dir.path(), &[], "https://127.0.0.1:0").unwrap();
+    let admin = Bundle::read(&report.admin).unwrap();
+    let mut config = Config {
+        data_dir: dir.path().to_path_buf(),
+        ..Config::default()
+    };
+    config.reconciler.interval_ms = 50;
+    config.reconciler.backoff_base_ms = 10;
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let metrics_listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!(
+        "https://127.0.0.1:{}",
+        listener.local_addr().unwrap().port()
+    );
+    let metrics = metrics_listener.local_addr().unwrap();
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(async move {
+        pxfleet_controller::run(config, listener, metrics_listener, async {
+            let _ = rx.await;
+        })
+        .await
+        .unwrap();
+    });
+    Env {
+        ca_pem: admin.ca_pem.clone(),
+        fingerprint: report.ca_fingerprint,
+        _dir: dir,
+        url,
+        metrics,
+        admin,
+        stop: Some(tx),
+        server,
+    }
+}
+
+impl Env {
+    async fn channel(&self, bundle: &Bundle) -> Channel {
+        pxfleet_tls::connect(&self.url, pxfleet_tls::client_config(bundle).unwrap())
+            .await
+            .unwrap()
+    }
+    async fn admin(&self) -> FleetServiceClient<Channel> {
+        FleetServiceClient::new(self.channel(&self.admin).await)
+    }
+    async fn anonymous(&self) -> Channel {
+        pxfleet_tls::connect(
+            &self.url,
+            pxfleet_tls::anonymous_client_config(&self.ca_pem).unwrap(),
+        )
+        .await
+        .unwrap()
+    }
+    /// Enrols `node` with a fresh token; returns the node bundle.
+    async fn enroll(&self, node: &str) -> Bundle {
+        let token = self
+            .admin()
+            .await
+            .create_join_token(pb::CreateJoinTokenRequest {
+                ttl_seconds: 60,
+                node: node.into(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(token.ca_fingerprint, self.fingerprint);
+        let kc = pxfleet_tls::generate_key_and_csr(node).unwrap();
+        let mut agent = AgentServiceClient::new(self.anonymous().await);
+        let resp = agent
+            .enroll(pb::EnrollRequest {
+                token: token.token.clone(),
+                node: node.into(),
+                csr_pem: kc.csr_pem.clone(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        // the token is single-use
+        let again = agent
+            .enroll(pb::EnrollRequest {
+                token: token.token,
+                node: node.into(),
+                csr_pem: kc.csr_pem,
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(again.code(), Code::PermissionDenied, "{again:?}");
+        Bundle {
+            ca_pem: resp.ca_pem,
+            cert_pem: resp.cert_pem,
+            key_pem: kc.key_pem,
+        }
+    }
+    async fn stop(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        tokio::time::timeout(Duration::from_secs(10), self.server)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+}
+
+fn inventory(node: &str, unmanaged_vm_id: u32) -> pb::Inventory {
+    pb::Inventory {
+        node: node.into(),
+        pve_version: "9.0.3".into(),
+        cores: 8,
+        memory_total_bytes: 16 << 30,
+        memory_free_bytes: 12 << 30,
+        storages: vec![
+            pb::Storage {
+                id: "local-lvm".into(),
+                content: vec!["rootdir".into(), "images".into()],
+                total_bytes: 100 << 30,
+                avail_bytes: 80 << 30,
+                active: true,
+                enabled: true,
+                ..Default::default()
+            },
+            pb::Storage {
+                id: "local".into(),
+                content: vec!["vztmpl".into(), "iso".into()],
+                total_bytes: 50 << 30,
+                avail_bytes: 40 << 30,
+                active: true,
+                enabled: true,
+                ..Default::default()
+            },
+        ],
+        bridges: vec![pb::Bridge {
+            name: "vmbr0".into(),
+            active: true,
+            ..Default::default()
+        }],
+        containers: vec![pb::ObservedContainer {
+            vm_id: unmanaged_vm_id,
+            power: pb::PowerState::Running as i32,
+            config: Some(pb::ContainerSpec {
+                hostname: "handmade".into(),
+                ..Default::default()
+            }),
+            node: node.into(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}
+
+/// A fake agent: sends Hello, then answers every operation with success.
+struct FakeAgent {
+    tx: mpsc::Sender<pb::AgentMessage>,
+    rx: tonic::Streaming<pb::ControllerMessage>,
+}
+
+impl FakeAgent {
+    async fn connect(env: &Env, bundle: &Bundle, node: &str) -> Result<FakeAgent, tonic::Status> {
+        let mut client = AgentServiceClient::new(env.channel(bundle).await);
+        let (tx, rx) = mpsc::channel(16);
+        tx.send(msg(pb::agent_message::Msg::Hello(pb::Hello {
+            node: node.into(),
+            agent_version: "test".into(),
+            protocol_version: 1,
+            inventory: Some(inventory(node, 1000)),
+            operations: vec![],
+        })))
+        .await
+        .unwrap();
+        let rx = client
+            .connect(tokio_stream::wrappers::ReceiverStream::new(rx))
+            .await?
+            .into_inner();
+        Ok(FakeAgent { tx, rx })
+    }
+
+    /// The next Operation (skipping acks), within 10 s.
+    async fn next_op(&mut self) -> pb::Operation {
+        loop {
+            let m = tokio::time::timeout(Duration::from_secs(10), self.rx.message())
+                .await
+                .expect("an operation within 10 s")
+                .unwrap()
+                .expect("stream open");
+            if let Some(pb::controller_message::Msg::Operation(op)) = m.msg {
+                return op;
+            }
+        }
+    }
+
+    async fn finish(&self, op: &pb::Operation, container: Option<pb::ObservedContainer>) {
+        self.tx
+            .send(msg(pb::agent_message::Msg::OperationUpdate(
+                pb::OperationUpdate {
+                    op_id: op.op_id.clone(),
+                    state: pb::OperationState::Succeeded as i32,
+                    vm_id: op.vm_id,
+                    container,
+                    ..Default::default()
+                },
+            )))
+            .await
+            .unwrap();
+    }
+}
+
+fn msg(m: pb::agent_message::Msg) -> pb::AgentMessage {
+    pb::AgentMessage { msg: Some(m) }
+}
+
+const FLEET: &str = "fleet: dev
+templates:
+  ubuntu:
+    url: http://127.0.0.1:1/ubuntu.tar.xz
+    sha256: 3b1f00000000000000000000000000000000000000000000000000000000abcd
+containers:
+  web:
+    template: ubuntu
+    datastore_id: local-lvm
+    memory: 1024
+    ip_address: 10.0.0.5/24
+    gateway: 10.0.0.1
+";
+
+fn submit_req(source: &str) -> pb::SubmitRequest {
+    pb::SubmitRequest {
+        file_name: "fleet.yaml".into(),
+        source: source.into(),
+        ..Default::default()
+    }
+}
+
+async fn metrics_text(addr: std::net::SocketAddr) -> String {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enrol_connect_submit_dispatch_and_converge() {
+    let env = start().await;
+    let node_bundle = env.enroll("n1").await;
+    let mut agent = FakeAgent::connect(&env, &node_bundle, "n1").await.unwrap();
+    let mut admin = env.admin().await;
+
+    // the node is ready and shows its inventory
+    let nodes = admin
+        .get_nodes(pb::GetNodesRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .nodes;
+    assert_eq!(nodes.len(), 1);
+    assert_eq!(nodes[0].status, pb::NodeStatus::Ready as i32);
+
+    // a vm_id held by an unmanaged container is refused at plan
+    let taken = FLEET.replace(
+        "    template: ubuntu\n",
+        "    template: ubuntu\n    vm_id: 1000\n",
+    );
+    let plan = admin
+        .plan(pb::PlanRequest {
+            file_name: "fleet.yaml".into(),
+            source: taken,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(plan.plan_json.is_empty());
+    assert!(
+        plan.diagnostics.iter().any(|d| d.message.contains("1000")),
+        "{:?}",
+        plan.diagnostics
+    );
+
+    // submit: the template is seeded first, then the container created with a generated password
+    let resp = admin.submit(submit_req(FLEET)).await.unwrap().into_inner();
+    assert!(resp.diagnostics.is_empty(), "{:?}", resp.diagnostics);
+    assert_eq!(resp.revision, 1);
+    let seed = agent.next_op().await;
+    let Some(pb::operation::Kind::SeedTemplate(s)) = &seed.kind else {
+        panic!("expected a seed: {seed:?}")
+    };
+    assert_eq!(s.file_name, "ubuntu.tar.xz");
+    agent.finish(&seed, None).await;
+    let create = agent.next_op().await;
+    let Some(pb::operation::Kind::Create(c)) = &create.kind else {
+        panic!("expected a create: {create:?}")
+    };
+    let spec = c.spec.clone().unwrap();
+    // 1000 is taken by the unmanaged container: the allocator skips it
+    assert_eq!(
+        (spec.vm_id, spec.fleet.as_str(), spec.name.as_str()),
+        (1001, "dev", "web")
+    );
+    assert_eq!(spec.template_volid, "local:vztmpl/ubuntu.tar.xz");
+    assert!(spec.password.as_ref().is_some_and(|p| p.value.len() >= 16));
+    let observed = pb::ObservedContainer {
+        vm_id: 1001,
+        power: pb::PowerState::Running as i32,
+        managed: true,
+        config: Some(pb::ContainerSpec {
+            password: None,
+            ..spec.clone()
+        }),
+        addresses: vec!["10.0.0.5/24".into()],
+        node: "n1".into(),
+        ..Default::default()
+    };
+    agent.finish(&create, Some(observed)).await;
+
+    // converged: running, address reported; output hides the password unless asked
+    let mut running = None;
+    for _ in 0..100 {
+        let cs = admin
+            .get_containers(pb::GetContainersRequest::default())
+            .await
+            .unwrap()
+            .into_inner()
+            .containers;
+        if cs
+            .first()
+            .is_some_and(|c| c.state == pb::ContainerState::Running as i32)
+        {
+            running = Some(cs[0].clone());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let c = running.expect("container running");
+    assert_eq!(
+        (c.node.as_str(), c.vm_id, c.hostname.as_str()),
+        ("n1", 1001, "web")
+    );
+    assert_eq!(c.addresses, vec!["10.0.0.5/24".to_string()]);
+    let out = admin
+        .output(pb::OutputRequest {
+            fleet: "dev".into(),
+            show_sensitive: false,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(out.containers[0].has_password && out.containers[0].password.is_none());
+    let out = admin
+        .output(pb::OutputRequest {
+            fleet: "dev".into(),
+            show_sensitive: true,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        out.containers[0].password.as_ref().unwrap().value,
+        spec.password.unwrap().value
+    );
+
+    // an unchanged resubmit plans nothing and sends no operation
+    let plan = admin
+        .plan(pb::PlanRequest {
+            file_name: "fleet.yaml".into(),
+            source: FLEET.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!plan.has_changes, "{}", plan.plan_json);
+    assert_eq!(plan.base_revision, 1);
+
+    // memory changed: an update with the new spec
+    let resp = admin
+        .submit(submit_req(&FLEET.replace("memory: 1024", "memory: 2048")))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(resp.diagnostics.is_empty(), "{:?}", resp.diagnostics);
+    let update = agent.next_op().await;
+    let Some(pb::operation::Kind::Update(u)) = &update.kind else {
+        panic!("expected an update: {update:?}")
+    };
+    assert_eq!(u.spec.as_ref().unwrap().memory_mib, 2048);
+
+    // metrics
+    let text = metrics_text(env.metrics).await;
+    assert!(text.contains("pxfleet_nodes{status=\"ready\"} 1"), "{text}");
+    assert!(
+        text.contains("pxfleet_operations_total{kind=\"create\",result=\"succeeded\"} 1"),
+        "{text}"
+    );
+
+    // history keeps both revisions with their author
+    let h = admin
+        .history(pb::HistoryRequest {
+            fleet: "dev".into(),
+            limit: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        h.revisions.iter().map(|r| r.revision).collect::<Vec<_>>(),
+        vec![2, 1]
+    );
+    assert_eq!(h.revisions[0].author, "pxfleet://user/admin?role=admin");
+    drop(agent);
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn roles_and_certificates_are_enforced() {
+    let env = start().await;
+    let node_bundle = env.enroll("n1").await;
+
+    // a node certificate cannot call the fleet API
+    let mut as_node = FleetServiceClient::new(env.channel(&node_bundle).await);
+    let e = as_node.get_nodes(pb::GetNodesRequest {}).await.unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied, "{e:?}");
+
+    // a node certificate speaks only for its own node
+    let e = FakeAgent::connect(&env, &node_bundle, "n2")
+        .await
+        .err()
+        .expect("refused");
+    assert_eq!(e.code(), Code::PermissionDenied, "{e:?}");
+
+    // a viewer can read but not submit
+    let kc = pxfleet_tls::generate_key_and_csr("viewer").unwrap();
+    let issued = env
+        .admin()
+        .await
+        .issue_user_certificate(pb::IssueUserCertificateRequest {
+            name: "val".into(),
+            role: pb::UserRole::Viewer as i32,
+            csr_pem: kc.csr_pem,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let viewer = Bundle {
+        ca_pem: issued.ca_pem,
+        cert_pem: issued.cert_pem,
+        key_pem: kc.key_pem,
+    };
+    let mut as_viewer = FleetServiceClient::new(env.channel(&viewer).await);
+    as_viewer
+        .get_containers(pb::GetContainersRequest::default())
+        .await
+        .unwrap();
+    let e = as_viewer.submit(submit_req(FLEET)).await.unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied, "{e:?}");
+    let e = as_viewer
+        .create_join_token(pb::CreateJoinTokenRequest::default())
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied, "{e:?}");
+
+    // no client certificate: only enrolment is possible
+    let mut anon = FleetServiceClient::new(env.anonymous().await);
+    let e = anon.get_nodes(pb::GetNodesRequest {}).await.unwrap_err();
+    assert_eq!(e.code(), Code::Unauthenticated, "{e:?}");
+
+    // a certificate from another CA is refused at the handshake
+    let other = Ca::generate("other").unwrap();
+    let rogue = other
+        .issue_client(
+            &pxfleet_tls::Identity::user("admin", pxfleet_tls::Role::Admin, &[]).unwrap(),
+            Duration::from_secs(3600),
+        )
+        .unwrap()
+        .into_bundle(&env.ca_pem);
+    let refused =
+        match pxfleet_tls::connect(&env.url, pxfleet_tls::client_config(&rogue).unwrap()).await {
+            Err(_) => true,
+            Ok(ch) => FleetServiceClient::new(ch)
+                .get_nodes(pb::GetNodesRequest {})
+                .await
+                .is_err(),
+        };
+    assert!(refused, "a foreign certificate was accepted");
+
+    // an expired token is refused
+    let mut admin = env.admin().await;
+    let token = admin
+        .create_join_token(pb::CreateJoinTokenRequest {
+            ttl_seconds: 1,
+            node: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let kc = pxfleet_tls::generate_key_and_csr("n3").unwrap();
+    let e = AgentServiceClient::new(env.anonymous().await)
+        .enroll(pb::EnrollRequest {
+            token: token.token,
+            node: "n3".into(),
+            csr_pem: kc.csr_pem,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied, "{e:?}");
+    env.stop().await;
+}
