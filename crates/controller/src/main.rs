@@ -37,6 +37,8 @@ enum Cmd {
     },
     /// Check a configuration file and exit.
     ValidateConfig { file: PathBuf },
+    /// Everything on loopback: a controller, N agents and N simulated PVE nodes, until Ctrl-C.
+    Dev(pxfleet_controller::dev::DevArgs),
 }
 
 #[tokio::main]
@@ -70,6 +72,7 @@ async fn main() -> anyhow::Result<()> {
                 .with_context(|| format!("binding {}", cfg.metrics_listen))?;
             pxfleet_controller::run(cfg, listener, metrics, shutdown_signal()).await?;
         }
+        Cmd::Dev(args) => pxfleet_controller::dev::run(args.resolve()?, shutdown_signal()).await?,
         Cmd::ValidateConfig { file } => {
             Config::load(&file)?;
             println!("{}: ok", file.display());

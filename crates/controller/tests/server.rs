@@ -28,13 +28,20 @@ struct Env {
 async fn start() -> Env {
     let dir = tempfile::tempdir().unwrap();
     let report = pki::init(dir.path(), &[], "https://127.0.0.1:0").unwrap();
-    let admin = Bundle::read(&report.admin).unwrap();
+    start_in(dir, report.ca_fingerprint).await
+}
+
+/// Starts (or restarts) a controller on an initialised data directory.
+async fn start_in(dir: tempfile::TempDir, fingerprint: String) -> Env {
+    let admin_paths = pxfleet_tls::BundlePaths::in_dir(&dir.path().join("admin"), "admin");
+    let admin = Bundle::read(&admin_paths).unwrap();
     let mut config = Config {
         data_dir: dir.path().to_path_buf(),
         ..Config::default()
     };
     config.reconciler.interval_ms = 50;
     config.reconciler.backoff_base_ms = 10;
+    config.reconciler.heartbeat_timeout_secs = 1;
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let metrics_listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!(
@@ -52,7 +59,7 @@ async fn start() -> Env {
     });
     Env {
         ca_pem: admin.ca_pem.clone(),
-        fingerprint: report.ca_fingerprint,
+        fingerprint,
         _dir: dir,
         url,
         metrics,
@@ -119,12 +126,14 @@ impl Env {
             key_pem: kc.key_pem,
         }
     }
-    async fn stop(mut self) {
+    /// Stops the server; returns the data directory (and CA fingerprint) for a restart.
+    async fn stop(mut self) -> (tempfile::TempDir, String) {
         let _ = self.stop.take().unwrap().send(());
         tokio::time::timeout(Duration::from_secs(10), self.server)
             .await
             .unwrap()
             .unwrap();
+        (self._dir, self.fingerprint)
     }
 }
 
@@ -532,5 +541,76 @@ async fn roles_and_certificates_are_enforced() {
         .await
         .unwrap_err();
     assert_eq!(e.code(), Code::PermissionDenied, "{e:?}");
+    env.stop().await;
+}
+
+async fn node_status(admin: &mut FleetServiceClient<Channel>) -> i32 {
+    admin
+        .get_nodes(pb::GetNodesRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .nodes[0]
+        .status
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn down_node_gets_its_operations_when_it_returns_and_restart_keeps_state() {
+    let env = start().await;
+    let node_bundle = env.enroll("n1").await;
+    let agent = FakeAgent::connect(&env, &node_bundle, "n1").await.unwrap();
+    let mut admin = env.admin().await;
+    assert_eq!(node_status(&mut admin).await, pb::NodeStatus::Ready as i32);
+    drop(agent);
+    // no heartbeat for longer than the timeout (1 s here, 30 s by default): down
+    let mut down = false;
+    for _ in 0..40 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if node_status(&mut admin).await == pb::NodeStatus::Down as i32 {
+            down = true;
+            break;
+        }
+    }
+    assert!(down, "node not marked down");
+    // a submit while it is down (placement on a down node is named explicitly) stores its operations as pending
+    let fleet = FLEET.replace(
+        "    template: ubuntu\n",
+        "    template: ubuntu\n    node: n1\n",
+    );
+    let resp = admin.submit(submit_req(&fleet)).await.unwrap().into_inner();
+    assert!(resp.diagnostics.is_empty(), "{:?}", resp.diagnostics);
+    assert_eq!(resp.operations.len(), 1);
+    assert_eq!(resp.operations[0].state, pb::OperationState::Pending as i32);
+
+    // the controller restarts: state intact
+    let (dir, fp) = env.stop().await;
+    let env = start_in(dir, fp).await;
+    let mut admin = env.admin().await;
+    let h = admin
+        .history(pb::HistoryRequest {
+            fleet: "dev".into(),
+            limit: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(h.revisions.len(), 1);
+    let cs = admin
+        .get_containers(pb::GetContainersRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .containers;
+    assert_eq!((cs.len(), cs[0].vm_id), (1, 1001));
+
+    // the node returns: its pending operation goes out
+    let mut agent = FakeAgent::connect(&env, &node_bundle, "n1").await.unwrap();
+    let op = agent.next_op().await;
+    assert!(
+        matches!(op.kind, Some(pb::operation::Kind::SeedTemplate(_))),
+        "{op:?}"
+    );
+    assert_eq!(op.op_id, resp.operations[0].op_id);
+    drop(agent);
     env.stop().await;
 }
