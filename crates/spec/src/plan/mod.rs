@@ -44,7 +44,7 @@ pub fn plan(
     let mut problems = Vec::new();
 
     // This fleet's marked containers, by name.
-    let mut marked: HashMap<&str, Vec<&ObservedContainer>> = HashMap::new();
+    let mut marked: HashMap<&str, Vec<&ObservedContainer>> = HashMap::with_capacity(observed.len());
     for o in observed {
         if let Some(m) = &o.managed {
             if m.fleet == fleet {
@@ -55,9 +55,9 @@ pub fn plan(
 
     let mut destroys: Vec<Action> = Vec::new();
     let mut freed: HashSet<u32> = HashSet::new();
-    let mut replaces: Vec<(StartKey, Action)> = Vec::new();
-    let mut changes: Vec<(StartKey, Vec<Action>)> = Vec::new();
-    let mut creates: Vec<(StartKey, Action)> = Vec::new();
+    let mut replaces: Vec<(StartKey<'_>, Action)> = Vec::new();
+    let mut changes: Vec<(StartKey<'_>, Vec<Action>)> = Vec::new();
+    let mut creates: Vec<(StartKey<'_>, Action)> = Vec::new();
     // vm_ids that creates and replacements will take: (container, vm_id, observed holder to ignore).
     let mut claims: Vec<(&str, u32)> = Vec::new();
 
@@ -292,19 +292,19 @@ fn pick_primary<'a>(
 
 /// Sort key by startup order: `startup.order` ascending, unordered last, then name.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-struct StartKey {
+struct StartKey<'a> {
     unordered: bool,
     order: u32,
-    name: String,
+    name: &'a str,
 }
 
-impl StartKey {
-    fn of(c: &Container) -> Self {
+impl<'a> StartKey<'a> {
+    fn of(c: &'a Container) -> Self {
         let order = c.startup.as_ref().and_then(|s| s.order);
         StartKey {
             unordered: order.is_none(),
             order: order.unwrap_or(0),
-            name: c.name.clone(),
+            name: &c.name,
         }
     }
 }
