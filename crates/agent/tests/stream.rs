@@ -86,12 +86,10 @@ async fn next_matching<T>(
     .expect("expected message within 15 s")
 }
 
-fn send(out: &Outbound, m: controller_message::Msg) -> impl std::future::Future<Output = ()> + '_ {
-    async move {
-        out.send(Ok(ControllerMessage { msg: Some(m) }))
-            .await
-            .unwrap();
-    }
+async fn send(out: &Outbound, m: controller_message::Msg) {
+    out.send(Ok(ControllerMessage { msg: Some(m) }))
+        .await
+        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
