@@ -1,0 +1,395 @@
+//! pxctl's command line (clap derive): global connection flags and every subcommand's arguments.
+//! `main.rs` parses these and hands them to [`crate::run`]; tests parse with `Cli::try_parse_from`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::config::Overrides;
+pub use crate::plan::OutputFormat;
+
+/// pxctl: declarative LXC fleets on Proxmox VE, the client of pxcontroller.
+#[derive(Debug, Parser)]
+#[command(name = "pxctl", version, about, propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// How to reach the controller; each overrides `PXCTL_*` and the config file.
+#[derive(Debug, Clone, Default, Args)]
+pub struct GlobalArgs {
+    /// Config file (default: $PXCTL_CONFIG, else ~/.config/pxctl/config.toml).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// Controller URL, https://HOST:PORT.
+    #[arg(long, global = true, value_name = "URL")]
+    pub controller: Option<String>,
+    /// CA certificate (PEM).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub ca: Option<PathBuf>,
+    /// Client certificate (PEM).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub cert: Option<PathBuf>,
+    /// Client private key (PEM).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub key: Option<PathBuf>,
+    /// Name checked against the controller's certificate (default: the URL's host).
+    #[arg(long, global = true, value_name = "NAME")]
+    pub server_name: Option<String>,
+    /// Never colour the output (also: NO_COLOR set).
+    #[arg(long, global = true)]
+    pub no_color: bool,
+}
+
+impl GlobalArgs {
+    pub fn overrides(&self) -> Overrides {
+        Overrides {
+            config: self.config.clone(),
+            controller: self.controller.clone(),
+            ca: self.ca.clone(),
+            cert: self.cert.clone(),
+            key: self.key.clone(),
+            server_name: self.server_name.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Check fleet files locally: syntax, types, ranges, addresses, duplicates, templates.
+    ///
+    /// Every problem of every file is printed on stderr as FILE:LINE:COLUMN: FIELD: message,
+    /// with a hint when there is something useful to say. Exit status: 0 when all files are
+    /// valid, 1 when any is invalid or unreadable, 2 on a usage error. Checks that need the
+    /// cluster (datastores, bridges, vm_ids in use) happen at `pxctl plan` / `submit`.
+    Validate {
+        /// Fleet files (fleet.yaml); `file:` SSH keys are read relative to each file.
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<String>,
+    },
+    /// Show what submitting FILE would change: creates, updates, replacements, destroys.
+    ///
+    /// Secrets show as (sensitive). Exit status: 1 on error; with --detailed-exitcode, 0 when
+    /// nothing would change and 2 when something would.
+    Plan(PlanArgs),
+    /// Apply a fleet file or a saved plan and follow progress until every container is running or failed.
+    Submit(SubmitArgs),
+    /// List nodes, containers, operations or fleets.
+    Get(GetArgs),
+    /// Everything about one object.
+    #[command(subcommand)]
+    Describe(DescribeCommand),
+    /// Per-container outputs: vm_id, node, addresses (and passwords with --show-sensitive).
+    Output(OutputArgs),
+    /// Destroy a whole fleet or some of its containers.
+    Destroy(DestroyArgs),
+    /// A fleet's revisions: who submitted what, when.
+    History(HistoryArgs),
+    /// Node enrolment and scheduling.
+    #[command(subcommand)]
+    Node(NodeCommand),
+}
+
+/// Listing renderings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum ListFormat {
+    #[default]
+    Table,
+    Json,
+    Yaml,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct PlanArgs {
+    /// The fleet file (fleet.yaml).
+    #[arg(value_name = "FILE")]
+    pub file: String,
+    /// Plan against an empty world (nothing applied, nothing running) without a controller.
+    #[arg(long)]
+    pub offline: bool,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t)]
+    pub output: OutputFormat,
+    /// Exit 0 when there are no changes, 2 when there are, 1 on error.
+    #[arg(long)]
+    pub detailed_exitcode: bool,
+    /// Also save the plan here, for `pxctl submit PLAN.json` (applies exactly it).
+    #[arg(long, value_name = "PATH")]
+    pub out: Option<PathBuf>,
+    /// Plan destroying the whole fleet instead.
+    #[arg(long)]
+    pub destroy: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct SubmitArgs {
+    /// A fleet file, or a plan saved with `pxctl plan --out`.
+    pub file: PathBuf,
+    /// Do not ask for confirmation.
+    #[arg(short = 'y', long)]
+    pub yes: bool,
+    /// Return once the controller accepted the submission, without following progress.
+    #[arg(long)]
+    pub no_wait: bool,
+    /// Give up following progress after this long (e.g. 90s, 30m, 2h).
+    #[arg(long, value_parser = parse_duration, default_value = "1h")]
+    pub timeout: Duration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum GetKind {
+    Nodes,
+    Containers,
+    Operations,
+    Fleets,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct GetArgs {
+    /// What to list.
+    #[arg(value_enum)]
+    pub kind: GetKind,
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = ListFormat::Table)]
+    pub format: ListFormat,
+    /// Only this fleet (containers, operations).
+    #[arg(long)]
+    pub fleet: Option<String>,
+    /// Only this node (containers, operations).
+    #[arg(long)]
+    pub node: Option<String>,
+    /// Operations: only pending, dispatched and running ones.
+    #[arg(long)]
+    pub active: bool,
+    /// Operations: at most this many (0 = the controller's default).
+    #[arg(long, default_value_t = 0)]
+    pub limit: u32,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DescribeCommand {
+    /// A container: desired and observed state, drift, operations.
+    Container(DescribeContainerArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct DescribeContainerArgs {
+    pub name: String,
+    /// The container's fleet (needed only when the name exists in several fleets).
+    #[arg(long)]
+    pub fleet: Option<String>,
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = ListFormat::Table)]
+    pub format: ListFormat,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct OutputArgs {
+    /// The fleet (may be left out when only one exists).
+    #[arg(long)]
+    pub fleet: Option<String>,
+    /// Include generated passwords.
+    #[arg(long)]
+    pub show_sensitive: bool,
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = ListFormat::Table)]
+    pub format: ListFormat,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct DestroyArgs {
+    /// The fleet.
+    pub fleet: String,
+    /// Only these containers (default: all of the fleet).
+    pub containers: Vec<String>,
+    /// Do not ask for confirmation.
+    #[arg(short = 'y', long)]
+    pub yes: bool,
+    /// Return once the controller accepted, without following progress.
+    #[arg(long)]
+    pub no_wait: bool,
+    /// Give up following progress after this long.
+    #[arg(long, value_parser = parse_duration, default_value = "1h")]
+    pub timeout: Duration,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct HistoryArgs {
+    /// The fleet (may be left out when only one exists).
+    #[arg(long)]
+    pub fleet: Option<String>,
+    /// At most this many revisions, newest first (0 = all).
+    #[arg(long, default_value_t = 0)]
+    pub limit: u32,
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = ListFormat::Table)]
+    pub format: ListFormat,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum NodeCommand {
+    /// Join tokens for `pxagent join`.
+    #[command(subcommand)]
+    Token(TokenCommand),
+    /// List nodes (same as `get nodes`).
+    List {
+        #[arg(short = 'o', long = "output", value_enum, default_value_t = ListFormat::Table)]
+        format: ListFormat,
+    },
+    /// Stop scheduling new containers on a node.
+    Cordon {
+        node: String,
+        /// Why (shown in `get nodes`).
+        #[arg(long, default_value = "")]
+        reason: String,
+    },
+    /// Resume scheduling on a node.
+    Uncordon { node: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Create a one-time join token (shown once).
+    Create(TokenCreateArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct TokenCreateArgs {
+    /// Lifetime (e.g. 600, 10m, 1h, 2d).
+    #[arg(long, value_parser = parse_duration, default_value = "1h")]
+    pub ttl: Duration,
+    /// Only this node name may enrol with it.
+    #[arg(long)]
+    pub node: Option<String>,
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = ListFormat::Table)]
+    pub format: ListFormat,
+}
+
+/// `90`, `90s`, `10m`, `2h`, `1d` (a bare number is seconds).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration; expected e.g. 90s, 10m, 2h or 1d"))?;
+    let mult = match unit {
+        "" | "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86400,
+        _ => {
+            return Err(format!(
+                "unknown unit {unit:?} in {s:?}; use s, m, h or d (e.g. 10m)"
+            ))
+        }
+    };
+    n.checked_mul(mult)
+        .filter(|&secs| secs > 0)
+        .map(Duration::from_secs)
+        .ok_or_else(|| format!("{s:?} must be more than zero and reasonably small"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Cli {
+        Cli::try_parse_from(std::iter::once("pxctl").chain(args.iter().copied())).unwrap()
+    }
+
+    #[test]
+    fn plan_flags() {
+        let cli = parse(&[
+            "plan",
+            "examples/dev/fleet.yaml",
+            "-o",
+            "markdown",
+            "--out",
+            "p.json",
+            "--detailed-exitcode",
+        ]);
+        let Command::Plan(p) = cli.command else {
+            panic!("not plan")
+        };
+        assert_eq!(p.file, "examples/dev/fleet.yaml");
+        assert_eq!(p.output, OutputFormat::Markdown);
+        assert_eq!(p.out, Some(PathBuf::from("p.json")));
+        assert!(p.detailed_exitcode && !p.offline && !p.destroy);
+    }
+
+    #[test]
+    fn global_flags_go_anywhere() {
+        let cli = parse(&[
+            "get",
+            "containers",
+            "-o",
+            "json",
+            "--controller",
+            "https://h:1",
+            "--fleet",
+            "dev",
+        ]);
+        assert_eq!(cli.global.controller.as_deref(), Some("https://h:1"));
+        let Command::Get(g) = cli.command else {
+            panic!("not get")
+        };
+        assert_eq!((g.kind, g.format), (GetKind::Containers, ListFormat::Json));
+        assert_eq!(g.fleet.as_deref(), Some("dev"));
+    }
+
+    #[test]
+    fn submit_and_destroy() {
+        let Command::Submit(s) = parse(&["submit", "f.yaml", "-y"]).command else {
+            panic!()
+        };
+        assert!(s.yes && !s.no_wait);
+        assert_eq!(s.timeout, Duration::from_secs(3600));
+        let Command::Destroy(d) =
+            parse(&["destroy", "dev", "web-1", "web-2", "--timeout", "5m"]).command
+        else {
+            panic!()
+        };
+        assert_eq!(d.fleet, "dev");
+        assert_eq!(d.containers, ["web-1", "web-2"]);
+        assert!(!d.yes);
+        assert_eq!(d.timeout, Duration::from_secs(300));
+    }
+
+    #[test]
+    fn node_commands() {
+        let Command::Node(NodeCommand::Token(TokenCommand::Create(t))) =
+            parse(&["node", "token", "create", "--ttl", "10m", "--node", "mk33"]).command
+        else {
+            panic!()
+        };
+        assert_eq!(t.ttl, Duration::from_secs(600));
+        assert_eq!(t.node.as_deref(), Some("mk33"));
+        let Command::Node(NodeCommand::Cordon { node, reason }) =
+            parse(&["node", "cordon", "mk33", "--reason", "disk swap"]).command
+        else {
+            panic!()
+        };
+        assert_eq!((node.as_str(), reason.as_str()), ("mk33", "disk swap"));
+    }
+
+    #[test]
+    fn bad_values_are_refused_with_what_is_right() {
+        let err = Cli::try_parse_from(["pxctl", "get", "pods"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("nodes, containers, operations, fleets"),
+            "{err}"
+        );
+        let err = Cli::try_parse_from(["pxctl", "node", "token", "create", "--ttl", "5 weeks"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown unit"), "{err}");
+        assert_eq!(
+            parse_duration("0"),
+            Err("\"0\" must be more than zero and reasonably small".into())
+        );
+        assert_eq!(parse_duration("2d"), Ok(Duration::from_secs(172800)));
+    }
+}
