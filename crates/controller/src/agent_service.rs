@@ -81,7 +81,7 @@ impl AgentService for AgentApi {
             cert_pem: cert.cert_pem,
             ca_pem: st.ca.cert_pem().to_string(),
             serial: cert.serial.as_str().to_string(),
-            not_after_unix_ms: (cert.not_after.unix_timestamp() * 1000) as i64,
+            not_after_unix_ms: cert.not_after.unix_timestamp() * 1000,
         }))
     }
 

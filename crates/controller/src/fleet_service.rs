@@ -797,7 +797,7 @@ impl FleetService for FleetApi {
             cert_pem: cert.cert_pem,
             ca_pem: self.state.ca.cert_pem().to_string(),
             serial: cert.serial.as_str().to_string(),
-            not_after_unix_ms: (cert.not_after.unix_timestamp() * 1000) as i64,
+            not_after_unix_ms: cert.not_after.unix_timestamp() * 1000,
             identity: identity.uri(),
         }))
     }
