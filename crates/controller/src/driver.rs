@@ -156,6 +156,7 @@ fn template_ready(state: &State, d: &DesiredContainer) -> bool {
 
 /// One reconcile pass at time `now`.
 pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
+    let _ops = state.ops_lock.lock().unwrap_or_else(|p| p.into_inner());
     let started = Instant::now();
     let rc = &state.config.reconciler;
     let w = load(state)?;
@@ -331,6 +332,7 @@ pub fn emit(state: &State, op: &Operation, message: &str) {
 
 /// Applies an operation update from `node`. Returns whether it was final (so the agent gets an Ack).
 pub fn on_update(state: &State, node: &str, u: &pb::OperationUpdate) -> Result<bool, StoreError> {
+    let _ops = state.ops_lock.lock().unwrap_or_else(|p| p.into_inner());
     let Some(mut op) = state.store.op(&u.op_id)? else {
         tracing::warn!(node, op = %u.op_id, "update for an unknown operation ignored");
         return Ok(true);
@@ -462,6 +464,7 @@ pub fn requeue_node(
     node: &str,
     except: &BTreeSet<String>,
 ) -> Result<(), StoreError> {
+    let _ops = state.ops_lock.lock().unwrap_or_else(|p| p.into_inner());
     for mut op in state.store.ops()? {
         if op.node == node
             && matches!(op.state, OpState::Dispatched | OpState::Running)

@@ -25,6 +25,9 @@ pub struct State {
     pub metrics: Metrics,
     pub ca: Ca,
     pub revocations: Arc<RevocationList>,
+    /// Serialises every read-modify-write of operations (reconcile passes, agent results, requeues), so a fast
+    /// agent's result is never overwritten by the pass that dispatched it.
+    pub ops_lock: std::sync::Mutex<()>,
     fleet_locks: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
@@ -45,6 +48,7 @@ impl State {
             metrics: Metrics::default(),
             ca,
             revocations,
+            ops_lock: std::sync::Mutex::new(()),
             fleet_locks: Default::default(),
         })
     }
