@@ -239,6 +239,29 @@ mod tests {
     }
 
     #[test]
+    fn plans_the_shipped_dev_example_from_disk() {
+        let file = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/dev/fleet.yaml");
+        let mut o = opts(OutputFormat::Json, true);
+        o.file = file.to_owned();
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let code = run(&o, &crate::validate::FsFiles, &mut out, &mut err).unwrap();
+        let (out, err) = (
+            String::from_utf8(out).unwrap(),
+            String::from_utf8(err).unwrap(),
+        );
+        assert_eq!(code, EXIT_CHANGES, "{err}");
+        let plan = pxfleet_spec::render::json::parse(&out).unwrap();
+        let names: Vec<&str> = plan.actions.iter().map(|a| a.container.as_str()).collect();
+        assert_eq!(
+            names,
+            vec!["dev-nextcloud", "dev-vaultwarden"],
+            "startup order first"
+        );
+        // the `file:` SSH key was read next to the fleet file
+        assert!(out.contains("ops@example"), "{out}");
+    }
+
+    #[test]
     fn colour_follows_terminal_and_no_color() {
         use std::ffi::OsStr;
         assert!(colour_wanted(true, None));
