@@ -319,6 +319,27 @@ impl FleetService for FleetApi {
             }
         }
         let expected = r.expected_revision.or(Some(snap.revision));
+        if expected.is_some_and(|e| e != snap.revision) {
+            return Err(StoreError::RevisionMoved {
+                fleet: name,
+                expected: expected.unwrap_or_default(),
+                actual: snap.revision,
+            }
+            .into());
+        }
+        if snap.revision > 0
+            && prepared.plan.is_empty()
+            && self.unchanged(&fleet, &prepared, &snap)?
+        {
+            // Nothing to do and nothing new to record: no revision, no operations.
+            return Ok(Response::new(pb::SubmitResponse {
+                fleet: name,
+                revision: snap.revision,
+                operations: vec![],
+                diagnostics: vec![],
+                plan_json,
+            }));
+        }
         let revision = self.store_revision(&author, &fleet, &prepared, expected, "submit")?;
         tracing::info!(fleet = %name, revision, author = %author.uri(), "fleet submitted");
         Ok(Response::new(pb::SubmitResponse {
@@ -839,6 +860,41 @@ impl FleetService for FleetApi {
 }
 
 impl FleetApi {
+    /// Whether `prepared` equals what is stored: same placed containers, and no password given that differs.
+    fn unchanged(
+        &self,
+        source: &Fleet,
+        prepared: &Prepared,
+        snap: &Snapshot,
+    ) -> Result<bool, Status> {
+        let name = &prepared.fleet.name;
+        let key = |d: &crate::model::DesiredContainer| {
+            (
+                d.name.clone(),
+                d.node.clone(),
+                d.vm_id,
+                d.container.clone(),
+                d.template.clone(),
+            )
+        };
+        let mut old: Vec<_> = snap
+            .desired
+            .iter()
+            .filter(|d| d.fleet == *name)
+            .map(key)
+            .collect();
+        let mut new: Vec<_> = prepared.desired.iter().map(key).collect();
+        old.sort_by(|a, b| a.0.cmp(&b.0));
+        new.sort_by(|a, b| a.0.cmp(&b.0));
+        let secrets = self.state.store.secrets(name)?;
+        let passwords_same = source.containers.iter().all(|(k, c)| {
+            c.password
+                .as_ref()
+                .is_none_or(|p| secrets.get(k).map(String::as_str) == Some(p.expose()))
+        });
+        Ok(old == new && passwords_same)
+    }
+
     fn node_info(
         &self,
         n: &crate::model::NodeRecord,

@@ -407,6 +407,12 @@ async fn enrol_connect_submit_dispatch_and_converge() {
         .into_inner();
     assert!(!plan.has_changes, "{}", plan.plan_json);
     assert_eq!(plan.base_revision, 1);
+    let resp = admin.submit(submit_req(FLEET)).await.unwrap().into_inner();
+    assert_eq!(
+        (resp.revision, resp.operations.len()),
+        (1, 0),
+        "unchanged resubmit stored something"
+    );
 
     // memory changed: an update with the new spec
     let resp = admin
@@ -420,6 +426,18 @@ async fn enrol_connect_submit_dispatch_and_converge() {
         panic!("expected an update: {update:?}")
     };
     assert_eq!(u.spec.as_ref().unwrap().memory_mib, 2048);
+
+    // the plan saved at revision 1 is refused now that the fleet is at revision 2
+    let stale = admin
+        .submit(pb::SubmitRequest {
+            plan_json: plan.plan_json.clone(),
+            expected_revision: Some(plan.base_revision),
+            ..submit_req(FLEET)
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(stale.code(), Code::Aborted, "{stale:?}");
+    assert!(stale.message().contains("revision 1"), "{stale:?}");
 
     // metrics
     let text = metrics_text(env.metrics).await;
