@@ -1,7 +1,8 @@
 //! pvesim: a simulated Proxmox VE node. One multi-call binary answers as `pct`, `pvesh`, `pvesm` and `pveam`
 //! (by the name it is invoked under, or `pvesim pct ...`) from a state directory, with PVE's output formats,
 //! error texts and exit codes. `pvesim init` creates a node, `pvesim install-links` the tool symlinks.
-//! Backend `memory`: containers are config files and runtime records; nothing really runs.
+//! Backend `memory`: containers are config files and runtime records; nothing really runs. Backend `lxc`
+//! (`pvesim init --backend lxc`, module `lxc`): the same behaviour with real LXC containers.
 
 pub mod ct;
 pub mod ctconf;
@@ -9,6 +10,7 @@ pub mod error;
 pub mod getopt;
 pub mod json;
 pub mod lock;
+pub mod lxc;
 pub mod node;
 pub mod pct;
 pub mod pveam;
@@ -46,7 +48,7 @@ impl Outcome {
 /// The names the binary answers to.
 pub const TOOLS: [&str; 4] = ["pct", "pvesh", "pvesm", "pveam"];
 
-const USAGE: &str = "usage: pvesim init --state DIR --node NAME [--cluster DIR] [--config FILE] [--bin-dir DIR]\n       pvesim install-links --bin-dir DIR\n       pvesim <pct|pvesh|pvesm|pveam> ARGS...   (node from PVESIM_STATE=DIR)\n";
+const USAGE: &str = "usage: pvesim init --state DIR --node NAME [--cluster DIR] [--config FILE] [--bin-dir DIR]\n                   [--backend memory|lxc] [--netns NS]\n       pvesim install-links --bin-dir DIR\n       pvesim <pct|pvesh|pvesm|pveam> ARGS...   (node from PVESIM_STATE=DIR)\n";
 
 /// Runs one invocation: `argv0` is the name the binary was started as, `args` the rest, `env` the
 /// environment (only `PVESIM_STATE` is read). Tests call this in-process.
@@ -115,7 +117,10 @@ pub fn install_links(dir: &Path, exe: &Path) -> Result<()> {
 }
 
 fn init_cmd(args: &[String], argv0: &str) -> Result<String> {
-    let f = flags(args, &["state", "node", "cluster", "config", "bin-dir"])?;
+    let f = flags(
+        args,
+        &["state", "node", "cluster", "config", "bin-dir", "backend", "netns"],
+    )?;
     let state = f
         .get("state")
         .ok_or_else(|| SimError::Usage("init needs --state DIR".into()))?;
@@ -127,7 +132,12 @@ fn init_cmd(args: &[String], argv0: &str) -> Result<String> {
         node: node.clone(),
         cluster: f.get("cluster").map(PathBuf::from),
         config: f.get("config").map(PathBuf::from),
+        backend: f.get("backend").map(|b| b.parse()).transpose()?,
+        netns: f.get("netns").cloned(),
     })?;
+    if lxc::is_lxc(&n) {
+        lxc::check_host(&n)?;
+    }
     if let Some(b) = f.get("bin-dir") {
         install_links(Path::new(b), &self_exe(argv0))?;
     }

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, SimError};
+use crate::lxc::{Backend, LxcCfg};
 
 pub const GIB: u64 = 1 << 30;
 
@@ -152,6 +153,12 @@ pub struct NodeCfg {
     /// aplinfo.dat-style index for `pveam available|download`; the built-in index when unset.
     #[serde(default)]
     pub template_index: Option<PathBuf>,
+    /// `memory` (default) or `lxc` (real containers, see crate::lxc).
+    #[serde(default)]
+    pub backend: Backend,
+    /// Settings of the lxc backend.
+    #[serde(default)]
+    pub lxc: LxcCfg,
 }
 
 /// The overrides file given to `pvesim init --config FILE` (every field optional).
@@ -170,6 +177,8 @@ pub struct Overrides {
     pub latency: Option<LatencyCfg>,
     pub faults: Option<FaultsCfg>,
     pub template_index: Option<PathBuf>,
+    pub backend: Option<Backend>,
+    pub lxc: Option<LxcCfg>,
 }
 
 /// A storage entry in the overrides file; sizes in GiB.
@@ -213,6 +222,10 @@ pub struct InitOptions {
     pub node: String,
     pub cluster: Option<PathBuf>,
     pub config: Option<PathBuf>,
+    /// `--backend`: overrides the file's `backend`.
+    pub backend: Option<Backend>,
+    /// `--netns`: overrides the file's `[lxc] netns`.
+    pub netns: Option<String>,
 }
 
 fn default_storages(state: &Path) -> Vec<StorageCfg> {
@@ -294,6 +307,12 @@ pub fn apply_overrides(cfg: &mut NodeCfg, state: &Path, ov: Overrides) -> Result
     if let Some(t) = ov.template_index {
         cfg.template_index = Some(t);
     }
+    if let Some(b) = ov.backend {
+        cfg.backend = b;
+    }
+    if let Some(l) = ov.lxc {
+        cfg.lxc = l;
+    }
     Ok(())
 }
 
@@ -357,10 +376,18 @@ pub fn init(opts: &InitOptions) -> Result<Node> {
         latency: LatencyCfg::default(),
         faults: FaultsCfg::default(),
         template_index: None,
+        backend: Backend::Memory,
+        lxc: LxcCfg::default(),
     };
     if let Some(c) = &opts.config {
         let ov = read_overrides(c)?;
         apply_overrides(&mut cfg, &state, ov)?;
+    }
+    if let Some(b) = opts.backend {
+        cfg.backend = b;
+    }
+    if let Some(ns) = &opts.netns {
+        cfg.lxc.netns = Some(ns.clone());
     }
     let node = Node { cfg, state };
     node.save()?;
