@@ -408,3 +408,144 @@ pub fn spec_observed(fleet: &str, snap: &Snapshot) -> Vec<SpecObserved> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::node;
+
+    const HEAD: &str = "fleet: dev\ntemplates: {deb: {pveam: debian-12-standard_12.7-1_amd64.tar.zst}}\n\
+                        defaults: {template: deb, datastore_id: local-lvm, memory: 512}\ncontainers:\n";
+
+    fn fleet(body: &str) -> Fleet {
+        pxfleet_spec::parse_fleet(
+            "fleet.yaml",
+            &format!("{HEAD}{body}"),
+            &pxfleet_spec::NoFiles,
+        )
+        .unwrap()
+    }
+
+    fn snap(nodes: &[&str]) -> Snapshot {
+        Snapshot {
+            nodes: nodes
+                .iter()
+                .map(|n| (node(n, 8000), NodeStatus::Ready))
+                .collect(),
+            ..Snapshot::default()
+        }
+    }
+
+    fn range() -> VmIdRange {
+        VmIdRange {
+            first: 1000,
+            last: 2000,
+        }
+    }
+
+    #[test]
+    fn six_unplaced_spread_over_three_nodes_and_get_ids() {
+        let body: String = (1..=6).map(|i| format!("  c{i}: {{}}\n")).collect();
+        let p = prepare(
+            "fleet.yaml",
+            fleet(&body),
+            &snap(&["a", "b", "c"]),
+            range(),
+            1,
+        )
+        .unwrap();
+        let mut per_node: BTreeMap<&str, usize> = BTreeMap::new();
+        for d in &p.desired {
+            *per_node.entry(d.node.as_str()).or_default() += 1;
+        }
+        assert_eq!(per_node, [("a", 2), ("b", 2), ("c", 2)].into());
+        let ids: BTreeSet<u32> = p.desired.iter().map(|d| d.vm_id).collect();
+        assert_eq!(ids, (1000..1006).collect());
+        assert_eq!(p.plan.summary.create, 6);
+    }
+
+    #[test]
+    fn collisions_with_unmanaged_containers_are_refused() {
+        let mut s = snap(&["a"]);
+        s.observed.push(ObservedContainer {
+            node: "a".into(),
+            vm_id: 1000,
+            hostname: "handmade".into(),
+            static_addresses: vec!["10.0.0.5".into()],
+            ..ObservedContainer::default()
+        });
+        let f = fleet("  web: {vm_id: 1000, ip_address: 10.0.0.5/24, gateway: 10.0.0.1}\n");
+        let errs = prepare("fleet.yaml", f, &s, range(), 1).unwrap_err();
+        let text: Vec<String> = errs
+            .iter()
+            .map(|d| format!("{}: {}", d.path, d.message))
+            .collect();
+        assert!(
+            text.iter()
+                .any(|t| t.starts_with("containers.web.vm_id") && t.contains("1000")),
+            "{text:?}"
+        );
+        assert!(text.iter().any(|t| t.contains("10.0.0.5")), "{text:?}");
+        assert!(errs.iter().all(|d| d.line > 0), "{errs:?}");
+        // without the explicit id, the allocator skips the taken one
+        let f = fleet("  web: {}\n");
+        let p = prepare("fleet.yaml", f, &s, range(), 1).unwrap();
+        assert_eq!(p.desired[0].vm_id, 1001);
+    }
+
+    #[test]
+    fn cordoned_unknown_and_full_nodes_are_refused() {
+        let mut s = snap(&["a", "b"]);
+        s.nodes[0].1 = NodeStatus::Cordoned;
+        s.nodes[0].0.cordoned = true;
+        let errs = prepare("fleet.yaml", fleet("  web: {node: a}\n"), &s, range(), 1).unwrap_err();
+        assert!(errs[0].message.contains("node a is cordoned"), "{errs:?}");
+        let errs = prepare("fleet.yaml", fleet("  web: {node: zz}\n"), &s, range(), 1).unwrap_err();
+        assert!(errs[0].path.contains("node"), "{errs:?}");
+        // unplaced: the cordoned node is skipped
+        let p = prepare("fleet.yaml", fleet("  web: {}\n"), &s, range(), 1).unwrap();
+        assert_eq!(p.desired[0].node, "b");
+        let errs = prepare(
+            "fleet.yaml",
+            fleet("  web: {node: b, disk_size: 500}\n"),
+            &s,
+            range(),
+            1,
+        )
+        .unwrap_err();
+        assert!(
+            errs[0].message.contains("100 GiB free, 500 GiB needed"),
+            "{errs:?}"
+        );
+    }
+
+    #[test]
+    fn placement_and_ids_are_stable_across_submits() {
+        let s0 = snap(&["a", "b"]);
+        let p = prepare(
+            "fleet.yaml",
+            fleet("  web: {}\n  db: {}\n"),
+            &s0,
+            range(),
+            1,
+        )
+        .unwrap();
+        let mut s1 = snap(&["a", "b", "c"]);
+        s1.desired = p.desired.clone();
+        let p2 = prepare(
+            "fleet.yaml",
+            fleet("  web: {}\n  db: {}\n"),
+            &s1,
+            range(),
+            2,
+        )
+        .unwrap();
+        let placed = |p: &Prepared| {
+            p.desired
+                .iter()
+                .map(|d| (d.name.clone(), d.node.clone(), d.vm_id))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(placed(&p), placed(&p2));
+    }
+}
