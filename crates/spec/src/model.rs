@@ -73,9 +73,16 @@ impl fmt::Display for Span {
 /// `containers.web-1.extra_interfaces.0.ip_address`). A container whose field came from
 /// `defaults` has no entry for it; [`Spans::lookup`] falls back to the parent path, then to
 /// `defaults.<field>`.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct Spans(pub BTreeMap<String, Span>);
+///
+/// Stored compactly (all paths in one string, a sorted index beside it): a 10,000-container
+/// file has some 300,000 paths, and one allocation per path would cost more than the parse.
+/// Serializes as a map `path -> {line, column}`.
+#[derive(Clone, Debug, Default)]
+pub struct Spans {
+    arena: String,
+    /// `(start, len, span)` into `arena`, sorted by path, unique.
+    index: Vec<(u32, u32, Span)>,
+}
 
 impl PartialEq for Spans {
     /// Source positions are metadata: reformatting a file does not change the fleet.
@@ -86,41 +93,128 @@ impl PartialEq for Spans {
 
 impl Spans {
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.index.is_empty()
     }
 
-    pub fn insert(&mut self, path: impl Into<String>, span: Span) {
-        self.0.insert(path.into(), span);
+    pub fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    fn key(&self, e: &(u32, u32, Span)) -> &str {
+        &self.arena[e.0 as usize..(e.0 + e.1) as usize]
+    }
+
+    fn find(&self, path: &str) -> Result<usize, usize> {
+        self.index.binary_search_by(|e| self.key(e).cmp(path))
+    }
+
+    /// Set the position of `path` (replacing an earlier one).
+    pub fn insert(&mut self, path: impl AsRef<str>, span: Span) {
+        let path = path.as_ref();
+        match self.find(path) {
+            Ok(i) => self.index[i].2 = span,
+            Err(i) => {
+                let start = self.arena.len() as u32;
+                self.arena.push_str(path);
+                self.index.insert(i, (start, path.len() as u32, span));
+            }
+        }
+    }
+
+    /// Build from `(path, span)` pairs in any order; the first position given for a path wins.
+    pub fn from_unsorted<S: AsRef<str>>(pairs: impl IntoIterator<Item = (S, Span)>) -> Spans {
+        let mut out = Spans::default();
+        for (p, span) in pairs {
+            out.push_unsorted(p.as_ref(), span);
+        }
+        out.sort_dedup();
+        out
+    }
+
+    /// Append without keeping the order; call [`Spans::sort_dedup`] before any lookup.
+    pub(crate) fn push_unsorted(&mut self, path: &str, span: Span) {
+        self.index
+            .push((self.arena.len() as u32, path.len() as u32, span));
+        self.arena.push_str(path);
+    }
+
+    /// Restore the order after [`Spans::push_unsorted`] (stable: the first of equal paths wins).
+    pub(crate) fn sort_dedup(&mut self) {
+        let arena = &self.arena;
+        let key = |e: &(u32, u32, Span)| &arena[e.0 as usize..(e.0 + e.1) as usize];
+        self.index.sort_by(|a, b| key(a).cmp(key(b)));
+        self.index.dedup_by(|later, first| key(later) == key(first));
+    }
+
+    /// Add many positions at once (existing paths keep their position).
+    pub fn extend_unsorted<S: AsRef<str>>(&mut self, pairs: impl IntoIterator<Item = (S, Span)>) {
+        for (p, span) in pairs {
+            self.push_unsorted(p.as_ref(), span);
+        }
+        self.sort_dedup();
     }
 
     /// Exact position of `path`, if it was written in the file.
     pub fn get(&self, path: &str) -> Option<Span> {
-        self.0.get(path).copied()
+        self.find(path).ok().map(|i| self.index[i].2)
     }
 
-    /// Best position for `path`: the path itself, else its nearest written ancestor
-    /// (`containers.web-1.memory` -> `containers.web-1`), else the same field under `defaults`
-    /// for container fields, else line 1 column 1.
+    /// All `(path, span)` in path order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, Span)> + '_ {
+        self.index.iter().map(|e| (self.key(e), e.2))
+    }
+
+    /// Best position for `path`: the path itself, else the same field under `defaults` for
+    /// container fields, else its nearest written ancestor
+    /// (`containers.web-1.memory` -> `containers.web-1`), else line 1 column 1.
     pub fn lookup(&self, path: &str) -> Span {
-        if let Some(s) = self.get(path) {
+        Spans::lookup_by(path, |p| self.get(p))
+    }
+
+    /// [`Spans::lookup`]'s fallback chain over any exact-position getter.
+    pub(crate) fn lookup_by(path: &str, get: impl Fn(&str) -> Option<Span>) -> Span {
+        if let Some(s) = get(path) {
             return s;
         }
         if let Some(rest) = path.strip_prefix("containers.") {
             // containers.<key>.<field...> -> defaults.<field...>
             if let Some((_, field)) = rest.split_once('.') {
-                if let Some(s) = self.get(&format!("defaults.{field}")) {
+                if let Some(s) = get(&format!("defaults.{field}")) {
                     return s;
                 }
             }
         }
         let mut p = path;
         while let Some((parent, _)) = p.rsplit_once('.') {
-            if let Some(s) = self.get(parent) {
+            if let Some(s) = get(parent) {
                 return s;
             }
             p = parent;
         }
         Span { line: 1, column: 1 }
+    }
+
+    /// Exact position of `path` among the entries from `start` on, by a linear scan (for
+    /// entries appended with [`Spans::push_unsorted`] and not yet sorted).
+    pub(crate) fn scan_from(&self, start: usize, path: &str) -> Option<Span> {
+        self.index
+            .get(start..)?
+            .iter()
+            .find(|e| self.key(e) == path)
+            .map(|e| e.2)
+    }
+}
+
+impl Serialize for Spans {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.iter())
+    }
+}
+
+impl<'de> Deserialize<'de> for Spans {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let m = BTreeMap::<String, Span>::deserialize(d)?;
+        Ok(Spans::from_unsorted(m))
     }
 }
 
@@ -539,6 +633,34 @@ mod tests {
             Span { line: 5, column: 3 }
         );
         assert_eq!(s.lookup("nothing"), Span { line: 1, column: 1 });
+    }
+
+    #[test]
+    fn spans_sort_dedup_and_round_trip() {
+        let a = Span { line: 1, column: 1 };
+        let b = Span { line: 2, column: 5 };
+        let s = Spans::from_unsorted([("z.y", a), ("a", b), ("z.y", b), ("m", a)]);
+        assert_eq!(s.len(), 3);
+        assert_eq!(s.get("z.y"), Some(a));
+        assert_eq!(
+            s.iter().map(|(p, _)| p).collect::<Vec<_>>(),
+            ["a", "m", "z.y"]
+        );
+        let json = serde_json::to_string(&s).unwrap();
+        assert_eq!(
+            json,
+            r#"{"a":{"line":2,"column":5},"m":{"line":1,"column":1},"z.y":{"line":1,"column":1}}"#
+        );
+        let back: Spans = serde_json::from_str(&json).unwrap();
+        assert_eq!(
+            back.iter().collect::<Vec<_>>(),
+            s.iter().collect::<Vec<_>>()
+        );
+        let mut t = Spans::default();
+        t.insert("b", a);
+        t.insert("a", b);
+        t.insert("b", b);
+        assert_eq!(t.iter().collect::<Vec<_>>(), [("a", b), ("b", b)]);
     }
 
     #[test]

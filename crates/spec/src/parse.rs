@@ -110,6 +110,8 @@ pub fn parse_fleet(
         files,
         diags,
         spans: Spans::default(),
+        recorded: Spans::default(),
+        container_start: 0,
     };
     let fleet = match root {
         Some(root) if !root.is_null() => cx.fleet(&root),
@@ -133,6 +135,7 @@ pub fn parse_fleet(
             return Err(d);
         }
     };
+    cx.flush_spans();
     crate::check::check_fleet(file_name, &fleet, &cx.spans, &mut cx.diags);
     if cx.diags.is_empty() {
         fleet.spans = cx.spans;
@@ -149,6 +152,11 @@ struct Cx<'a> {
     files: &'a dyn FileSource,
     diags: Vec<Diagnostic>,
     spans: Spans,
+    /// Positions recorded while decoding, turned into `spans` in one sorted bulk build at
+    /// the end (much cheaper than inserting 300,000 paths one by one into a tree).
+    recorded: Spans,
+    /// Where the container being decoded starts in `recorded`.
+    container_start: usize,
 }
 
 /// Last segment of a path (`containers.web-1.memory` -> `memory`).
@@ -182,6 +190,12 @@ impl Cx<'_> {
         let mut d = Diagnostic::new(self.file, span, path, message);
         d.hint = hint.map(str::to_owned);
         self.diags.push(d);
+    }
+
+    /// An error at the best known position of `path`.
+    fn err_at(&mut self, path: &str, message: impl Into<String>, hint: Option<&str>) {
+        let span = self.lookup(path);
+        self.err(span, path, message, hint);
     }
 
     fn unknown_field(&mut self, e: &Entry, path: &str, known: &[&str]) {
@@ -356,7 +370,25 @@ impl Cx<'_> {
     }
 
     fn record(&mut self, path: &str, span: Span) {
-        self.spans.insert(path.to_owned(), span);
+        self.recorded.push_unsorted(path, span);
+    }
+
+    /// Move the recorded positions into `spans` (the first position of a path wins).
+    fn flush_spans(&mut self) {
+        let mut v = std::mem::take(&mut self.recorded);
+        if self.spans.is_empty() {
+            v.sort_dedup();
+            self.spans = v;
+        } else {
+            self.spans.extend_unsorted(v.iter());
+        }
+    }
+
+    /// Best known position of `path` (see [`Spans::lookup`]): among the sorted positions, or
+    /// those of the container being decoded (not sorted yet).
+    fn lookup(&self, path: &str) -> Span {
+        let (spans, rec, start) = (&self.spans, &self.recorded, self.container_start);
+        Spans::lookup_by(path, |p| spans.get(p).or_else(|| rec.scan_from(start, p)))
     }
 
     // ---------------------------------------------------------------- top level
@@ -444,6 +476,9 @@ impl Cx<'_> {
             }
         }
         let defaults = defaults.unwrap_or_default();
+        // Everything but the containers is decoded: sort those positions now, so lookups
+        // during container resolution find them (see `lookup`).
+        self.flush_spans();
         let mut containers = BTreeMap::new();
         match containers_node {
             None => self.err(
@@ -457,6 +492,7 @@ impl Cx<'_> {
                     let declared: Vec<String> = templates.keys().cloned().collect();
                     for e in ces {
                         let path = join("containers", &e.key);
+                        self.container_start = self.recorded.len();
                         self.record(&path, e.key_span);
                         if !syntax::is_dns_label(&e.key) {
                             self.err(
@@ -576,7 +612,7 @@ impl Cx<'_> {
         if !ok {
             return None;
         }
-        let at = self.spans.lookup(path);
+        let at = self.lookup(path);
         let storage = storage.unwrap_or_else(|| DEFAULT_TEMPLATE_STORAGE.to_owned());
         match (url, pveam) {
             (Some(_), Some(_)) => {
@@ -1324,7 +1360,7 @@ impl Cx<'_> {
         templates: &mut BTreeMap<String, Template>,
     ) -> Option<Container> {
         let errors_before = self.diags.len();
-        let cspan = self.spans.lookup(path);
+        let cspan = self.lookup(path);
         let template = match c.template {
             None if c.template_invalid => None,
             None => {
@@ -1362,8 +1398,7 @@ impl Cx<'_> {
         let unprivileged = c.unprivileged.unwrap_or(true);
         if !unprivileged && !allow_privileged {
             let p = join(path, "unprivileged");
-            self.err(
-                self.spans.lookup(&p),
+            self.err_at(
                 &p,
                 "unprivileged: false needs `allow_privileged: true` at the top of the fleet",
                 Some(
@@ -1379,8 +1414,7 @@ impl Cx<'_> {
         };
         if features.keyctl && !unprivileged {
             let p = join(path, "features.keyctl");
-            self.err(
-                self.spans.lookup(&p),
+            self.err_at(
                 &p,
                 "features.keyctl is for unprivileged containers only (PVE refuses it otherwise)",
                 None,
@@ -1407,8 +1441,7 @@ impl Cx<'_> {
                     path,
                     &format!("extra_interfaces.{}.name", i.saturating_sub(1)),
                 );
-                self.err(
-                    self.spans.lookup(&p),
+                self.err_at(
                     &p,
                     format!("interface name {} is used twice", iface.name),
                     None,
@@ -1478,8 +1511,7 @@ impl Cx<'_> {
         let ipv4 = match (n.ip.clone().unwrap_or(IpSpec::Dhcp), n.gateway) {
             (IpSpec::Static(addr), Some(Gw::Addr(gw))) => {
                 if !addr.contains(&gw) {
-                    self.err(
-                        self.spans.lookup(&gw_path),
+                    self.err_at(
                         &gw_path,
                         format!(
                             "gateway {gw} is outside the subnet {} of ip_address {addr}",
@@ -1494,8 +1526,7 @@ impl Cx<'_> {
                     return None;
                 }
                 if gw == addr.addr() {
-                    self.err(
-                        self.spans.lookup(&gw_path),
+                    self.err_at(
                         &gw_path,
                         format!("gateway {gw} is the container's own address"),
                         Some("the router's address on that subnet"),
@@ -1513,9 +1544,7 @@ impl Cx<'_> {
             },
             (IpSpec::Static(addr), None) => {
                 if primary {
-                    self.err(
-                        self.spans.lookup(&ip_path),
-                        &ip_path,
+                    self.err_at(&ip_path,
                         format!("static address {addr} needs a gateway inside {}", addr.trunc()),
                         Some(&format!("add `gateway: {}` (your router), or `gateway: none` for a network without one", first_host(addr))),
                     );
@@ -1527,8 +1556,7 @@ impl Cx<'_> {
                 }
             }
             (IpSpec::Dhcp, Some(_)) => {
-                self.err(
-                    self.spans.lookup(&gw_path),
+                self.err_at(
                     &gw_path,
                     "a gateway with `ip_address: dhcp` is an error: DHCP provides the gateway",
                     Some("remove `gateway`, or give a static ip_address"),
@@ -1536,8 +1564,7 @@ impl Cx<'_> {
                 return None;
             }
             (IpSpec::None, Some(_)) => {
-                self.err(
-                    self.spans.lookup(&gw_path),
+                self.err_at(
                     &gw_path,
                     "a gateway with `ip_address: none` is an error",
                     Some("remove `gateway`, or give a static ip_address"),
@@ -1552,8 +1579,7 @@ impl Cx<'_> {
             (Ip6Spec::Static(addr), gw) => {
                 if let Some(gw) = gw {
                     if !addr.contains(&gw) && !is_link_local6(gw) {
-                        self.err(
-                            self.spans.lookup(&gw6_path),
+                        self.err_at(
                             &gw6_path,
                             format!(
                                 "gateway6 {gw} is outside the subnet {} of ipv6 {addr}",
@@ -1572,8 +1598,7 @@ impl Cx<'_> {
                     Ip6Spec::Dhcp => "dhcp",
                     _ => "none",
                 };
-                self.err(
-                    self.spans.lookup(&gw6_path),
+                self.err_at(
                     &gw6_path,
                     format!("a gateway6 with `ipv6: {mode}` is an error"),
                     Some("remove `gateway6`, or give a static ipv6 CIDR"),

@@ -108,7 +108,9 @@ enum Frame {
         span: Span,
         anchor: usize,
         entries: Vec<Entry>,
-        index: HashMap<String, Span>,
+        /// Key index for duplicate detection, built once a mapping is large (small mappings
+        /// are scanned linearly, which is faster and allocates nothing).
+        index: Option<HashMap<String, Span>>,
         /// The key read, waiting for its value; `None` when the next node is a key.
         pending_key: Option<(Option<String>, Span)>,
     },
@@ -219,7 +221,7 @@ pub fn parse(file: &str, text: &str, diags: &mut Vec<Diagnostic>) -> Option<Node
                         span: at,
                         anchor,
                         entries: Vec::new(),
-                        index: HashMap::new(),
+                        index: None,
                         pending_key: None,
                     });
                 }
@@ -302,7 +304,11 @@ pub fn parse(file: &str, text: &str, diags: &mut Vec<Diagnostic>) -> Option<Node
                 }
                 Some((None, _)) => {}
                 Some((Some(key), key_span)) => {
-                    if let Some(first) = index.get(&key) {
+                    let first = match index {
+                        Some(ix) => ix.get(&key).copied(),
+                        None => entries.iter().find(|e| e.key == key).map(|e| e.key_span),
+                    };
+                    if let Some(first) = first {
                         diags.push(
                             Diagnostic::new(
                                 file,
@@ -313,7 +319,16 @@ pub fn parse(file: &str, text: &str, diags: &mut Vec<Diagnostic>) -> Option<Node
                             .with_hint("give each key once; the second one would silently win in other YAML tools"),
                         );
                     } else {
-                        index.insert(key.clone(), key_span);
+                        if let Some(ix) = index.as_mut() {
+                            ix.insert(key.clone(), key_span);
+                        } else if entries.len() >= 32 {
+                            let mut ix: HashMap<String, Span> = entries
+                                .iter()
+                                .map(|e| (e.key.clone(), e.key_span))
+                                .collect();
+                            ix.insert(key.clone(), key_span);
+                            *index = Some(ix);
+                        }
                         entries.push(Entry {
                             key,
                             key_span,
