@@ -477,3 +477,204 @@ pub fn requeue_node(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::store::{Store, SubmitTx};
+    use crate::testutil::{container, node, template};
+    use std::sync::Arc;
+
+    fn state() -> Arc<State> {
+        let mut config = Config::default();
+        config.reconciler.backoff_base_ms = 0;
+        config.reconciler.backoff_max_ms = 0;
+        let store = Store::temporary().unwrap();
+        let mut n = node("n1", 8000);
+        n.last_seen_ms = now_ms();
+        n.inventory.templates = vec!["local:vztmpl/ubuntu.tar.xz".into()];
+        store.update_node("n1", |r| *r = n.clone()).unwrap();
+        let ca = pxfleet_tls::Ca::generate("test").unwrap();
+        State::new(config, store, ca, Default::default())
+    }
+
+    fn submit(st: &State, containers: Vec<DesiredContainer>) {
+        let rev = st
+            .store
+            .fleet("dev")
+            .unwrap()
+            .map(|f| f.revision)
+            .unwrap_or(0);
+        st.store
+            .submit(&SubmitTx {
+                fleet: "dev".into(),
+                expected_revision: Some(rev),
+                author: "test".into(),
+                time_ms: 0,
+                spec: serde_json::json!({}),
+                summary: String::new(),
+                desired: containers,
+                secrets: [("web".to_string(), "pw-123456".to_string())].into(),
+                audit_action: "submit".into(),
+            })
+            .unwrap();
+    }
+
+    fn web(template_name: &str) -> DesiredContainer {
+        let mut c = container("web");
+        c.template = template_name.into();
+        let mut t = template();
+        if template_name != "ubuntu" {
+            t.source = pxfleet_spec::TemplateSource::Pveam {
+                appliance: "ubuntu.tar.xz".into(),
+            };
+        }
+        DesiredContainer {
+            fleet: "dev".into(),
+            name: "web".into(),
+            node: "n1".into(),
+            vm_id: 1000,
+            container: c,
+            template: t,
+            revision: 0,
+        }
+    }
+
+    /// Runs a pass and returns the one operation dispatched to n1.
+    fn dispatched(
+        st: &State,
+        rx: &mut tokio::sync::mpsc::Receiver<crate::agents::Outbound>,
+    ) -> pb::Operation {
+        pass(st, now_ms()).unwrap();
+        match rx
+            .try_recv()
+            .expect("an operation was dispatched")
+            .unwrap()
+            .msg
+        {
+            Some(pb::controller_message::Msg::Operation(op)) => op,
+            other => panic!("not an operation: {other:?}"),
+        }
+    }
+
+    fn finish(st: &State, op: &pb::Operation, ok: bool, running: bool) {
+        let container =
+            (ok && matches!(op.kind, Some(pb::operation::Kind::Create(_)))).then(|| {
+                pb::ObservedContainer {
+                    vm_id: op.vm_id,
+                    power: if running {
+                        pb::PowerState::Running
+                    } else {
+                        pb::PowerState::Stopped
+                    } as i32,
+                    managed: true,
+                    config: match &op.kind {
+                        Some(pb::operation::Kind::Create(c)) => c.spec.clone(),
+                        _ => None,
+                    },
+                    ..Default::default()
+                }
+            });
+        let u = pb::OperationUpdate {
+            op_id: op.op_id.clone(),
+            state: if ok {
+                pb::OperationState::Succeeded
+            } else {
+                pb::OperationState::Failed
+            } as i32,
+            error: if ok {
+                String::new()
+            } else {
+                "pct create failed: boom".into()
+            },
+            container,
+            ..Default::default()
+        };
+        assert!(on_update(st, "n1", &u).unwrap());
+    }
+
+    fn kind(op: &pb::Operation) -> &'static str {
+        match op.kind {
+            Some(pb::operation::Kind::Create(_)) => "create",
+            Some(pb::operation::Kind::Destroy(_)) => "destroy",
+            Some(pb::operation::Kind::Update(_)) => "update",
+            Some(pb::operation::Kind::Start(_)) => "start",
+            _ => "other",
+        }
+    }
+
+    #[test]
+    fn create_replace_remove_cycle() {
+        let st = state();
+        let (_, mut rx) = st.sessions.register("n1");
+        submit(&st, vec![web("ubuntu")]);
+        let op = dispatched(&st, &mut rx);
+        assert_eq!(kind(&op), "create");
+        finish(&st, &op, true, true);
+        // converged: nothing more to do, status running
+        pass(&st, now_ms()).unwrap();
+        assert!(rx.try_recv().is_err());
+        assert_eq!(
+            container_rows(&st).unwrap()[0].status,
+            ContainerStatus::Running
+        );
+        // template changed: destroy, then create
+        submit(&st, vec![web("other")]);
+        let op = dispatched(&st, &mut rx);
+        assert_eq!(kind(&op), "destroy");
+        finish(&st, &op, true, true);
+        let op = dispatched(&st, &mut rx);
+        assert_eq!(kind(&op), "create");
+        finish(&st, &op, true, true);
+        // removed from the fleet: destroyed, and then forgotten
+        submit(&st, vec![]);
+        let op = dispatched(&st, &mut rx);
+        assert_eq!(kind(&op), "destroy");
+        finish(&st, &op, true, true);
+        pass(&st, now_ms()).unwrap();
+        assert!(rx.try_recv().is_err());
+        assert!(container_rows(&st).unwrap().is_empty());
+        assert!(st.store.all_applied().unwrap().is_empty());
+    }
+
+    #[test]
+    fn failures_retry_then_fail_with_the_agents_error() {
+        let st = state();
+        let (_, mut rx) = st.sessions.register("n1");
+        submit(&st, vec![web("ubuntu")]);
+        let mut attempts = vec![];
+        for _ in 0..3 {
+            let op = dispatched(&st, &mut rx);
+            attempts.push(op.attempt);
+            finish(&st, &op, false, false);
+        }
+        assert_eq!(attempts, vec![1, 2, 3]);
+        pass(&st, now_ms()).unwrap();
+        assert!(rx.try_recv().is_err(), "no fourth attempt");
+        let row = &container_rows(&st).unwrap()[0];
+        assert_eq!(row.status, ContainerStatus::Failed);
+        assert_eq!(row.error().as_deref(), Some("pct create failed: boom"));
+        // a new submit that changes the container starts over
+        let mut w = web("ubuntu");
+        w.container.memory = 1024;
+        submit(&st, vec![w]);
+        assert_eq!(dispatched(&st, &mut rx).attempt, 1);
+    }
+
+    #[test]
+    fn disconnected_node_keeps_operations_pending_and_stopped_container_is_started() {
+        let st = state();
+        submit(&st, vec![web("ubuntu")]);
+        pass(&st, now_ms()).unwrap();
+        let ops = st.store.ops().unwrap();
+        assert_eq!((ops.len(), ops[0].state), (1, OpState::Pending));
+        let (_, mut rx) = st.sessions.register("n1");
+        let op = dispatched(&st, &mut rx);
+        assert_eq!(op.op_id, ops[0].id);
+        finish(&st, &op, true, false);
+        // observed stopped: start it (repair)
+        let op = dispatched(&st, &mut rx);
+        assert_eq!(kind(&op), "start");
+    }
+}
