@@ -368,6 +368,27 @@ async fn enrol_connect_submit_dispatch_and_converge() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let c = running.expect("container running");
+    // Watch until settled ends with a settled event after the container's state
+    let mut watch = admin
+        .watch(pb::WatchRequest {
+            fleet: "dev".into(),
+            until_settled: true,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut events = vec![];
+    while let Some(ev) = tokio::time::timeout(Duration::from_secs(10), watch.message())
+        .await
+        .unwrap()
+        .unwrap()
+    {
+        events.push(ev);
+    }
+    assert!(events
+        .iter()
+        .any(|e| e.container == "web" && e.state == pb::ContainerState::Running as i32));
+    assert!(events.last().is_some_and(|e| e.settled), "{events:?}");
     assert_eq!(
         (c.node.as_str(), c.vm_id, c.hostname.as_str()),
         ("n1", 1001, "web")
