@@ -28,6 +28,12 @@ pub struct Runtime {
     /// dhcp addresses by interface name
     #[serde(default)]
     pub leases: BTreeMap<String, String>,
+    /// Keys given with `ssh-public-keys` at create (root's `authorized_keys`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub authorized_keys: Vec<String>,
+    /// Users whose password `chpasswd` set: user -> SHA-256 hex of the password (the CT's shadow file).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub passwords: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -41,10 +47,14 @@ fn runtime_path(node: &Node, vmid: u32) -> PathBuf {
 }
 
 pub fn runtime(node: &Node, vmid: u32) -> Runtime {
-    fs::read_to_string(runtime_path(node, vmid))
+    let rt = fs::read_to_string(runtime_path(node, vmid))
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or_default()
+        .unwrap_or_default();
+    if crate::lxc::is_lxc(node) {
+        return crate::lxc::observe(node, vmid, rt);
+    }
+    rt
 }
 
 fn save_runtime(node: &Node, vmid: u32, rt: &Runtime) -> Result<()> {
@@ -120,7 +130,7 @@ pub fn format_size(bytes: u64) -> String {
         return "0T".into();
     }
     for (unit, shift) in [("T", 40), ("G", 30), ("M", 20), ("K", 10)] {
-        if bytes % (1u64 << shift) == 0 {
+        if bytes.trailing_zeros() >= shift {
             return format!("{}{unit}", bytes >> shift);
         }
     }
@@ -374,6 +384,10 @@ pub fn create(
         }
         Ok(())
     };
+    let ssh_keys = match p.get("ssh-public-keys") {
+        Some(k) => crate::sshkey::validate(k)?,
+        None => Vec::new(),
+    };
     check_unused()?;
     let ostemplate = p["ostemplate"].clone();
     let tmpl_path = if ostemplate.starts_with('/') {
@@ -467,157 +481,59 @@ pub fn create(
         .unwrap_or_else(|| format!("CT{vmid}"));
     let start_after = p.get("start").map(|s| s == "1").unwrap_or(false);
     let mut allocated: Vec<String> = Vec::new();
-    let outcome = task::run_task(
-        node,
-        out,
-        "vzcreate",
-        &vmid.to_string(),
-        |log: &mut TaskLog| {
-            sleep_ms(node.cfg.latency.create_ms);
-            let mut conf = CtConf::default();
-            for d in &disks {
-                let (volid, size) = match &d.alloc {
-                    Some((sid, size)) => {
-                        let mut lines = Vec::new();
-                        let r = storage::alloc(node, sid, vmid, *size, &mut lines);
-                        for l in lines {
-                            log.line(l);
-                        }
-                        let volid = r?;
-                        allocated.push(volid.clone());
-                        let st = storage::get(node, sid)?;
-                        if st.kind != "zfspool" {
-                            let blocks = size / 4096;
-                            log.line(format!(
-                                "Creating filesystem with {blocks} 4k blocks and {} inodes",
-                                (blocks / 4).max(1)
-                            ));
-                            log.line(format!("Filesystem UUID: {}", uuid_like(&volid)));
-                            log.line("Superblock backups stored on blocks: ");
-                            log.line(
-                                "\t32768, 98304, 163840, 229376, 294912, 819200, 884736, 1605632",
-                            );
-                        }
-                        (volid, *size)
-                    }
-                    None => {
-                        let vol = d.opts.get("volume").cloned().unwrap_or_default();
-                        let size = if vol.starts_with('/') {
-                            0
-                        } else {
-                            storage::size_of(node, &vol)?
-                        };
-                        (vol, size)
-                    }
-                };
-                let mut d2 = DiskPlan {
-                    key: d.key.clone(),
-                    opts: d.opts.clone(),
-                    alloc: None,
-                };
-                d2.opts.remove("volume");
-                let text = finish_disk(&d2, &volid, size);
-                conf.opts.insert(
-                    d.key.clone(),
-                    if d.key == "rootfs" {
-                        text
-                    } else {
-                        text.clone()
-                    },
-                );
+    let outcome = task::run_task(node, out, "vzcreate", &vmid.to_string(), |log| {
+        // As in PVE's worker: on failure free the disks, remove the config, and die with the prefixed message
+        // (so the task log says `TASK ERROR: unable to create CT <vmid> - ...`).
+        let r = create_body(
+            node,
+            vmid,
+            &disks,
+            &final_opts,
+            &description,
+            &hostname,
+            &ostemplate,
+            &tmpl_path,
+            log,
+            &mut allocated,
+        )
+        .and_then(|()| {
+            // lxc backend: the real rootfs (mkfs, template, hostname/network/keys/password), see crate::lxc
+            if !crate::lxc::is_lxc(node) {
+                return Ok(());
             }
-            if let Some(f) = &node.cfg.faults.fail_creates {
-                let fire = with_faults(node, |s| {
-                    if s.creates_failed < f.count {
-                        s.creates_failed += 1;
-                        true
-                    } else {
-                        false
-                    }
-                })?;
-                if fire {
-                    return Err(SimError::die(f.message.clone()));
-                }
-            }
-            if !tmpl_path.is_file() {
-                return Err(SimError::die(format!("can't find file '{ostemplate}'")));
-            }
-            let tsize = fs::metadata(&tmpl_path).map(|m| m.len()).unwrap_or(0);
-            log.line(format!("extracting archive '{}'", tmpl_path.display()));
-            log.line(format!(
-                "Total bytes read: {tsize} ({}MiB, 169MiB/s)",
-                tsize >> 20
-            ));
-            let arch = final_opts
-                .get("arch")
-                .cloned()
-                .unwrap_or_else(|| "amd64".into());
-            if !final_opts.contains_key("arch") {
-                log.line(format!("Detected container architecture: {arch}"));
-            }
-            let file_name = tmpl_path
-                .file_name()
-                .map(|f| f.to_string_lossy().to_string())
-                .unwrap_or_default();
-            let detected = ostype_of(&file_name);
-            if let Some(given) = final_opts.get("ostype") {
-                if given != detected && detected != "unmanaged" {
-                    log.warn(format!("got unexpected ostype ({detected} != {given})"));
-                }
-            }
-            if final_opts
-                .get("ostype")
-                .map(String::as_str)
-                .unwrap_or(detected)
-                != "unmanaged"
-            {
-                for k in ["ed25519", "rsa", "ecdsa"] {
-                    log.line(format!(
-                        "Creating SSH host key 'ssh_host_{k}_key' - this may take some time ..."
-                    ));
-                    log.line(format!(
-                        "done: SHA256:{} root@{hostname}",
-                        fake_fingerprint(&format!("{vmid}{k}{}", now()))
-                    ));
-                }
-            }
-            for (k, v) in &final_opts {
-                conf.opts.insert(k.clone(), v.clone());
-            }
-            conf.opts.insert("arch".into(), arch);
-            conf.opts
-                .entry("ostype".into())
-                .or_insert_with(|| detected.to_string());
-            conf.opts
-                .entry("hostname".into())
-                .or_insert(hostname.clone());
-            conf.opts
-                .entry("memory".into())
-                .or_insert_with(|| "512".into());
-            conf.opts
-                .entry("swap".into())
-                .or_insert_with(|| "512".into());
-            conf.opts
-                .entry("unprivileged".into())
-                .or_insert_with(|| "1".into());
-            conf.description = description.clone();
-            write_conf(node, vmid, &conf)?;
-            Ok(())
-        },
-    )?;
-    if !outcome.ok() {
-        for v in &allocated {
-            let _ = storage::free(node, v);
-        }
-        let _ = fs::remove_file(conf_path(node, vmid));
-        let _ = fs::remove_file(runtime_path(node, vmid));
-        let msg = outcome.error.clone().unwrap_or_default();
-        return Ok(TaskOutcome {
-            error: Some(format!("unable to create CT {vmid} - {msg}")),
-            ..outcome
+            let (conf, _) = read_conf(node, vmid)?;
+            Ok(crate::lxc::create(
+                node,
+                vmid,
+                &conf.opts,
+                &tmpl_path,
+                p.get("password").map(String::as_str),
+                p.get("ssh-public-keys").map(String::as_str),
+                log,
+            )?)
         });
+        if let Err(e) = r {
+            if crate::lxc::is_lxc(node) {
+                crate::lxc::forget(node, vmid);
+            }
+            for v in &allocated {
+                let _ = storage::free(node, v);
+            }
+            let _ = fs::remove_file(conf_path(node, vmid));
+            let _ = fs::remove_file(runtime_path(node, vmid));
+            return Err(match e {
+                SimError::Die(m) => SimError::die(format!("unable to create CT {vmid} - {m}")),
+                other => other,
+            });
+        }
+        Ok(())
+    })?;
+    if outcome.ok() && !ssh_keys.is_empty() {
+        let mut rt = runtime(node, vmid);
+        rt.authorized_keys = ssh_keys;
+        save_runtime(node, vmid, &rt)?;
     }
-    if start_after {
+    if start_after && outcome.ok() {
         drop(_held);
         let mut e2 = String::new();
         if let Err(e) = start(node, vmid, false, out, &mut e2) {
@@ -626,6 +542,154 @@ pub fn create(
         err.push_str(&e2);
     }
     Ok(outcome)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn create_body(
+    node: &Node,
+    vmid: u32,
+    disks: &[DiskPlan],
+    final_opts: &BTreeMap<String, String>,
+    description: &str,
+    hostname: &str,
+    ostemplate: &str,
+    tmpl_path: &std::path::Path,
+    log: &mut TaskLog,
+    allocated: &mut Vec<String>,
+) -> Result<()> {
+    sleep_ms(node.cfg.latency.create_ms);
+    let mut conf = CtConf::default();
+    for d in disks {
+        let (volid, size) = match &d.alloc {
+            Some((sid, size)) => {
+                let mut lines = Vec::new();
+                let r = storage::alloc(node, sid, vmid, *size, &mut lines);
+                for l in lines {
+                    log.line(l);
+                }
+                let volid = r?;
+                allocated.push(volid.clone());
+                let st = storage::get(node, sid)?;
+                if st.kind != "zfspool" {
+                    let blocks = size / 4096;
+                    log.line(format!(
+                        "Creating filesystem with {blocks} 4k blocks and {} inodes",
+                        (blocks / 4).max(1)
+                    ));
+                    log.line(format!("Filesystem UUID: {}", uuid_like(&volid)));
+                    log.line("Superblock backups stored on blocks: ");
+                    log.line("\t32768, 98304, 163840, 229376, 294912, 819200, 884736, 1605632");
+                }
+                (volid, *size)
+            }
+            None => {
+                let vol = d.opts.get("volume").cloned().unwrap_or_default();
+                let size = if vol.starts_with('/') {
+                    0
+                } else {
+                    storage::size_of(node, &vol)?
+                };
+                (vol, size)
+            }
+        };
+        let mut d2 = DiskPlan {
+            key: d.key.clone(),
+            opts: d.opts.clone(),
+            alloc: None,
+        };
+        d2.opts.remove("volume");
+        let text = finish_disk(&d2, &volid, size);
+        conf.opts.insert(
+            d.key.clone(),
+            if d.key == "rootfs" {
+                text
+            } else {
+                text.clone()
+            },
+        );
+    }
+    if let Some(f) = &node.cfg.faults.fail_creates {
+        let fire = with_faults(node, |s| {
+            if s.creates_failed < f.count {
+                s.creates_failed += 1;
+                true
+            } else {
+                false
+            }
+        })?;
+        if fire {
+            return Err(SimError::die(f.message.clone()));
+        }
+    }
+    if !tmpl_path.is_file() {
+        return Err(SimError::die(format!("can't find file '{ostemplate}'")));
+    }
+    let tsize = fs::metadata(tmpl_path).map(|m| m.len()).unwrap_or(0);
+    // the lxc backend logs the real extraction and host keys (crate::lxc::create)
+    let lxc = crate::lxc::is_lxc(node);
+    if !lxc {
+        log.line(format!("extracting archive '{}'", tmpl_path.display()));
+        log.line(format!(
+            "Total bytes read: {tsize} ({}MiB, 169MiB/s)",
+            tsize >> 20
+        ));
+    }
+    let arch = final_opts
+        .get("arch")
+        .cloned()
+        .unwrap_or_else(|| "amd64".into());
+    if !final_opts.contains_key("arch") {
+        log.line(format!("Detected container architecture: {arch}"));
+    }
+    let file_name = tmpl_path
+        .file_name()
+        .map(|f| f.to_string_lossy().to_string())
+        .unwrap_or_default();
+    let detected = ostype_of(&file_name);
+    if let Some(given) = final_opts.get("ostype") {
+        if given != detected && detected != "unmanaged" {
+            log.warn(format!("got unexpected ostype ({detected} != {given})"));
+        }
+    }
+    if !lxc
+        && final_opts
+            .get("ostype")
+            .map(String::as_str)
+            .unwrap_or(detected)
+            != "unmanaged"
+    {
+        for k in ["ed25519", "rsa", "ecdsa"] {
+            log.line(format!(
+                "Creating SSH host key 'ssh_host_{k}_key' - this may take some time ..."
+            ));
+            log.line(format!(
+                "done: SHA256:{} root@{hostname}",
+                fake_fingerprint(&format!("{vmid}{k}{}", now()))
+            ));
+        }
+    }
+    for (k, v) in final_opts {
+        conf.opts.insert(k.clone(), v.clone());
+    }
+    conf.opts.insert("arch".into(), arch);
+    conf.opts
+        .entry("ostype".into())
+        .or_insert_with(|| detected.to_string());
+    conf.opts
+        .entry("hostname".into())
+        .or_insert_with(|| hostname.to_string());
+    conf.opts
+        .entry("memory".into())
+        .or_insert_with(|| "512".into());
+    conf.opts
+        .entry("swap".into())
+        .or_insert_with(|| "512".into());
+    conf.opts
+        .entry("unprivileged".into())
+        .or_insert_with(|| "1".into());
+    conf.description = description.to_string();
+    write_conf(node, vmid, &conf)?;
+    Ok(())
 }
 
 fn uuid_like(seed: &str) -> String {
@@ -775,7 +839,11 @@ pub fn set(node: &Node, vmid: u32, p: &BTreeMap<String, String>, err: &mut Strin
             conf.pending.remove(&k);
         }
     }
-    write_conf(node, vmid, &conf)
+    write_conf(node, vmid, &conf)?;
+    if running && crate::lxc::is_lxc(node) {
+        crate::lxc::apply_limits(node, vmid, &conf)?;
+    }
+    Ok(())
 }
 
 fn add_unused(conf: &mut CtConf, old: &str) {
@@ -884,10 +952,14 @@ pub fn start(
             apply_pending(&mut conf);
             write_conf(node, vmid, &conf)?;
         }
-        assign_leases(node, vmid, &conf, &mut rt)?;
+        if crate::lxc::is_lxc(node) {
+            rt.pid = crate::lxc::start(node, vmid, &conf, _log)?;
+        } else {
+            assign_leases(node, vmid, &conf, &mut rt)?;
+            rt.pid = 40000 + (vmid % 20000);
+        }
         rt.running = true;
         rt.started = now();
-        rt.pid = 40000 + (vmid % 20000);
         save_runtime(node, vmid, &rt)
     })
 }
@@ -913,6 +985,9 @@ pub fn stop(
             check_lock(&conf)?;
         }
         sleep_ms(node.cfg.latency.stop_ms);
+        if crate::lxc::is_lxc(node) {
+            crate::lxc::stop(node, vmid, shutdown)?;
+        }
         rt.running = false;
         rt.started = 0;
         rt.pid = 0;
@@ -933,7 +1008,12 @@ pub fn reboot(node: &Node, vmid: u32, out: &mut String, err: &mut String) -> Res
         sleep_ms(node.cfg.latency.stop_ms + node.cfg.latency.start_ms);
         apply_pending(&mut conf);
         write_conf(node, vmid, &conf)?;
-        assign_leases(node, vmid, &conf, &mut rt)?;
+        if crate::lxc::is_lxc(node) {
+            crate::lxc::stop(node, vmid, true)?;
+            rt.pid = crate::lxc::start(node, vmid, &conf, _log)?;
+        } else {
+            assign_leases(node, vmid, &conf, &mut rt)?;
+        }
         rt.started = now();
         save_runtime(node, vmid, &rt)
     })
@@ -979,25 +1059,32 @@ pub fn destroy(
     out: &mut String,
     err: &mut String,
 ) -> Result<TaskOutcome> {
+    // PVE runs these checks before taking the config lock (so `CT is locked (create)` comes at once during a
+    // create) and again after it.
+    let early = |conf: &CtConf| -> Result<()> {
+        if conf
+            .opts
+            .get("protection")
+            .map(|p| p == "1")
+            .unwrap_or(false)
+        {
+            return Err(SimError::die(format!(
+                "can't remove CT {vmid} - protection mode enabled"
+            )));
+        }
+        check_lock(conf)?;
+        if runtime(node, vmid).running && !force {
+            return Err(SimError::die(format!(
+                "unable to destroy CT {vmid} - container is running"
+            )));
+        }
+        Ok(())
+    };
+    early(&read_conf(node, vmid)?.0)?;
     let _held = lock_ct(node, vmid, false, err)?;
     let (mut conf, _) = read_conf(node, vmid)?;
-    if conf
-        .opts
-        .get("protection")
-        .map(|p| p == "1")
-        .unwrap_or(false)
-    {
-        return Err(SimError::die(format!(
-            "can't remove CT {vmid} - protection mode enabled"
-        )));
-    }
-    check_lock(&conf)?;
+    early(&conf)?;
     let mut rt = runtime(node, vmid);
-    if rt.running && !force {
-        return Err(SimError::die(format!(
-            "unable to destroy CT {vmid} - container is running"
-        )));
-    }
     task::run_task(node, out, "vzdestroy", &vmid.to_string(), |log| {
         if rt.running {
             log.line(format!("forced to stop CT {vmid} before destroying!"));
@@ -1010,6 +1097,9 @@ pub fn destroy(
         conf.opts.insert("lock".into(), "destroyed".into());
         write_conf(node, vmid, &conf)?;
         sleep_ms(node.cfg.latency.destroy_ms);
+        if crate::lxc::is_lxc(node) {
+            crate::lxc::destroy(node, vmid)?;
+        }
         for v in owned_volumes(&conf, vmid) {
             if let Err(e) = storage::free(node, &v) {
                 log.warn(format!("{e}"));
@@ -1067,6 +1157,9 @@ pub fn resize(
     }
     task::run_task(node, out, "resize", &vmid.to_string(), |_log| {
         storage::resize(node, &volid, new)?;
+        if crate::lxc::is_lxc(node) {
+            crate::lxc::grow(node, vmid, &volid)?;
+        }
         m.insert("size".into(), format_size(new));
         m.remove("volume");
         m.insert("volume".into(), volid.clone());
@@ -1078,6 +1171,42 @@ pub fn resize(
         conf.opts.insert(disk.to_string(), print_prop(&m, first));
         write_conf(node, vmid, &conf)
     })
+}
+
+/// `chpasswd` inside a running CT (memory backend): every non-blank stdin line must be `user:password` for a
+/// known user (only `root` exists); the password is recorded as its SHA-256 in the runtime state. Returns the
+/// exit code and stderr of chpasswd (1 and `chpasswd: line N: ...` on bad input, nothing changed).
+pub fn chpasswd(node: &Node, vmid: u32, input: &str) -> Result<(i32, String)> {
+    use sha2::Digest;
+    let mut errors = String::new();
+    let mut set = BTreeMap::new();
+    for (i, line) in input.lines().enumerate() {
+        if line.is_empty() {
+            continue;
+        }
+        let n = i + 1;
+        match line.split_once(':') {
+            None => errors.push_str(&format!("chpasswd: line {n}: missing new password\n")),
+            Some((user, _)) if user != "root" => errors.push_str(&format!(
+                "chpasswd: line {n}: user '{user}' does not exist\n"
+            )),
+            Some((user, pw)) => {
+                set.insert(
+                    user.to_string(),
+                    hex::encode(sha2::Sha256::digest(pw.as_bytes())),
+                );
+            }
+        }
+    }
+    if !errors.is_empty() {
+        errors.push_str("chpasswd: error detected, changes ignored\n");
+        return Ok((1, errors));
+    }
+    let _held = lock::lock_blocking(&node.state.join("lock").join(format!("runtime-{vmid}.lock")))?;
+    let mut rt = runtime(node, vmid);
+    rt.passwords.extend(set);
+    save_runtime(node, vmid, &rt)?;
+    Ok((0, String::new()))
 }
 
 /// `pct unlock`.
@@ -1128,6 +1257,9 @@ pub fn migrate(
         ));
         if rt.running {
             log.line(format!("shutdown CT {vmid}"));
+            if crate::lxc::is_lxc(node) {
+                crate::lxc::stop(node, vmid, true)?;
+            }
         }
         conf.opts.insert("lock".into(), "migrate".into());
         write_conf(node, vmid, &conf)?;
@@ -1147,7 +1279,16 @@ pub fn migrate(
         fs::remove_file(conf_path(node, vmid))
             .map_err(|e| SimError::io(conf_path(node, vmid), e))?;
         let _ = fs::remove_file(runtime_path(node, vmid));
-        if rt.running {
+        if crate::lxc::is_lxc(node) {
+            crate::lxc::migrate(node, &peer, vmid)?;
+        }
+        if rt.running && crate::lxc::is_lxc(&peer) {
+            let mut rt2 = rt.clone();
+            rt2.pid = crate::lxc::start(&peer, vmid, &conf, log)?;
+            rt2.started = now();
+            save_runtime(&peer, vmid, &rt2)?;
+            log.line(format!("start CT {vmid} on node '{target}'"));
+        } else if rt.running {
             let mut rt2 = rt.clone();
             assign_leases(&peer, vmid, &conf, &mut rt2)?;
             rt2.started = now();
@@ -1196,6 +1337,9 @@ pub fn vmstatus(node: &Node, vmid: u32, conf: &CtConf) -> Value {
         v["disk"] = json!(rootsize / 6);
         v["uptime"] = json!(now().saturating_sub(rt.started));
         v["pid"] = json!(rt.pid);
+        if crate::lxc::is_lxc(node) {
+            crate::lxc::stats(node, vmid, &mut v);
+        }
         for k in [
             "pressurecpusome",
             "pressurecpufull",
@@ -1264,6 +1408,9 @@ pub fn interfaces(node: &Node, vmid: u32) -> Result<Value> {
     let rt = runtime(node, vmid);
     if !rt.running {
         return Ok(Value::Null);
+    }
+    if crate::lxc::is_lxc(node) {
+        return Ok(crate::lxc::interfaces(node, vmid)?);
     }
     let mut out = vec![json!({
         "name": "lo", "hwaddr": "00:00:00:00:00:00", "hardware-address": "00:00:00:00:00:00",

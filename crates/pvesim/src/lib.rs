@@ -16,6 +16,7 @@ pub mod pct;
 pub mod pveam;
 pub mod pvesh;
 pub mod schema;
+pub mod sshkey;
 pub mod storage;
 pub mod task;
 pub mod tools;
@@ -51,17 +52,27 @@ pub const TOOLS: [&str; 4] = ["pct", "pvesh", "pvesm", "pveam"];
 const USAGE: &str = "usage: pvesim init --state DIR --node NAME [--cluster DIR] [--config FILE] [--bin-dir DIR]\n                   [--backend memory|lxc] [--netns NS]\n       pvesim install-links --bin-dir DIR\n       pvesim <pct|pvesh|pvesm|pveam> ARGS...   (node from PVESIM_STATE=DIR)\n";
 
 /// Runs one invocation: `argv0` is the name the binary was started as, `args` the rest, `env` the
-/// environment (only `PVESIM_STATE` is read). Tests call this in-process.
+/// environment (only `PVESIM_STATE` is read). Tests call this in-process. Stdin is empty; see [`run_io`].
 pub fn run(argv0: &str, args: &[String], env: &BTreeMap<String, String>) -> Outcome {
+    run_io(argv0, args, env, &mut std::io::empty())
+}
+
+/// [`run`] with a stdin, read only by the commands that take input (`pct exec ... -- chpasswd`).
+pub fn run_io(
+    argv0: &str,
+    args: &[String],
+    env: &BTreeMap<String, String>,
+    stdin: &mut dyn std::io::Read,
+) -> Outcome {
     let name = Path::new(argv0)
         .file_name()
         .map(|f| f.to_string_lossy().to_string())
         .unwrap_or_default();
     if TOOLS.contains(&name.as_str()) {
-        return run_tool(&name, args, env);
+        return run_tool(&name, args, env, stdin);
     }
     match args.first().map(String::as_str) {
-        Some(t) if TOOLS.contains(&t) => run_tool(t, &args[1..], env),
+        Some(t) if TOOLS.contains(&t) => run_tool(t, &args[1..], env, stdin),
         Some("init") => finish(init_cmd(&args[1..], argv0)),
         Some("install-links") => finish(links_cmd(&args[1..], argv0)),
         Some("-h" | "--help" | "help") => Outcome {
@@ -157,7 +168,12 @@ fn links_cmd(args: &[String], argv0: &str) -> Result<String> {
     Ok(String::new())
 }
 
-fn run_tool(tool: &str, args: &[String], env: &BTreeMap<String, String>) -> Outcome {
+fn run_tool(
+    tool: &str,
+    args: &[String],
+    env: &BTreeMap<String, String>,
+    stdin: &mut dyn std::io::Read,
+) -> Outcome {
     let Some(state) = env.get("PVESIM_STATE").filter(|s| !s.is_empty()) else {
         return Outcome::err(&format!("pvesim: {tool}: set PVESIM_STATE to a node state directory (made by `pvesim init`)\n"), 2);
     };
@@ -173,7 +189,7 @@ fn run_tool(tool: &str, args: &[String], env: &BTreeMap<String, String>) -> Outc
     }
     tracing::debug!(node = node.name(), %line, "invocation");
     let out = match tool {
-        "pct" => pct::run(&node, args),
+        "pct" => pct::run(&node, args, stdin),
         "pvesh" => pvesh::run(&node, args),
         "pvesm" => tools::pvesm(&node, args),
         _ => tools::pveam(&node, args),

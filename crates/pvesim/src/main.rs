@@ -11,7 +11,7 @@ fn main() {
     let argv0 = argv.next().unwrap_or_else(|| "pvesim".into());
     let args: Vec<String> = argv.collect();
     let env = std::env::vars().collect();
-    let out = pxfleet_pvesim::run(&argv0, &args, &env);
+    let out = pxfleet_pvesim::run_io(&argv0, &args, &env, &mut std::io::stdin().lock());
     let _ = std::io::stdout().write_all(out.stdout.as_bytes());
     let _ = std::io::stderr().write_all(out.stderr.as_bytes());
     let _ = std::io::stdout().flush();

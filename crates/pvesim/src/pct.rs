@@ -1,6 +1,7 @@
 //! The `pct` command: argument parsing per subcommand against the API schema, output formats of
 //! `list|status|config`, exit codes (`$upid_exit` commands exit 255 on task failure). `pct exec` on the memory
-//! backend runs nothing: it checks the CT is running and exits 0 with empty output.
+//! backend runs nothing: it checks the CT is running and exits 0 with empty output, except `chpasswd`, which
+//! reads `user:password` lines from stdin like the real one (see [`ct::chpasswd`]).
 
 use std::collections::BTreeMap;
 
@@ -98,8 +99,8 @@ fn vmid_of(p: &BTreeMap<String, String>) -> u32 {
     p.get("vmid").and_then(|v| v.parse().ok()).unwrap_or(0)
 }
 
-/// Runs `pct <args>`.
-pub fn run(node: &Node, args: &[String]) -> Outcome {
+/// Runs `pct <args>`; `stdin` is read only by `pct exec ... -- chpasswd`.
+pub fn run(node: &Node, args: &[String], stdin: &mut dyn std::io::Read) -> Outcome {
     let Some(cmd) = args.first() else {
         return Outcome::err(
             "ERROR: no command specified\nUSAGE: pct <COMMAND> [ARGS] [OPTIONS]\n",
@@ -141,7 +142,7 @@ pub fn run(node: &Node, args: &[String]) -> Outcome {
     }
     let mut out = String::new();
     let mut err = String::new();
-    let r = dispatch(node, cmd, &p, &mut out, &mut err);
+    let r = dispatch(node, cmd, &p, &mut out, &mut err, stdin);
     match r {
         Ok(Some(code)) => Outcome {
             stdout: out,
@@ -170,6 +171,7 @@ fn dispatch(
     p: &BTreeMap<String, String>,
     out: &mut String,
     err: &mut String,
+    stdin: &mut dyn std::io::Read,
 ) -> Result<Option<i32>> {
     let vmid = vmid_of(p);
     let flag = |k: &str| p.get(k).map(|v| v == "1").unwrap_or(false);
@@ -324,6 +326,25 @@ fn dispatch(
             }
             if extra.is_empty() {
                 return Err(SimError::die("missing command"));
+            }
+            if crate::lxc::is_lxc(node) {
+                let mut input = Vec::new();
+                stdin
+                    .read_to_end(&mut input)
+                    .map_err(|e| SimError::die(format!("pct exec: cannot read stdin: {e}")))?;
+                let o = crate::lxc::exec(node, vmid, &extra, Some(&input))?;
+                out.push_str(&o.stdout);
+                err.push_str(&o.stderr);
+                return Ok(Some(o.code));
+            }
+            if extra[0] == "chpasswd" {
+                let mut input = String::new();
+                stdin
+                    .read_to_string(&mut input)
+                    .map_err(|e| SimError::die(format!("chpasswd: cannot read stdin: {e}")))?;
+                let (code, msg) = ct::chpasswd(node, vmid, &input)?;
+                err.push_str(&msg);
+                return Ok(Some(code));
             }
             tracing::info!(vmid, argv = ?extra, "pct exec on the memory backend runs nothing");
             Ok(None)

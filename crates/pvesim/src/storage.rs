@@ -64,6 +64,13 @@ pub fn volume_path(node: &Node, volid: &str) -> Result<PathBuf> {
     let (sid, name) = split_volid(volid)?;
     let st = get(node, &sid)?;
     let dir = node.storage_dir(st);
+    if name.contains('/') && matches!(st.kind.as_str(), "lvm" | "lvmthin" | "zfspool") {
+        // Block storages have no directories: PVE's parse_volname of these plugins refuses the name.
+        let what = if st.kind == "zfspool" { "zfs" } else { "lvm" };
+        return Err(SimError::die(format!(
+            "unable to parse {what} volume name '{name}'"
+        )));
+    }
     if let Some(t) = name.strip_prefix("vztmpl/") {
         if template_format(t).is_none() {
             return Err(SimError::die(format!(

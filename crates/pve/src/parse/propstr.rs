@@ -85,7 +85,7 @@ pub fn format_size(bytes: u64) -> String {
         return "0T".into();
     }
     for (unit, shift) in [("T", 40), ("G", 30), ("M", 20), ("K", 10)] {
-        if bytes % (1u64 << shift) == 0 {
+        if bytes.trailing_zeros() >= shift {
             return format!("{}{unit}", bytes >> shift);
         }
     }
