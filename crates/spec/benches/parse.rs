@@ -33,6 +33,23 @@ pub fn big_fleet(n: usize) -> String {
     s
 }
 
+/// A fleet of `n` containers of the DESIGN example's size (eight fields each).
+pub fn plain_fleet(n: usize) -> String {
+    let mut s = String::with_capacity(n * 200);
+    s.push_str("fleet: bench\ndefaults: {template: deb, datastore_id: local-zfs}\n");
+    s.push_str(
+        "templates:\n  deb: {pveam: debian-12-standard_12.7-1_amd64.tar.zst}\ncontainers:\n",
+    );
+    for i in 0..n {
+        let (a, b) = (i / 250, i % 250 + 2);
+        s.push_str(&format!(
+            "  ct-{i}:\n    vm_id: {}\n    cores: 2\n    memory: 2048\n    disk_size: 8\n    ip_address: 10.{a}.{b}.10/16\n    gateway: 10.{a}.0.1\n    tags: [web]\n",
+            1000 + i
+        ));
+    }
+    s
+}
+
 fn bench(c: &mut Criterion) {
     let text = big_fleet(10_000);
     // sanity: the generated file is valid
@@ -42,6 +59,17 @@ fn bench(c: &mut Criterion) {
     g.sample_size(10);
     g.bench_function("parse_validate_10000_containers", |b| {
         b.iter(|| parse_fleet("bench.yaml", std::hint::black_box(&text), &NoFiles).unwrap())
+    });
+    let plain = plain_fleet(10_000);
+    assert_eq!(
+        parse_fleet("plain.yaml", &plain, &NoFiles)
+            .unwrap()
+            .containers
+            .len(),
+        10_000
+    );
+    g.bench_function("parse_validate_10000_plain_containers", |b| {
+        b.iter(|| parse_fleet("plain.yaml", std::hint::black_box(&plain), &NoFiles).unwrap())
     });
     g.finish();
 }
