@@ -130,7 +130,9 @@ pub fn install_links(dir: &Path, exe: &Path) -> Result<()> {
 fn init_cmd(args: &[String], argv0: &str) -> Result<String> {
     let f = flags(
         args,
-        &["state", "node", "cluster", "config", "bin-dir", "backend", "netns"],
+        &[
+            "state", "node", "cluster", "config", "bin-dir", "backend", "netns",
+        ],
     )?;
     let state = f
         .get("state")

@@ -435,7 +435,8 @@ pub fn start(node: &Node, vmid: u32, conf: &CtConf, log: &mut TaskLog) -> Result
         }
         pid = p;
     }
-    log.line(format!("started {nm} (init pid {pid})"));
+    tracing::debug!(name = %nm, pid, "started");
+    let _ = log;
     Ok(pid)
 }
 
@@ -446,12 +447,7 @@ pub fn state(node: &Node, vmid: u32) -> (bool, u32) {
     }
     let a = lxc_argv(node, "lxc-info", vmid, &["-s", "-p", "-H"]);
     match run_cmd(&a, netns(node), T_LXC) {
-        Ok(o) if o.ok() => {
-            let mut l = o.stdout.lines();
-            let running = l.next().map(|s| s.trim() == "RUNNING").unwrap_or(false);
-            let pid = l.next().and_then(|p| p.trim().parse().ok()).unwrap_or(0);
-            (running, pid)
-        }
+        Ok(o) if o.ok() => parse_info(&o.stdout),
         Ok(o) => {
             tracing::debug!(vmid, stderr = %o.stderr.trim(), "lxc-info failed");
             (false, 0)
@@ -461,6 +457,20 @@ pub fn state(node: &Node, vmid: u32) -> (bool, u32) {
             (false, 0)
         }
     }
+}
+
+/// `lxc-info -s -p -H` output (`State:  RUNNING` / `PID:  1234`) as (running, pid).
+fn parse_info(text: &str) -> (bool, u32) {
+    let mut running = false;
+    let mut pid = 0;
+    for l in text.lines() {
+        match l.split_once(':').map(|(k, v)| (k.trim(), v.trim())) {
+            Some(("State", v)) => running = v == "RUNNING",
+            Some(("PID", v)) => pid = v.parse().unwrap_or(0),
+            _ => {}
+        }
+    }
+    (running, pid)
 }
 
 /// Seconds since the process `pid` started (host view).
@@ -497,7 +507,7 @@ pub fn observe(node: &Node, vmid: u32, mut rt: crate::ct::Runtime) -> crate::ct:
 }
 
 fn cgroup_get(node: &Node, vmid: u32, key: &str) -> Option<u64> {
-    let a = lxc_argv(node, "lxc-cgroup", vmid, &[key]);
+    let a = lxc_argv(node, "lxc-cgroup", vmid, &["--", key]);
     run_cmd(&a, netns(node), T_LXC)
         .ok()
         .filter(Output::ok)
@@ -612,7 +622,7 @@ pub fn apply_limits(node: &Node, vmid: u32, conf: &CtConf) -> Result<(), LxcErro
         }
     }
     for (k, v) in l {
-        let a = lxc_argv(node, "lxc-cgroup", vmid, &[&k, &v]);
+        let a = lxc_argv(node, "lxc-cgroup", vmid, &["--", &k, &v]);
         check(&a, netns(node), T_LXC)?;
     }
     Ok(())
@@ -724,6 +734,15 @@ mod tests {
         assert_eq!(v[1]["ip-addresses"][0]["ip-address"], "10.77.0.141");
         assert_eq!(v[0]["inet6"], "::1/128");
         assert!(parse_ip_json("not json").is_none());
+    }
+
+    #[test]
+    fn lxc_info_is_parsed() {
+        assert_eq!(
+            parse_info("State:          RUNNING\nPID:            2247\n"),
+            (true, 2247)
+        );
+        assert_eq!(parse_info("State:          STOPPED\n"), (false, 0));
     }
 
     #[test]
