@@ -246,14 +246,12 @@ pub fn operation_pb(op: &Operation, password: Option<&str>) -> pb::Operation {
             )),
             start: true,
         }),
-        OperationKind::Update { container } => Kind::Update(pb::UpdateContainer {
-            // The template is not changed by an update; the spec still names it for the agent's records.
+        OperationKind::Update {
+            container,
+            template,
+        } => Kind::Update(pb::UpdateContainer {
             spec: Some(container_spec(
-                &op.fleet,
-                container,
-                op.vm_id,
-                &placeholder_template(container),
-                None,
+                &op.fleet, container, op.vm_id, template, None,
             )),
             changed_fields: op
                 .reason
@@ -284,16 +282,6 @@ pub fn operation_pb(op: &Operation, password: Option<&str>) -> pb::Operation {
         deadline_unix_ms: op.deadline_ms.unwrap_or(0) as i64,
         attempt: op.attempt,
         kind: Some(kind),
-    }
-}
-
-/// Updates do not carry the template source; the volid only needs the name for display.
-fn placeholder_template(c: &Container) -> Template {
-    Template {
-        source: TemplateSource::Pveam {
-            appliance: c.template.clone(),
-        },
-        storage: "local".into(),
     }
 }
 

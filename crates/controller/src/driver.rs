@@ -384,10 +384,6 @@ pub fn on_update(state: &State, node: &str, u: &pb::OperationUpdate) -> Result<b
 
 fn apply_success(state: &State, op: &Operation, observed_sent: bool) -> Result<(), StoreError> {
     let store = &state.store;
-    let desired = store
-        .desired(&op.fleet)?
-        .into_iter()
-        .find(|d| d.name == op.container);
     match &op.kind {
         OperationKind::Create {
             container,
@@ -421,21 +417,18 @@ fn apply_success(state: &State, op: &Operation, observed_sent: bool) -> Result<(
                 store.set_observed(&op.node, op.vm_id, Some(&obs))?;
             }
         }
-        OperationKind::Update { container } => {
-            let template = store
-                .applied(&op.fleet, &op.container)?
-                .map(|a| a.template)
-                .or(desired.map(|d| d.template));
-            if let Some(template) = template {
-                store.put_applied(&AppliedContainer {
-                    fleet: op.fleet.clone(),
-                    name: op.container.clone(),
-                    node: op.node.clone(),
-                    vm_id: op.vm_id,
-                    container: (**container).clone(),
-                    template,
-                })?;
-            }
+        OperationKind::Update {
+            container,
+            template,
+        } => {
+            store.put_applied(&AppliedContainer {
+                fleet: op.fleet.clone(),
+                name: op.container.clone(),
+                node: op.node.clone(),
+                vm_id: op.vm_id,
+                container: (**container).clone(),
+                template: template.clone(),
+            })?;
         }
         OperationKind::Destroy => {
             if store

@@ -218,6 +218,7 @@ pub enum OperationKind {
     /// `pct set` of the fields that differ, applied live where PVE allows.
     Update {
         container: Box<Container>,
+        template: Template,
     },
     /// `pct resize rootfs`.
     Resize {

@@ -196,6 +196,7 @@ pub fn next_action(v: View<'_>) -> Option<NextAction> {
             reason: changes.join(", "),
             ..at(OperationKind::Update {
                 container: Box::new(d.container.clone()),
+                template: d.template.clone(),
             })
         });
     }
