@@ -83,8 +83,24 @@ pub fn run_stdio(global: &GlobalArgs, command: &Command) -> u8 {
     match result {
         Ok(code) => code,
         Err(e) => {
-            let _ = writeln!(err, "error: {e}");
+            let _ = writeln!(err, "error: {}", error_chain(&e));
             1
         }
     }
+}
+
+/// An error and its sources on one line, each source added only when the message does not already say it
+/// (`connecting to https://127.0.0.1:1: transport error: Connection refused (os error 111)`).
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut line = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !text.is_empty() && !line.contains(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+        source = s.source();
+    }
+    line
 }

@@ -146,7 +146,7 @@ pub fn describe_text(r: &DescribeRecord) -> String {
         if let Some(lock) = &o.lock {
             kv("Lock", lock.clone());
         }
-    } else {
+    } else if c.power.is_none() {
         kv("Observed", "not found on its node".into());
     }
     if let Some(e) = &c.error {
