@@ -212,14 +212,22 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
             }
         }
         let revision = d.map(|d| d.revision).unwrap_or(0);
+        // A failure is retried; a success that did not change what is observed (the same operation for the
+        // same reason again within a minute) is paced the same way, so a change the node cannot make never
+        // turns into a tight loop.
+        let repeats = |l: &Operation| match l.state {
+            OpState::Failed => true,
+            OpState::Succeeded => {
+                l.reason == next.reason && l.finished_ms.is_some_and(|f| now < f + 60_000)
+            }
+            _ => false,
+        };
         let (attempt, not_before) = match latest {
             Some(l)
-                if l.state == OpState::Failed
-                    && l.kind.name() == next.kind.name()
-                    && l.revision == revision =>
+                if repeats(l) && l.kind.name() == next.kind.name() && l.revision == revision =>
             {
                 if l.attempt >= rc.max_attempts {
-                    continue; // failed for good until the next submit changes it
+                    continue; // failed for good until the next submit changes it (or, after success, a minute)
                 }
                 let attempt = l.attempt + 1;
                 let delay = backoff_ms(
@@ -653,6 +661,40 @@ mod tests {
         w.container.memory = 1024;
         submit(&st, vec![w]);
         assert_eq!(dispatched(&st, &mut rx).attempt, 1);
+    }
+
+    #[test]
+    fn an_update_that_changes_nothing_is_not_repeated_in_a_loop() {
+        let st = state();
+        let (_, mut rx) = st.sessions.register("n1");
+        submit(&st, vec![web("ubuntu")]);
+        let op = dispatched(&st, &mut rx);
+        finish(&st, &op, true, true);
+        // the node keeps reporting 512 MiB although 1024 is desired and every update "succeeds"
+        let mut w = web("ubuntu");
+        w.container.memory = 1024;
+        submit(&st, vec![w]);
+        let mut updates = 0;
+        for _ in 0..10 {
+            pass(&st, now_ms()).unwrap();
+            while let Ok(Ok(m)) = rx.try_recv() {
+                if let Some(pb::controller_message::Msg::Operation(op)) = m.msg {
+                    assert_eq!(kind(&op), "update");
+                    updates += 1;
+                    on_update(
+                        &st,
+                        "n1",
+                        &pb::OperationUpdate {
+                            op_id: op.op_id,
+                            state: pb::OperationState::Succeeded as i32,
+                            ..Default::default()
+                        },
+                    )
+                    .unwrap();
+                }
+            }
+        }
+        assert_eq!(updates, 3, "max_attempts bounds repeated no-op updates");
     }
 
     #[test]
