@@ -467,6 +467,11 @@ async fn failed_create_leaves_nothing_behind() {
         other => panic!("expected TaskFailed, got {other:?}"),
     }
     assert!(n.list_containers().await.expect("list").is_empty());
+    assert_eq!(
+        s.cli("pve1", "pct", &["list"]).stdout,
+        "",
+        "no CTs: no output, not even the header"
+    );
     assert!(
         volumes(&s, "pve1", "local-lvm").await.is_empty(),
         "disk freed"
@@ -1263,6 +1268,24 @@ fn cli_sequence_matches_the_example_layouts() {
     let t = parse::parse_pveam_list(&pl).expect("pveam list parses");
     assert_eq!(t[0].volid, TMPL);
     parse::parse_pveam_list(&ex).expect("example parses");
+
+    // Without --rootfs: `<storage>:4`, and the defaults written at the end of create.
+    let o = s.cli(
+        "pve1",
+        "pct",
+        &["create", "102", TMPL, "--storage", "local-lvm"],
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let c102 = s.cli("pve1", "pct", &["config", "102"]).stdout;
+    for line in [
+        "hostname: CT102",
+        "memory: 512",
+        "rootfs: local-lvm:vm-102-disk-0,size=4G",
+        "swap: 512",
+        "unprivileged: 1",
+    ] {
+        assert!(c102.lines().any(|l| l == line), "{line} in {c102}");
+    }
 
     // pvesh set prints nothing; pvesm path of a missing file still prints the path.
     let o = s.cli(
