@@ -53,7 +53,6 @@ pub fn init(
     controller_url: &str,
 ) -> Result<InitReport, PkiError> {
     let tls = TlsConfig::default();
-    let pki = data_dir.join("pki");
     let ca_cert = data_dir.join(&tls.ca_cert);
     if ca_cert.exists() {
         return Err(PkiError::Exists { path: ca_cert });
@@ -103,7 +102,6 @@ pub fn init(
         revoked: false,
     })?;
     drop(store);
-    let _ = pki;
     Ok(InitReport {
         ca_fingerprint: ca.fingerprint_sha256(),
         ca_cert,
