@@ -1,0 +1,163 @@
+//! `pxcontroller dev`, the embedded default, as the README uses it: start it, submit the example with pxctl,
+//! see every container running with node, vm_id and address, an empty plan; SIGTERM stops its agents too.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use pxfleet_tests::{workspace_root, Binaries};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Command;
+
+async fn pxctl(bins: &Binaries, config: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = tokio::time::timeout(
+        Duration::from_secs(120),
+        Command::new(&bins.pxctl)
+            .args(args)
+            .env("PXCTL_CONFIG", config)
+            .env("NO_COLOR", "1")
+            .current_dir(workspace_root())
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("pxctl finishes")
+    .expect("pxctl starts");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Processes whose command line mentions `needle` (read from /proc; nothing is signalled).
+fn processes_mentioning(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains(needle) {
+                found.push(cmd);
+            }
+        }
+    }
+    found
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dev_mode_runs_the_main_job_and_stops_its_agents() {
+    let bins = Binaries::locate().expect("binaries");
+    let tmp = tempfile::Builder::new()
+        .prefix("pxfleet-devmode-")
+        .tempdir()
+        .unwrap();
+    let data = tmp.path().join("dev");
+    let stderr = std::fs::File::create(tmp.path().join("dev.err")).unwrap();
+    let mut dev = Command::new(&bins.pxcontroller)
+        .args([
+            "dev",
+            "--nodes",
+            "2",
+            "--listen",
+            "127.0.0.1:0",
+            "--data-dir",
+        ])
+        .arg(&data)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .kill_on_drop(true)
+        .spawn()
+        .expect("pxcontroller dev starts");
+    let mut lines = BufReader::new(dev.stdout.take().unwrap()).lines();
+    let export = tokio::time::timeout(Duration::from_secs(90), async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if let Some(rest) = line.strip_prefix("export PXCTL_CONFIG=") {
+                return PathBuf::from(rest.trim());
+            }
+        }
+        panic!(
+            "dev mode ended without the export line:\n{}",
+            std::fs::read_to_string(tmp.path().join("dev.err")).unwrap_or_default()
+        );
+    })
+    .await
+    .unwrap_or_else(|_| {
+        panic!(
+            "no export line within 90 s:\n{}",
+            std::fs::read_to_string(tmp.path().join("dev.err")).unwrap_or_default()
+        )
+    });
+    assert_eq!(export, data.join("pxctl.toml"));
+    let agents = processes_mentioning(data.to_str().unwrap());
+    assert!(
+        agents
+            .iter()
+            .filter(|c| c.contains("pxagent") && c.contains(" run "))
+            .count()
+            == 2,
+        "{agents:#?}"
+    );
+
+    let (code, out, err) =
+        pxctl(&bins, &export, &["submit", "examples/dev/fleet.yaml", "-y"]).await;
+    assert_eq!(code, 0, "submit: {out}\n{err}");
+    let (code, out, err) = pxctl(&bins, &export, &["get", "containers", "-o", "json"]).await;
+    assert_eq!(code, 0, "get: {out}\n{err}");
+    let rows: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{out}");
+    for r in rows {
+        assert_eq!(r["status"], "running", "{r}");
+        assert_eq!(r["node"], "mk33", "{r}");
+        assert!(r["vm_id"].as_u64().is_some_and(|v| v >= 100), "{r}");
+        assert!(
+            r["ipv4"]
+                .as_str()
+                .is_some_and(|a| a.starts_with("192.168.7.")),
+            "{r}"
+        );
+    }
+    let (code, out, err) = pxctl(
+        &bins,
+        &export,
+        &["plan", "examples/dev/fleet.yaml", "--detailed-exitcode"],
+    )
+    .await;
+    assert_eq!(code, 0, "plan --detailed-exitcode: {out}\n{err}");
+
+    // SIGTERM (what Ctrl-C / scripts/demo --stop do): dev mode exits and takes its agents with it.
+    pxfleet_tests::signal(dev.id().unwrap(), libc::SIGTERM);
+    let status = tokio::time::timeout(Duration::from_secs(20), dev.wait())
+        .await
+        .expect("dev mode stops within 20 s")
+        .unwrap();
+    assert!(status.success(), "dev mode exited with {status}");
+    let left = processes_mentioning(data.to_str().unwrap());
+    assert!(
+        left.is_empty(),
+        "still running after dev mode stopped: {left:#?}"
+    );
+}
+
+#[test]
+fn dev_mode_preseeds_the_example_fleets_template() {
+    let root = workspace_root();
+    let path = "examples/dev/fleet.yaml";
+    let text = std::fs::read_to_string(root.join(path)).unwrap();
+    let key = std::fs::read_to_string(root.join("examples/dev/keys/ops.pub")).unwrap();
+    let files = pxfleet_spec::MemFiles::default().with("examples/dev/keys/ops.pub", key);
+    let fleet = pxfleet_spec::parse_fleet(path, &text, &files).expect("the example parses");
+    let preseeded = pxfleet_controller::dev::DEFAULT_TEMPLATES;
+    for (name, t) in &fleet.templates {
+        if let pxfleet_spec::TemplateSource::Url { url, .. } = &t.source {
+            let file = pxfleet_spec::url_file_name(url);
+            assert!(
+                preseeded.contains(&file),
+                "template {name} ({file}) of {path} is not pre-seeded by dev mode ({preseeded:?}): dev mode would try to download it"
+            );
+        }
+    }
+    assert!(!fleet.templates.is_empty());
+}
