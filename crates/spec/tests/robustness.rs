@@ -13,7 +13,10 @@ fn check_no_panic(text: &str) {
         "keys/ops.pub",
         "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAII/tPVpCESUKZXQ0ZlJvcxfIUAgEGPXvlUgtWiKvukcx x\n",
     );
-    let lines = text.lines().count() as u32 + 1;
+    // YAML line breaks are \n, \r\n and a lone \r (str::lines misses the last).
+    let breaks =
+        text.matches('\n').count() + text.matches('\r').count() - text.matches("\r\n").count();
+    let lines = breaks as u32 + 1;
     match parse_fleet("fuzz.yaml", text, &files) {
         Ok(f) => {
             // a fleet that parses is internally consistent
@@ -112,7 +115,7 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
 
     #[test]
-    fn arbitrary_yamlish_text_never_panics(s in "[a-z0-9_:\\-\\[\\]{}, \n#&*!|>'\"./@~]{0,300}") {
+    fn arbitrary_yamlish_text_never_panics(s in "[a-z0-9_:\\-\\[\\]{}, \n\r\t#&*!|>'\"./@~]{0,300}") {
         check_no_panic(&s);
     }
 
@@ -154,4 +157,19 @@ proptest! {
             prop_assert_eq!(f.spans.get(&format!("containers.c{i}.memory")).unwrap().line, 5 + 7 * i as u32 + 3);
         }
     }
+}
+
+/// Found by cargo-fuzz: a lone `\r` is a YAML line break, so positions count it as one.
+#[test]
+fn lone_carriage_returns_count_as_line_breaks() {
+    let errs = parse_fleet(
+        "cr.yaml",
+        "fleet: t\rcontainers: {}\r\nbogus: 1\r",
+        &NoFiles,
+    )
+    .unwrap_err();
+    assert_eq!(errs.len(), 1, "{errs}");
+    assert_eq!((errs.0[0].line, errs.0[0].column), (3, 1), "{errs}");
+    assert_eq!(errs.0[0].path, "bogus");
+    check_no_panic(&std::iter::repeat_n("\r", 60).collect::<String>());
 }
