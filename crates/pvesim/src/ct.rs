@@ -995,6 +995,30 @@ pub fn stop(
     })
 }
 
+/// `pct shutdown [--timeout S] [--forceStop 1]`. On the memory backend a shutdown slower than the timeout (latency
+/// `stop_ms`) fails its task with `container did not stop` after the timeout, as PVE's does, unless `forceStop`.
+pub fn shutdown(
+    node: &Node,
+    vmid: u32,
+    timeout_s: u64,
+    force: bool,
+    out: &mut String,
+    err: &mut String,
+) -> Result<TaskOutcome> {
+    if crate::lxc::is_lxc(node) || force || node.cfg.latency.stop_ms <= timeout_s * 1000 {
+        return stop(node, vmid, true, false, out, err);
+    }
+    let _held = lock_ct(node, vmid, false, err)?;
+    read_conf(node, vmid)?;
+    if !runtime(node, vmid).running {
+        return Err(SimError::die(format!("CT {vmid} not running")));
+    }
+    task::run_task(node, out, "vzshutdown", &vmid.to_string(), |_log| {
+        sleep_ms(timeout_s * 1000);
+        Err(SimError::die("container did not stop"))
+    })
+}
+
 /// `pct reboot`.
 pub fn reboot(node: &Node, vmid: u32, out: &mut String, err: &mut String) -> Result<TaskOutcome> {
     let _held = lock_ct(node, vmid, false, err)?;

@@ -195,7 +195,8 @@ fn dispatch(
             task(t, out, err)
         }
         "shutdown" => {
-            let t = ct::stop(node, vmid, true, false, out, err)?;
+            let timeout = p.get("timeout").and_then(|t| t.parse().ok()).unwrap_or(60);
+            let t = ct::shutdown(node, vmid, timeout, flag("forceStop"), out, err)?;
             task(t, out, err)
         }
         "reboot" => {

@@ -288,7 +288,7 @@ fn handle(
         ("GET", "/nodes/{node}/lxc/{vmid}/interfaces") => Reply::Data(ct::interfaces(node, id)?),
         ("POST", "/nodes/{node}/lxc/{vmid}/status/start") => Reply::Task(ct::start(node, id, flag(p, "skiplock"), out, err)?),
         ("POST", "/nodes/{node}/lxc/{vmid}/status/stop") => Reply::Task(ct::stop(node, id, false, flag(p, "skiplock"), out, err)?),
-        ("POST", "/nodes/{node}/lxc/{vmid}/status/shutdown") => Reply::Task(ct::stop(node, id, true, false, out, err)?),
+        ("POST", "/nodes/{node}/lxc/{vmid}/status/shutdown") => Reply::Task(ct::shutdown(node, id, p.get("timeout").and_then(|t| t.parse().ok()).unwrap_or(60), flag(p, "forceStop"), out, err)?),
         ("POST", "/nodes/{node}/lxc/{vmid}/status/reboot") => Reply::Task(ct::reboot(node, id, out, err)?),
         ("DELETE", "/nodes/{node}/lxc/{vmid}") => Reply::Task(ct::destroy(
             node,

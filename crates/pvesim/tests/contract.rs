@@ -548,6 +548,32 @@ async fn power_operations_are_idempotent() {
     ));
 }
 
+#[tokio::test]
+async fn shutdown_that_times_out_is_forced() {
+    let (s, n) = seeded(Some("[latency]\nstop_ms = 1500\n")).await;
+    n.create(&spec(100, "local-lvm", 1)).await.expect("create");
+    n.start(100).await.expect("start");
+    let o = s.cli("pve1", "pct", &["shutdown", "100", "--timeout", "1"]);
+    assert_eq!(
+        (o.stderr.as_str(), o.code),
+        ("container did not stop\n", 255)
+    );
+    assert_eq!(
+        n.shutdown(100, Duration::from_secs(1))
+            .await
+            .expect("shutdown"),
+        ShutdownOutcome::Forced
+    );
+    assert!(!n.is_running(100).await.expect("status"));
+    n.start(100).await.expect("start");
+    assert_eq!(
+        n.shutdown(100, Duration::from_secs(2))
+            .await
+            .expect("shutdown"),
+        ShutdownOutcome::Clean
+    );
+}
+
 // ----- §3.2: resize -------------------------------------------------------------------------------------------
 
 #[tokio::test]
