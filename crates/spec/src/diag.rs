@@ -112,15 +112,20 @@ impl IntoIterator for Diagnostics {
     }
 }
 
-/// The closest of `candidates` to `word`, if close enough to be a plausible typo.
+/// The closest of `candidates` to `word`, if close enough to be a plausible typo: a small edit
+/// distance (1 for short words, 2 otherwise), a prefix (`mem` -> `memory`), or a high
+/// Jaro-Winkler similarity.
 pub fn did_you_mean<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    let max_edits = if word.chars().count() <= 4 { 1 } else { 2 };
     let mut best: Option<(&str, f64)> = None;
     for c in candidates {
         let d = strsim::damerau_levenshtein(word, c);
         let jw = strsim::jaro_winkler(word, c);
-        let close = d <= 2.max(word.len() / 4) || jw >= 0.88;
-        if close && best.is_none_or(|(_, s)| jw > s) {
-            best = Some((c, jw));
+        let prefix = word.len() >= 3 && c.starts_with(word);
+        let close = d <= max_edits || prefix || jw >= 0.9;
+        let score = if prefix { jw + 1.0 } else { jw };
+        if close && best.is_none_or(|(_, s)| score > s) {
+            best = Some((c, score));
         }
     }
     best.map(|(c, _)| c)
@@ -156,5 +161,7 @@ mod tests {
             Some("ip_address")
         );
         assert_eq!(did_you_mean("zzzzzz", &["memory", "swap"]), None);
+        assert_eq!(did_you_mean("mem", &["mtu", "memory"]), Some("memory"));
+        assert_eq!(did_you_mean("cpu", &["mtu", "cores"]), None);
     }
 }

@@ -159,6 +159,34 @@ struct Cx<'a> {
     container_start: usize,
 }
 
+/// Names people bring from PVE, Terraform or other tools, and what pxfleet calls them.
+fn alias(key: &str) -> Option<(&'static str, Option<&'static str>)> {
+    Some(match key {
+        "ip" | "ipv4" | "address" => ("ip_address", None),
+        "gw" => ("gateway", None),
+        "ip6" => ("ipv6", None),
+        "gw6" => ("gateway6", None),
+        "cpu" | "cpus" | "vcpus" => ("cores", None),
+        "cpulimit" => ("cpu_limit", None),
+        "cpuunits" => ("cpu_units", None),
+        "ram" | "mem" => ("memory", Some("in MiB")),
+        "disk" | "rootfs" | "size" => ("disk_size", Some("in GiB")),
+        "storage" | "datastore" => ("datastore_id", None),
+        "vmid" | "id" => ("vm_id", None),
+        "onboot" | "autostart" => ("start_on_boot", None),
+        "hwaddr" | "mac" => ("mac_address", None),
+        "tag" | "vlan" => ("vlan_id", Some("`tags` is the list of PVE tags; `vlan_id` is the VLAN (PVE's net tag=)")),
+        "ssh_keys" | "ssh_authorized_keys" | "ssh-public-keys" => ("ssh_public_keys", None),
+        "nameserver" | "nameservers" => ("dns.servers", Some("write `dns: {servers: [...]}`")),
+        "searchdomain" => ("dns.domain", Some("write `dns: {domain: ...}`")),
+        "nesting" | "fuse" | "keyctl" => ("features", Some("features go under `features:`, e.g. `features: {nesting: true}`")),
+        "mp" | "mountpoints" | "mounts" | "volumes" => ("mount_points", None),
+        "interfaces" | "networks" | "nics" => ("extra_interfaces", Some("net0 is the container's own `ip_address`, `bridge`, ...; more go under `extra_interfaces`")),
+        "os_template" | "ostemplate" => ("template", None),
+        _ => return None,
+    })
+}
+
 /// Last segment of a path (`containers.web-1.memory` -> `memory`).
 fn leaf(path: &str) -> &str {
     path.rsplit('.').next().unwrap_or(path)
@@ -200,6 +228,13 @@ impl Cx<'_> {
 
     fn unknown_field(&mut self, e: &Entry, path: &str, known: &[&str]) {
         let p = join(path, &e.key);
+        if let Some((target, why)) =
+            alias(&e.key).filter(|(t, _)| known.contains(&t.split('.').next().unwrap_or(t)))
+        {
+            let msg = format!("unknown field {}; did you mean '{target}'?", quote(&e.key));
+            self.err(e.key_span, &p, msg, why);
+            return;
+        }
         match did_you_mean(&e.key, known) {
             Some(s) => self.err(
                 e.key_span,

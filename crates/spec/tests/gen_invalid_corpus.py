@@ -120,6 +120,9 @@ cases = [
  ("rate-limit-negative", "containers.web-1.rate_limit", c("rate_limit: -5 #<"), "between 0"),
  ("node-invalid", "containers.web-1.node", c("node: mk_33 #<"), "not a PVE node name"),
  ("container-not-mapping", "containers.web-1", HEAD + "  web-1: [a, b] #<\n", "must be a mapping"),
+ ("alias-ram", "containers.web-1.ram", c("ram: 512 #<"), "did you mean 'memory'"),
+ ("alias-nesting", "containers.web-1.nesting", c("nesting: true #<"), "features: {nesting: true}"),
+ ("alias-cpu", "containers.web-1.cpu", c("cpu: 2 #<"), "did you mean 'cores'"),
  ("firewall-number", "containers.web-1.firewall", c("firewall: 1 #<"), "true or false"),
 ]
 os.makedirs(OUT, exist_ok=True)
