@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use pxfleet_tests::{describe, fleet_yaml, v1 as pb, wait_until, Cluster};
 
-const UP: Duration = Duration::from_secs(60);
+const UP: Duration = Duration::from_secs(120);
 
 fn kinds(ops: &[pb::OperationInfo], container: &str) -> Vec<pb::OperationKind> {
     ops.iter()

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use pxfleet_tests::{describe, fleet_yaml, v1 as pb, wait_until, Cluster, ClusterOptions};
 
-const UP: Duration = Duration::from_secs(90);
+const UP: Duration = Duration::from_secs(120);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agent_killed_mid_operation_and_restarted_converges_without_duplicates() {
@@ -141,18 +141,19 @@ async fn stopped_node_is_down_within_30s_and_gets_its_operations_when_back() {
 
     c.kill_agent("mk34").await;
     let stopped = Instant::now();
-    wait_until("mk34 down", Duration::from_secs(35), || async {
+    // When the controller answered "down": measured at the start of the request that saw it.
+    let took = wait_until("mk34 down", Duration::from_secs(40), || async {
+        let asked = stopped.elapsed();
         let nodes = c.nodes_info().await.map_err(|e| e.to_string())?;
         match nodes.iter().find(|n| n.name == "mk34") {
-            Some(n) if n.status == pb::NodeStatus::Down as i32 => Ok(()),
+            Some(n) if n.status == pb::NodeStatus::Down as i32 => Ok(asked),
             other => Err(format!("{:?}", other.map(|n| n.status))),
         }
     })
     .await;
-    let took = stopped.elapsed();
     assert!(
-        took <= Duration::from_secs(31),
-        "mk34 reported down only after {took:?}"
+        took <= Duration::from_millis(30_500),
+        "mk34 reported down only {took:?} after it stopped"
     );
     let mk33 = c.nodes_info().await.unwrap();
     assert!(mk33
