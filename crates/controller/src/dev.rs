@@ -246,6 +246,12 @@ struct Agent {
 
 /// Runs dev mode until `shutdown` resolves. Prints the export line and a ready line on stdout.
 pub async fn run(opts: DevOptions, shutdown: impl Future<Output = ()>) -> Result<(), DevError> {
+    // Poll `shutdown` once now so its signal handlers are installed before any child exists: a SIGTERM during
+    // start-up must reach this function (which stops the children), not end the process with them orphaned.
+    tokio::pin!(shutdown);
+    if futures::poll!(&mut shutdown).is_ready() {
+        return Ok(());
+    }
     let root = &opts.data_dir;
     std::fs::create_dir_all(root.join("logs")).map_err(io(root))?;
     let ctl_dir = root.join("controller");
@@ -331,11 +337,16 @@ pub async fn run(opts: DevOptions, shutdown: impl Future<Output = ()>) -> Result
         }
         wait_ready(&ctl_dir, &url, &nodes, root).await
     };
+    let mut interrupted = false;
     let outcome = tokio::select! {
         r = started => r,
         r = &mut controller => Err(controller_ended(r)),
+        _ = &mut shutdown => {
+            interrupted = true;
+            Ok(())
+        }
     };
-    if outcome.is_ok() {
+    if outcome.is_ok() && !interrupted {
         println!("pxfleet dev: controller {url}, nodes {} (metrics http://127.0.0.1:{metrics_port}/metrics)",
             nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>().join(", "));
         println!(
@@ -348,9 +359,10 @@ pub async fn run(opts: DevOptions, shutdown: impl Future<Output = ()>) -> Result
     }
     let result = match outcome {
         Err(e) => Err(e),
+        Ok(()) if interrupted => Ok(()),
         Ok(()) => {
             tokio::select! {
-                _ = shutdown => Ok(()),
+                _ = &mut shutdown => Ok(()),
                 r = &mut controller => Err(controller_ended(r)),
                 r = watch_agents(&mut agents) => Err(r),
             }
