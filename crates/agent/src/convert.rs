@@ -412,44 +412,42 @@ pub fn operation_from_proto(op: v1::Operation) -> Result<Operation, ConvertError
         Some(Kind::SeedTemplate(s)) => {
             let digest = match s.checksum {
                 Some(v1::seed_template::Checksum::Sha256(h)) => {
-                    Digest::Sha256(h.to_ascii_lowercase())
+                    Some(Digest::Sha256(h.to_ascii_lowercase()))
                 }
                 Some(v1::seed_template::Checksum::Sha512(h)) => {
-                    Digest::Sha512(h.to_ascii_lowercase())
+                    Some(Digest::Sha512(h.to_ascii_lowercase()))
                 }
-                None => {
-                    if s.url.is_empty() {
-                        // An appliance name from the PVE index: pveam verifies it.
-                        return Ok(Operation {
-                            id: op.op_id,
-                            kind: OpKind::SeedTemplate(TemplateSpec {
-                                storage: s.storage,
-                                file_name: s.file_name,
-                                source: TemplateSource::Appliance,
-                            }),
-                        });
-                    }
+                None if s.url.is_empty() => {
+                    // An appliance name from the PVE index: pveam verifies it.
+                    return Ok(Operation {
+                        id: op.op_id,
+                        kind: OpKind::SeedTemplate(TemplateSpec {
+                            storage: s.storage,
+                            file_name: s.file_name,
+                            source: TemplateSource::Appliance,
+                        }),
+                    });
+                }
+                // A `template_url` without checksum: downloaded unverified, its sha256 reported.
+                None => None,
+            };
+            if let Some(digest) = &digest {
+                let expect_len = match digest {
+                    Digest::Sha256(_) => 64,
+                    Digest::Sha512(_) => 128,
+                };
+                if digest.hex().len() != expect_len
+                    || !digest.hex().bytes().all(|b| b.is_ascii_hexdigit())
+                {
                     return Err(err(
                         "seed_template.checksum",
-                        "missing; a URL template needs sha256 or sha512".into(),
+                        format!(
+                            "`{}` is not a {} hex digest",
+                            digest.hex(),
+                            digest.algorithm()
+                        ),
                     ));
                 }
-            };
-            let expect_len = match digest {
-                Digest::Sha256(_) => 64,
-                Digest::Sha512(_) => 128,
-            };
-            if digest.hex().len() != expect_len
-                || !digest.hex().bytes().all(|b| b.is_ascii_hexdigit())
-            {
-                return Err(err(
-                    "seed_template.checksum",
-                    format!(
-                        "`{}` is not a {} hex digest",
-                        digest.hex(),
-                        digest.algorithm()
-                    ),
-                ));
             }
             OpKind::SeedTemplate(TemplateSpec {
                 storage: s.storage,
@@ -672,6 +670,7 @@ pub fn update_to_proto(u: &OpUpdate, vmid: u32, node: &str) -> v1::OperationUpda
                 .container
                 .as_ref()
                 .map(|c| observed_to_proto(c, node));
+            out.template_sha256 = result.template_sha256.clone().unwrap_or_default();
         }
         OpUpdate::Failed { failure, .. } => {
             out.state = v1::OperationState::Failed as i32;
@@ -835,6 +834,22 @@ mod tests {
     }
 
     #[test]
+    fn a_seed_result_carries_the_template_sha256() {
+        let u = OpUpdate::Succeeded {
+            op_id: "op-9".into(),
+            result: crate::ops::OpResult {
+                message: "template present".into(),
+                container: None,
+                template_volid: Some("local:vztmpl/x.tar.xz".into()),
+                template_sha256: Some("ab".repeat(32)),
+            },
+        };
+        let pb = update_to_proto(&u, 0, "n1");
+        assert_eq!(pb.template_sha256, "ab".repeat(32));
+        assert_eq!(pb.state, v1::OperationState::Succeeded as i32);
+    }
+
+    #[test]
     fn bad_operations_name_the_field() {
         let op = v1::Operation {
             op_id: "op-2".into(),
@@ -849,6 +864,25 @@ mod tests {
         };
         let e = operation_from_proto(op).unwrap_err().to_string();
         assert!(e.contains("seed_template.checksum"), "{e}");
+        // A URL without checksum (fleet.yaml `template_url`) is a download without verification.
+        let op = operation_from_proto(v1::Operation {
+            op_id: "op-4".into(),
+            kind: Some(v1::operation::Kind::SeedTemplate(v1::SeedTemplate {
+                url: "http://127.0.0.1/x.tar.xz".into(),
+                checksum: None,
+                storage: "local".into(),
+                file_name: "x.tar.xz".into(),
+            })),
+            ..Default::default()
+        })
+        .unwrap();
+        assert!(matches!(
+            op.kind,
+            OpKind::SeedTemplate(TemplateSpec {
+                source: TemplateSource::Url { digest: None, .. },
+                ..
+            })
+        ));
         let e = operation_from_proto(v1::Operation {
             op_id: "op-3".into(),
             ..Default::default()

@@ -118,6 +118,7 @@ fn ok(message: impl Into<String>, container: Option<ObservedContainer>) -> Outco
         message: message.into(),
         container: container.map(Box::new),
         template_volid: None,
+        template_sha256: None,
     })
 }
 
@@ -496,11 +497,12 @@ impl<D: NodeDriver> Executor<D> {
                 ok(format!("migrated to {target}"), None)
             }
             OpKind::SeedTemplate(spec) => {
-                let volid = self.ensure_template(&op.id, spec).await?;
+                let (volid, sha256) = self.ensure_template(&op.id, spec).await?;
                 Ok(OpResult {
                     message: "template present".into(),
                     container: None,
                     template_volid: Some(volid),
+                    template_sha256: sha256,
                 })
             }
         }
@@ -543,7 +545,7 @@ impl<D: NodeDriver> Executor<D> {
             }
         }
         self.progress(op_id, format!("ensuring template {}", c.template.volid()));
-        let ostemplate = self.ensure_template(op_id, &c.template).await?;
+        let (ostemplate, _) = self.ensure_template(op_id, &c.template).await?;
         let mut options: Vec<(String, String)> = c
             .options
             .iter()
@@ -583,20 +585,26 @@ impl<D: NodeDriver> Executor<D> {
         ok("created", self.observed(vmid).await)
     }
 
-    /// Makes sure a template is in its storage; returns the volid to create from.
-    async fn ensure_template(&self, op_id: &str, spec: &TemplateSpec) -> Result<String, OpFailure> {
+    /// Makes sure a template is in its storage; returns the volid to create from and, for a URL
+    /// template, the file's sha256.
+    async fn ensure_template(
+        &self,
+        op_id: &str,
+        spec: &TemplateSpec,
+    ) -> Result<(String, Option<String>), OpFailure> {
         let d = &*self.inner.driver;
         let volid = spec.volid();
         match &spec.source {
-            TemplateSource::Existing => Ok(volid),
+            TemplateSource::Existing => Ok((volid, None)),
             TemplateSource::Url { url, digest } => {
                 let dir = d.template_dir(&spec.storage).await?;
                 self.progress(op_id, format!("downloading {url}"));
-                self.inner
+                let seeded = self
+                    .inner
                     .seeder
-                    .ensure(&dir, &spec.file_name, url, digest)
+                    .ensure(&dir, &spec.file_name, url, digest.as_ref())
                     .await?;
-                Ok(volid)
+                Ok((volid, Some(seeded.sha256)))
             }
             TemplateSource::Appliance => {
                 let lock = self
@@ -629,7 +637,7 @@ impl<D: NodeDriver> Executor<D> {
                         });
                     }
                 }
-                Ok(volid)
+                Ok((volid, None))
             }
         }
     }

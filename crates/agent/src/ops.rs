@@ -128,8 +128,9 @@ impl TemplateSpec {
 /// Where a template comes from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum TemplateSource {
-    /// Download over HTTP(S) and verify.
-    Url { url: String, digest: Digest },
+    /// Download over HTTP(S), verified against `digest` when one is declared (a fleet.yaml
+    /// `template_url` carries none; the sha256 is then only computed and reported).
+    Url { url: String, digest: Option<Digest> },
     /// An appliance name from the PVE index: `pveam download`.
     Appliance,
     /// Already present on the node (or managed by someone else): use as is.
@@ -166,6 +167,9 @@ pub struct OpResult {
     pub container: Option<Box<ObservedContainer>>,
     /// For seeding: the template's volume id.
     pub template_volid: Option<String>,
+    /// For seeding from a URL: sha256 (hex) of the template file as it is on the node.
+    #[serde(default)]
+    pub template_sha256: Option<String>,
 }
 
 /// Why an operation failed.

@@ -2,6 +2,9 @@
 //! a temporary file (`.<name>.tmp.<random>`) while hashing, verified, fsynced and renamed into place.
 //! A single-flight map makes concurrent requests for one destination share one download; a checksum
 //! mismatch fails every waiter with the expected and actual digests and leaves no file behind.
+//! A template without a declared checksum (fleet.yaml `template_url`) takes the same path, unverified;
+//! either way the file's sha256 is computed while streaming and returned, so the controller can record
+//! (and compare across nodes) what each node really got.
 //! TLS is rustls (ring) with the system CA bundle plus an optional extra CA file.
 
 use std::collections::HashMap;
@@ -51,7 +54,15 @@ pub enum SeedError {
     BadName { name: String },
 }
 
-type Flight = Shared<BoxFuture<'static, Result<PathBuf, SeedError>>>;
+/// A template file in place.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seeded {
+    pub path: PathBuf,
+    /// Lower-case hex sha256 of the file, whatever checksum (if any) was declared.
+    pub sha256: String,
+}
+
+type Flight = Shared<BoxFuture<'static, Result<Seeded, SeedError>>>;
 
 /// Downloads templates, one at a time per destination file.
 #[derive(Clone)]
@@ -62,8 +73,8 @@ pub struct Seeder {
 struct SeederInner {
     extra_ca: Option<PathBuf>,
     flights: Mutex<HashMap<PathBuf, Flight>>,
-    /// Files verified by this process (skip re-hashing an existing file every time).
-    verified: Mutex<HashMap<PathBuf, String>>,
+    /// Files hashed by this process (skip re-hashing an existing file every time): path -> digests.
+    verified: Mutex<HashMap<PathBuf, Digests>>,
     downloads: AtomicUsize,
 }
 
@@ -85,15 +96,16 @@ impl Seeder {
         self.inner.downloads.load(Ordering::SeqCst)
     }
 
-    /// Makes sure `dir/file_name` exists with the expected digest, downloading it from `url` if needed.
+    /// Makes sure `dir/file_name` exists (with the expected digest when one is given), downloading it
+    /// from `url` if needed; returns its path and sha256. Without a digest an existing file is kept as is.
     /// Concurrent calls for the same file share one download and one result.
     pub async fn ensure(
         &self,
         dir: &Path,
         file_name: &str,
         url: &str,
-        digest: &Digest,
-    ) -> Result<PathBuf, SeedError> {
+        digest: Option<&Digest>,
+    ) -> Result<Seeded, SeedError> {
         if file_name.is_empty()
             || file_name.contains('/')
             || file_name.starts_with('.')
@@ -110,9 +122,9 @@ impl Seeder {
                 f.clone()
             } else {
                 let inner = self.inner.clone();
-                let (d, u, g) = (dest.clone(), url.to_string(), digest.clone());
+                let (d, u, g) = (dest.clone(), url.to_string(), digest.cloned());
                 let task = tokio::spawn(async move {
-                    let result = seed_one(&inner, &d, &u, &g).await;
+                    let result = seed_one(&inner, &d, &u, g.as_ref()).await;
                     inner.flights.lock().expect("flights lock").remove(&d);
                     result
                 });
@@ -139,29 +151,40 @@ async fn seed_one(
     inner: &SeederInner,
     dest: &Path,
     url: &str,
-    digest: &Digest,
-) -> Result<PathBuf, SeedError> {
-    let expected = digest.hex().to_ascii_lowercase();
+    digest: Option<&Digest>,
+) -> Result<Seeded, SeedError> {
+    let expected = digest.map(|d| d.hex().to_ascii_lowercase());
+    let seeded = |d: &Digests| Seeded {
+        path: dest.to_path_buf(),
+        sha256: d.sha256.clone(),
+    };
     let known = inner
         .verified
         .lock()
         .expect("verified lock")
         .get(dest)
         .cloned();
-    if known.as_deref() == Some(expected.as_str()) && dest.exists() {
-        return Ok(dest.to_path_buf());
+    if let Some(k) = known.filter(|_| dest.exists()) {
+        if expected.is_none() || k.of(digest).as_deref() == expected.as_deref() {
+            return Ok(seeded(&k));
+        }
     }
     if dest.exists() {
-        match hash_file(dest, digest).await {
-            Ok(actual) if actual == expected => {
+        let found = hash_file(dest, digest).await?;
+        match &expected {
+            None => {
+                tracing::debug!(path = %dest.display(), sha256 = %found.sha256, "template already present (no checksum declared)");
+                remember(inner, dest, &found);
+                return Ok(seeded(&found));
+            }
+            Some(e) if found.of(digest).as_deref() == Some(e.as_str()) => {
                 tracing::debug!(path = %dest.display(), "template already present and verified");
-                remember(inner, dest, &expected);
-                return Ok(dest.to_path_buf());
+                remember(inner, dest, &found);
+                return Ok(seeded(&found));
             }
-            Ok(actual) => {
-                tracing::warn!(path = %dest.display(), %expected, %actual, "cached template has a different digest; downloading again");
+            Some(e) => {
+                tracing::warn!(path = %dest.display(), expected = %e, actual = ?found.of(digest), "cached template has a different digest; downloading again");
             }
-            Err(e) => return Err(e),
         }
     }
     inner.downloads.fetch_add(1, Ordering::SeqCst);
@@ -174,22 +197,24 @@ async fn seed_one(
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let tmp = dir.join(format!(".{name}.tmp.{:016x}", rand::random::<u64>()));
-    let result = download_to(inner, url, &tmp, digest).await;
-    let actual = match result {
-        Ok(actual) => actual,
+    let got = match download_to(inner, url, &tmp, digest).await {
+        Ok(got) => got,
         Err(e) => {
             let _ = tokio::fs::remove_file(&tmp).await;
             return Err(e);
         }
     };
-    if actual != expected {
-        let _ = tokio::fs::remove_file(&tmp).await;
-        return Err(SeedError::Mismatch {
-            url: url.to_string(),
-            algorithm: digest.algorithm(),
-            expected,
-            actual,
-        });
+    if let (Some(d), Some(expected)) = (digest, expected) {
+        let actual = got.of(Some(d)).unwrap_or_default();
+        if actual != expected {
+            let _ = tokio::fs::remove_file(&tmp).await;
+            return Err(SeedError::Mismatch {
+                url: url.to_string(),
+                algorithm: d.algorithm(),
+                expected,
+                actual,
+            });
+        }
     }
     if let Err(e) = tokio::fs::rename(&tmp, dest).await {
         let _ = tokio::fs::remove_file(&tmp).await;
@@ -198,17 +223,38 @@ async fn seed_one(
     if let Ok(d) = tokio::fs::File::open(dir).await {
         let _ = d.sync_all().await;
     }
-    tracing::info!(path = %dest.display(), %url, "template downloaded and verified");
-    remember(inner, dest, &expected);
-    Ok(dest.to_path_buf())
+    if digest.is_some() {
+        tracing::info!(path = %dest.display(), %url, sha256 = %got.sha256, "template downloaded and verified");
+    } else {
+        tracing::warn!(path = %dest.display(), %url, sha256 = %got.sha256, "template downloaded without a declared checksum");
+    }
+    remember(inner, dest, &got);
+    Ok(seeded(&got))
 }
 
-fn remember(inner: &SeederInner, dest: &Path, hex: &str) {
+/// The digests of one file: always sha256, sha512 when a sha512 was declared.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Digests {
+    sha256: String,
+    sha512: Option<String>,
+}
+
+impl Digests {
+    /// The digest in the algorithm of `declared` (None when that one was not computed).
+    fn of(&self, declared: Option<&Digest>) -> Option<String> {
+        match declared {
+            Some(Digest::Sha512(_)) => self.sha512.clone(),
+            _ => Some(self.sha256.clone()),
+        }
+    }
+}
+
+fn remember(inner: &SeederInner, dest: &Path, digests: &Digests) {
     inner
         .verified
         .lock()
         .expect("verified lock")
-        .insert(dest.to_path_buf(), hex.to_string());
+        .insert(dest.to_path_buf(), digests.clone());
 }
 
 fn io_err(path: &Path, e: std::io::Error) -> SeedError {
@@ -218,33 +264,34 @@ fn io_err(path: &Path, e: std::io::Error) -> SeedError {
     }
 }
 
-enum Hasher {
-    Sha256(sha2::Sha256),
-    Sha512(sha2::Sha512),
+/// Hashes a stream: sha256 always, sha512 as well when that is the declared algorithm.
+struct Hasher {
+    sha256: sha2::Sha256,
+    sha512: Option<sha2::Sha512>,
 }
 
 impl Hasher {
-    fn new(d: &Digest) -> Self {
-        match d {
-            Digest::Sha256(_) => Hasher::Sha256(sha2::Sha256::new()),
-            Digest::Sha512(_) => Hasher::Sha512(sha2::Sha512::new()),
+    fn new(d: Option<&Digest>) -> Self {
+        Hasher {
+            sha256: sha2::Sha256::new(),
+            sha512: matches!(d, Some(Digest::Sha512(_))).then(sha2::Sha512::new),
         }
     }
     fn update(&mut self, data: &[u8]) {
-        match self {
-            Hasher::Sha256(h) => h.update(data),
-            Hasher::Sha512(h) => h.update(data),
+        self.sha256.update(data);
+        if let Some(h) = &mut self.sha512 {
+            h.update(data);
         }
     }
-    fn finish(self) -> String {
-        match self {
-            Hasher::Sha256(h) => hex::encode(h.finalize()),
-            Hasher::Sha512(h) => hex::encode(h.finalize()),
+    fn finish(self) -> Digests {
+        Digests {
+            sha256: hex::encode(self.sha256.finalize()),
+            sha512: self.sha512.map(|h| hex::encode(h.finalize())),
         }
     }
 }
 
-async fn hash_file(path: &Path, digest: &Digest) -> Result<String, SeedError> {
+async fn hash_file(path: &Path, digest: Option<&Digest>) -> Result<Digests, SeedError> {
     use tokio::io::AsyncReadExt;
     let mut f = tokio::fs::File::open(path)
         .await
@@ -264,13 +311,13 @@ async fn hash_file(path: &Path, digest: &Digest) -> Result<String, SeedError> {
 trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin {}
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin> Io for T {}
 
-/// Streams `url` into `tmp` (created new), hashing as it goes; returns the hex digest.
+/// Streams `url` into `tmp` (created new), hashing as it goes; returns the hex digests.
 async fn download_to(
     inner: &SeederInner,
     url: &str,
     tmp: &Path,
-    digest: &Digest,
-) -> Result<String, SeedError> {
+    digest: Option<&Digest>,
+) -> Result<Digests, SeedError> {
     let http = |message: String| SeedError::Http {
         url: url.to_string(),
         message,
@@ -466,7 +513,7 @@ mod tests {
         let d = Digest::Sha256("00".into());
         for bad in ["", "../x.tar", ".hidden.tar", "a/b.tar"] {
             let e = s
-                .ensure(Path::new("/tmp"), bad, "http://127.0.0.1:1/x", &d)
+                .ensure(Path::new("/tmp"), bad, "http://127.0.0.1:1/x", Some(&d))
                 .await
                 .unwrap_err();
             assert!(matches!(e, SeedError::BadName { .. }), "{bad}: {e}");

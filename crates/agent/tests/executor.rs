@@ -367,7 +367,7 @@ async fn seed_template_mismatch_fails_with_both_digests() {
             file_name: "u.tar.xz".into(),
             source: TemplateSource::Url {
                 url: format!("{}/u.tar.xz", srv.url),
-                digest: Digest::Sha256(hex),
+                digest: Some(Digest::Sha256(hex)),
             },
         }),
     };
@@ -408,4 +408,32 @@ async fn seed_template_mismatch_fails_with_both_digests() {
             .await,
     );
     assert_eq!(r.node.calls("pveam"), 1);
+}
+
+#[tokio::test]
+async fn seed_template_without_checksum_reports_the_sha256() {
+    let r = rig(4, Duration::ZERO);
+    let srv = common::serve(b"unpinned payload".to_vec(), Duration::ZERO).await;
+    let op = Operation {
+        id: "s-unpinned".into(),
+        kind: OpKind::SeedTemplate(TemplateSpec {
+            storage: "local".into(),
+            file_name: "v.tar.xz".into(),
+            source: TemplateSource::Url {
+                url: format!("{}/v.tar.xz", srv.url),
+                digest: None,
+            },
+        }),
+    };
+    let u = r.exec.execute(op).await;
+    let res = succeeded(&u);
+    assert_eq!(res.template_volid.as_deref(), Some("local:vztmpl/v.tar.xz"));
+    assert_eq!(
+        res.template_sha256.as_deref(),
+        Some(common::sha256_hex(b"unpinned payload").as_str())
+    );
+    assert_eq!(
+        std::fs::read(r.tmpl.path().join("v.tar.xz")).unwrap(),
+        b"unpinned payload"
+    );
 }

@@ -23,16 +23,17 @@ async fn good_checksum_lands_the_file_under_its_name() {
     let dir = tempfile::tempdir().unwrap();
     let seeder = Seeder::new(None);
     let digest = Digest::Sha256(common::sha256_hex(&body));
-    let path = seeder
+    let seeded = seeder
         .ensure(
             dir.path(),
             "t.tar.zst",
             &format!("{}/t.tar.zst", srv.url),
-            &digest,
+            Some(&digest),
         )
         .await
         .unwrap();
-    assert_eq!(std::fs::read(&path).unwrap(), body);
+    assert_eq!(std::fs::read(&seeded.path).unwrap(), body);
+    assert_eq!(seeded.sha256, common::sha256_hex(&body));
     assert_eq!(files(dir.path()), vec!["t.tar.zst"]);
     // Present and verified: no second download.
     seeder
@@ -40,7 +41,7 @@ async fn good_checksum_lands_the_file_under_its_name() {
             dir.path(),
             "t.tar.zst",
             &format!("{}/t.tar.zst", srv.url),
-            &digest,
+            Some(&digest),
         )
         .await
         .unwrap();
@@ -51,7 +52,7 @@ async fn good_checksum_lands_the_file_under_its_name() {
             dir.path(),
             "t.tar.zst",
             &format!("{}/t.tar.zst", srv.url),
-            &digest,
+            Some(&digest),
         )
         .await
         .unwrap();
@@ -69,7 +70,7 @@ async fn bad_checksum_names_both_digests_and_leaves_no_file() {
             dir.path(),
             "t.tar.zst",
             &format!("{}/t.tar.zst", srv.url),
-            &Digest::Sha256(want.clone()),
+            Some(&Digest::Sha256(want.clone())),
         )
         .await
         .unwrap_err();
@@ -111,7 +112,7 @@ async fn concurrent_requests_share_one_download() {
             digest.clone(),
         );
         tasks.push(tokio::spawn(async move {
-            s.ensure(&d, "t.tar.zst", &u, &g).await
+            s.ensure(&d, "t.tar.zst", &u, Some(&g)).await
         }));
     }
     for t in tasks {
@@ -130,8 +131,8 @@ async fn concurrent_waiters_all_see_a_mismatch() {
     let digest = Digest::Sha512("f".repeat(128));
     let url = format!("{}/t.tar.zst", srv.url);
     let (a, b) = tokio::join!(
-        seeder.ensure(dir.path(), "t.tar.zst", &url, &digest),
-        seeder.ensure(dir.path(), "t.tar.zst", &url, &digest)
+        seeder.ensure(dir.path(), "t.tar.zst", &url, Some(&digest)),
+        seeder.ensure(dir.path(), "t.tar.zst", &url, Some(&digest))
     );
     assert!(matches!(a, Err(SeedError::Mismatch { .. })));
     assert_eq!(a, b);
@@ -151,7 +152,7 @@ async fn redirects_are_followed_and_http_errors_reported() {
             dir.path(),
             "r.tar.zst",
             &format!("{}/redirect", srv.url),
-            &digest,
+            Some(&digest),
         )
         .await
         .unwrap();
@@ -161,7 +162,7 @@ async fn redirects_are_followed_and_http_errors_reported() {
             dir.path(),
             "m.tar.zst",
             &format!("{}/missing", srv.url),
-            &digest,
+            Some(&digest),
         )
         .await
         .unwrap_err();
@@ -182,10 +183,57 @@ async fn a_bad_extra_ca_file_is_reported_by_path() {
             dir.path(),
             "t.tar.zst",
             "https://127.0.0.1:1/t.tar.zst",
-            &Digest::Sha256("0".repeat(64)),
+            Some(&Digest::Sha256("0".repeat(64))),
         )
         .await
         .unwrap_err();
     assert!(matches!(err, SeedError::Tls { .. }), "{err}");
     assert!(err.to_string().contains("ca.pem"), "{err}");
+}
+
+#[tokio::test]
+async fn without_a_checksum_the_file_lands_and_its_sha256_is_reported() {
+    let body = b"unpinned template ".repeat(5_000);
+    let srv = common::serve(body.clone(), Duration::from_millis(200)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let seeder = Seeder::new(None);
+    let url = format!("{}/t.tar.zst", srv.url);
+    // Two concurrent requests share one download, temp file + rename as with a checksum.
+    let (a, b) = tokio::join!(
+        seeder.ensure(dir.path(), "t.tar.zst", &url, None),
+        seeder.ensure(dir.path(), "t.tar.zst", &url, None)
+    );
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert_eq!(a, b);
+    assert_eq!(a.sha256, common::sha256_hex(&body));
+    assert_eq!(std::fs::read(&a.path).unwrap(), body);
+    assert_eq!(files(dir.path()), vec!["t.tar.zst"]);
+    assert_eq!(srv.hits.load(std::sync::atomic::Ordering::SeqCst), 1);
+    // A fresh seeder keeps the file there and reports the digest of what is on disk.
+    std::fs::write(dir.path().join("t.tar.zst"), b"changed on disk").unwrap();
+    let again = Seeder::new(None)
+        .ensure(dir.path(), "t.tar.zst", &url, None)
+        .await
+        .unwrap();
+    assert_eq!(again.sha256, common::sha256_hex(b"changed on disk"));
+    assert_eq!(srv.hits.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_sha512_checksum_still_reports_the_sha256() {
+    use sha2::Digest as _;
+    let body = b"sha512 template".to_vec();
+    let srv = common::serve(body.clone(), Duration::ZERO).await;
+    let dir = tempfile::tempdir().unwrap();
+    let want = hex::encode(sha2::Sha512::digest(&body));
+    let seeded = Seeder::new(None)
+        .ensure(
+            dir.path(),
+            "t.tar.zst",
+            &format!("{}/t.tar.zst", srv.url),
+            Some(&Digest::Sha512(want)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(seeded.sha256, common::sha256_hex(&body));
 }
