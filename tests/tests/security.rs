@@ -42,7 +42,39 @@ async fn viewer_reads_but_cannot_submit_or_destroy() {
         .unwrap()
         .into_inner();
     assert_eq!(nodes.nodes.len(), 1);
-    // Nothing was stored by the refused submit.
+    // What the viewer sees with pxctl: a refusal that names the problem, and a non-zero exit.
+    let vdir = c.dir.path().join("viewer");
+    let paths = pxfleet_tls::BundlePaths::in_dir(&vdir, "vera");
+    viewer.write(&paths).unwrap();
+    let cfg = vdir.join("pxctl.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "controller = \"{}\"\nca = {:?}\ncert = {:?}\nkey = {:?}\n",
+            c.url, paths.ca, paths.cert, paths.key
+        ),
+    )
+    .unwrap();
+    let fleet = c.write_fleet("viewer-fleet.yaml", &small_fleet("v"));
+    let (code, out, err) = c
+        .pxctl(&[
+            "--config",
+            cfg.to_str().unwrap(),
+            "submit",
+            fleet.to_str().unwrap(),
+            "-y",
+        ])
+        .await;
+    assert_ne!(code, 0, "a viewer's pxctl submit succeeded: {out}");
+    assert!(
+        err.to_lowercase().contains("permission") || err.to_lowercase().contains("not allowed"),
+        "unclear refusal: {err}"
+    );
+    let (code, out, err) = c
+        .pxctl(&["--config", cfg.to_str().unwrap(), "get", "nodes"])
+        .await;
+    assert_eq!(code, 0, "a viewer cannot list nodes: {out}\n{err}");
+    // Nothing was stored by the refused submits.
     assert!(c.containers("v").await.unwrap().is_empty());
     // An operator may submit (the same request, another role).
     let operator = c.issue_user("otto", Role::Operator).unwrap();
