@@ -166,6 +166,15 @@ async fn memory_updates_in_place_template_replaces_removal_destroys() {
     .await;
     assert_eq!(cs.iter().find(|x| x.name == "app-b").unwrap().vm_id, 3002);
     let ops = c.operations("life").await.unwrap();
+    let why = ops
+        .iter()
+        .find(|o| o.container == "app-b" && o.kind == pb::OperationKind::Destroy as i32)
+        .map(|o| o.reason.clone())
+        .unwrap_or_default();
+    assert!(
+        why.contains("template") && why.contains("replace"),
+        "destroy of app-b because {why:?}"
+    );
     let b_kinds = kinds(&ops, "app-b");
     assert!(b_kinds.contains(&pb::OperationKind::Destroy), "{b_kinds:?}");
     assert!(
