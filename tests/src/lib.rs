@@ -217,9 +217,6 @@ impl Cluster {
             .tempdir()
             .map_err(io(Path::new("temp dir")))?;
         let root = dir.path().to_path_buf();
-        let port = free_port()?;
-        let listen: SocketAddr = SocketAddr::from(([127, 0, 0, 1], port));
-        let url = format!("https://127.0.0.1:{port}");
         let controller_dir = root.join("controller");
         run_command(
             &bins.pxcontroller,
@@ -227,45 +224,68 @@ impl Cluster {
                 "init".into(),
                 "--data-dir".into(),
                 controller_dir.display().to_string(),
-                "--url".into(),
-                url.clone(),
             ],
             &[],
         )
         .await?;
-        let controller_config = root.join("controller.toml");
-        let rc = &options;
-        let text = format!(
-            "data_dir = {:?}\nlisten = \"{listen}\"\nmetrics_listen = \"127.0.0.1:0\"\n\n[reconciler]\n\
-             heartbeat_timeout_secs = {}\ninterval_ms = 200\nbackoff_base_ms = 200\nbackoff_max_ms = 2000\n",
-            controller_dir.display().to_string(),
-            rc.heartbeat_timeout_secs,
-        );
-        std::fs::write(&controller_config, text).map_err(io(&controller_config))?;
         let admin_paths = BundlePaths::in_dir(&controller_dir.join("admin"), "admin");
         let admin = Bundle::read(&admin_paths)?;
-        let pxctl_config = controller_dir.join("admin").join("pxctl.toml");
-
         let mut cluster = Cluster {
             controller_log: root.join("controller.log"),
+            controller_config: root.join("controller.toml"),
+            pxctl_config: root.join("pxctl.toml"),
             dir,
             bins,
-            url,
-            listen,
+            url: String::new(),
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             controller_dir,
-            controller_config,
-            pxctl_config,
             nodes: Vec::new(),
             options,
             controller: None,
             admin,
         };
-        cluster.start_controller().await?;
+        // A free port is picked just before the controller binds it; if another test took it in between, the
+        // controller exits with a bind error and the next attempt picks another.
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            cluster.set_port(free_port()?)?;
+            match cluster.start_controller().await {
+                Ok(()) => break,
+                Err(e) if attempt < 3 && tail(&cluster.controller_log).contains("binding") => {
+                    eprintln!("pxfleet harness: controller port taken, retrying: {e}");
+                }
+                Err(e) => return Err(e),
+            }
+        }
         for name in node_names(cluster.options.nodes) {
             cluster.add_node(&name).await?;
         }
         cluster.wait_nodes_ready(Duration::from_secs(60)).await?;
         Ok(cluster)
+    }
+
+    /// Writes the controller's config and the admin's pxctl config for `port` (before the agents join).
+    fn set_port(&mut self, port: u16) -> Result<()> {
+        self.listen = SocketAddr::from(([127, 0, 0, 1], port));
+        self.url = format!("https://127.0.0.1:{port}");
+        let text = format!(
+            "data_dir = {:?}\nlisten = \"{}\"\nmetrics_listen = \"127.0.0.1:0\"\n\n[reconciler]\n\
+             heartbeat_timeout_secs = {}\ninterval_ms = 200\nbackoff_base_ms = 200\nbackoff_max_ms = 2000\n",
+            self.controller_dir.display().to_string(),
+            self.listen,
+            self.options.heartbeat_timeout_secs,
+        );
+        std::fs::write(&self.controller_config, text).map_err(io(&self.controller_config))?;
+        let admin = BundlePaths::in_dir(&self.controller_dir.join("admin"), "admin");
+        let pxctl = format!(
+            "controller = \"{}\"\nca = {:?}\ncert = {:?}\nkey = {:?}\n",
+            self.url,
+            admin.ca.display().to_string(),
+            admin.cert.display().to_string(),
+            admin.key.display().to_string()
+        );
+        std::fs::write(&self.pxctl_config, pxctl).map_err(io(&self.pxctl_config))
     }
 
     /// Starts (or restarts) the controller process on the same port and data directory.

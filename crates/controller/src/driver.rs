@@ -10,9 +10,11 @@ use std::time::Instant;
 use pxfleet_proto::v1 as pb;
 
 use crate::convert;
+use pxfleet_spec::{Checksum, Template, TemplateSource};
+
 use crate::model::{
-    now_ms, AppliedContainer, ContainerStatus, DesiredContainer, ManagedBy, Millis,
-    ObservedContainer, OpState, Operation, OperationKind,
+    now_ms, AppliedContainer, ContainerStatus, DesiredContainer, ManagedBy, Millis, NodeRecord,
+    ObservedContainer, OpState, Operation, OperationKind, TemplateDigest,
 };
 use crate::reconciler::{backoff_ms, container_status, next_action, View};
 use crate::state::State;
@@ -144,13 +146,89 @@ pub fn container_rows(state: &State) -> Result<Vec<ContainerRow>, StoreError> {
 }
 
 fn template_ready(state: &State, d: &DesiredContainer) -> bool {
-    let volid = convert::template_volid(&d.template);
     match state.store.node(&d.node) {
-        Ok(Some(n)) => {
-            n.seeded.get(&d.container.template).map(String::as_str) == Some(volid.as_str())
-                || n.inventory.templates.contains(&volid)
-        }
+        Ok(Some(n)) => template_ready_on(&n, &d.container.template, &d.template),
         _ => false,
+    }
+}
+
+/// Whether template `name` can be created from on node `n` without seeding first.
+/// - An appliance: cached (inventory) or seeded.
+/// - A URL with a sha256: cached or seeded, unless the digest the node reported differs from the pin.
+/// - A URL without checksum: only once the node reported the file's sha256 (a seed operation hashes a cached
+///   file without downloading), so nodes can be compared; a seed by an agent that reports no digest counts.
+pub fn template_ready_on(n: &NodeRecord, name: &str, t: &Template) -> bool {
+    let volid = convert::template_volid(t);
+    let seeded = n.seeded.get(name).map(String::as_str) == Some(volid.as_str());
+    let cached = n.inventory.templates.contains(&volid);
+    match &t.source {
+        TemplateSource::Pveam { .. } => seeded || cached,
+        TemplateSource::Url { url, checksum } => {
+            let reported = n.template_digests.get(url);
+            match checksum {
+                None => seeded || reported.is_some(),
+                Some(Checksum::Sha256(pin)) => {
+                    let differs = reported.is_some_and(|r| !r.sha256.eq_ignore_ascii_case(pin));
+                    (seeded || cached) && !differs
+                }
+                Some(Checksum::Sha512(_)) => seeded || cached,
+            }
+        }
+    }
+}
+
+/// Two nodes reported different files for one URL template without checksum.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DigestConflict {
+    /// The node whose file differs from the first report.
+    pub node: String,
+    pub sha256: String,
+    /// The node that reported the URL first, and its digest.
+    pub reference_node: String,
+    pub reference_sha256: String,
+}
+
+impl DigestConflict {
+    /// The error a container on the differing node fails with.
+    pub fn message(&self, name: &str, url: &str) -> String {
+        format!(
+            "template {name} ({url}) has no checksum and differs between nodes: {} has sha256 {}, {} has sha256 {}; \
+             the URL served different files. Pin the one you want in fleet.yaml: \
+             `templates: {name}: {{url: {url}, sha256: {}}}` and use `template: {name}`",
+            self.node, self.sha256, self.reference_node, self.reference_sha256, self.reference_sha256
+        )
+    }
+}
+
+/// Whether `node`'s file for `url` differs from the earliest report of that URL by any node.
+pub fn digest_conflict(nodes: &[NodeRecord], node: &str, url: &str) -> Option<DigestConflict> {
+    let mine = nodes
+        .iter()
+        .find(|n| n.name == node)?
+        .template_digests
+        .get(url)?;
+    let (ref_node, reference) = nodes
+        .iter()
+        .filter_map(|n| n.template_digests.get(url).map(|d| (n.name.as_str(), d)))
+        .min_by(|a, b| (a.1.recorded_ms, a.0).cmp(&(b.1.recorded_ms, b.0)))?;
+    (ref_node != node && !reference.sha256.eq_ignore_ascii_case(&mine.sha256)).then(|| {
+        DigestConflict {
+            node: node.to_string(),
+            sha256: mine.sha256.clone(),
+            reference_node: ref_node.to_string(),
+            reference_sha256: reference.sha256.clone(),
+        }
+    })
+}
+
+/// The URL of a template without a declared checksum.
+fn unpinned_url(t: &Template) -> Option<&str> {
+    match &t.source {
+        TemplateSource::Url {
+            url,
+            checksum: None,
+        } => Some(url),
+        _ => None,
     }
 }
 
@@ -185,6 +263,7 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
         })
         .collect();
     let mut seeds_now = active_seeds.clone();
+    let nodes = state.store.nodes()?;
     // 2. the next operation per container
     for k in &w.keys {
         let d = w.desired.get(k);
@@ -193,6 +272,21 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
         let latest = w.latest.get(k);
         if latest.is_some_and(|op| op.state.is_active()) {
             continue;
+        }
+        // Not created yet, from a template without checksum whose file on this node differs from another
+        // node's: failed (with both digests) instead of creating from an unknown file.
+        if let (Some(d), None) = (d, o) {
+            let conflict = unpinned_url(&d.template)
+                .and_then(|url| Some((url, digest_conflict(&nodes, &d.node, url)?)));
+            if let Some((url, c)) = conflict {
+                let error = c.message(&d.container.template, url);
+                if !latest.is_some_and(|l| {
+                    l.state == OpState::Failed && l.last_error.as_deref() == Some(error.as_str())
+                }) {
+                    fail_for_template(state, k, d, error, now)?;
+                }
+                continue;
+            }
         }
         let view = View {
             desired: d,
@@ -293,6 +387,43 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Records a failed operation for a container that cannot be created from its node's template file.
+fn fail_for_template(
+    state: &State,
+    k: &Key,
+    d: &DesiredContainer,
+    error: String,
+    now: Millis,
+) -> Result<(), StoreError> {
+    let op = Operation {
+        id: crate::model::new_id(),
+        fleet: k.0.clone(),
+        container: k.1.clone(),
+        node: d.node.clone(),
+        vm_id: 0,
+        kind: OperationKind::SeedTemplate {
+            name: d.container.template.clone(),
+            template: d.template.clone(),
+        },
+        attempt: state.config.reconciler.max_attempts,
+        state: OpState::Failed,
+        created_ms: now,
+        not_before_ms: now,
+        dispatched_ms: None,
+        deadline_ms: None,
+        finished_ms: Some(now),
+        last_error: Some(error),
+        revision: d.revision,
+        reason: format!("template {} differs between nodes", d.container.template),
+    };
+    tracing::warn!(fleet = %op.fleet, container = %op.container, node = %op.node,
+        error = op.last_error.as_deref().unwrap_or(""), "template digest conflict");
+    state.store.put_op(&op)?;
+    state.metrics.op_finished(op.kind.name(), "failed");
+    emit(state, &op, "failed");
+    Ok(())
+}
+
 /// Runs passes until `shutdown`: every `interval_ms`, and at once when woken.
 pub async fn run(state: std::sync::Arc<State>, shutdown: impl Future<Output = ()>) {
     tokio::pin!(shutdown);
@@ -372,7 +503,17 @@ pub fn on_update(state: &State, node: &str, u: &pb::OperationUpdate) -> Result<b
     }
     op.state = final_state;
     op.finished_ms = Some(now);
-    if final_state == OpState::Failed {
+    let conflict = if final_state == OpState::Succeeded {
+        record_template_digest(state, node, &op, &u.template_sha256, now)?
+    } else {
+        None
+    };
+    if let Some(error) = conflict {
+        // The seed worked, but this node's file is not the one other nodes have: failed for good.
+        op.state = OpState::Failed;
+        op.attempt = op.attempt.max(state.config.reconciler.max_attempts);
+        op.last_error = Some(error);
+    } else if final_state == OpState::Failed {
         op.last_error = Some(if u.error.is_empty() {
             "failed".into()
         } else {
@@ -388,6 +529,49 @@ pub fn on_update(state: &State, node: &str, u: &pb::OperationUpdate) -> Result<b
     emit(state, &op, op.state.as_str());
     state.wake.notify_one();
     Ok(true)
+}
+
+/// After a seed from a URL: records the sha256 the agent reported for `node`; returns the error when the
+/// template has no checksum and another node reported a different file first.
+fn record_template_digest(
+    state: &State,
+    node: &str,
+    op: &Operation,
+    sha256: &str,
+    now: Millis,
+) -> Result<Option<String>, StoreError> {
+    let OperationKind::SeedTemplate { name, template } = &op.kind else {
+        return Ok(None);
+    };
+    let TemplateSource::Url { url, .. } = &template.source else {
+        return Ok(None);
+    };
+    if sha256.is_empty() {
+        return Ok(None); // an agent that does not report digests
+    }
+    let sha256 = sha256.to_ascii_lowercase();
+    state.store.update_node(node, |n| {
+        let keep = n
+            .template_digests
+            .get(url)
+            .is_some_and(|d| d.sha256 == sha256);
+        if !keep {
+            n.template_digests.insert(
+                url.clone(),
+                TemplateDigest {
+                    template: name.clone(),
+                    sha256: sha256.clone(),
+                    recorded_ms: now,
+                },
+            );
+        }
+    })?;
+    tracing::info!(node, template = %name, %url, %sha256, "template digest recorded");
+    if unpinned_url(template).is_none() {
+        return Ok(None);
+    }
+    let nodes = state.store.nodes()?;
+    Ok(digest_conflict(&nodes, node, url).map(|c| c.message(name, url)))
 }
 
 fn apply_success(state: &State, op: &Operation, observed_sent: bool) -> Result<(), StoreError> {
@@ -495,6 +679,14 @@ mod tests {
         let mut n = node("n1", 8000);
         n.last_seen_ms = now_ms();
         n.inventory.templates = vec!["local:vztmpl/ubuntu.tar.xz".into()];
+        n.template_digests.insert(
+            "http://127.0.0.1/ubuntu.tar.xz".into(),
+            crate::model::TemplateDigest {
+                template: "ubuntu".into(),
+                sha256: "aa".repeat(32),
+                recorded_ms: 1,
+            },
+        );
         store.update_node("n1", |r| *r = n.clone()).unwrap();
         let ca = pxfleet_tls::Ca::generate("test").unwrap();
         State::new(config, store, ca, Default::default())
@@ -711,5 +903,125 @@ mod tests {
         // observed stopped: start it (repair)
         let op = dispatched(&st, &mut rx);
         assert_eq!(kind(&op), "start");
+    }
+
+    fn seed_result(st: &State, node: &str, op: &pb::Operation, sha256: &str) {
+        let u = pb::OperationUpdate {
+            op_id: op.op_id.clone(),
+            state: pb::OperationState::Succeeded as i32,
+            message: "template present".into(),
+            template_sha256: sha256.into(),
+            ..Default::default()
+        };
+        assert!(on_update(st, node, &u).unwrap());
+    }
+
+    fn next_op(
+        rx: &mut tokio::sync::mpsc::Receiver<crate::agents::Outbound>,
+    ) -> Option<pb::Operation> {
+        match rx.try_recv().ok()?.unwrap().msg {
+            Some(pb::controller_message::Msg::Operation(op)) => Some(op),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn unpinned_template_digests_are_recorded_and_a_differing_node_fails() {
+        let st = state();
+        let mut n2 = node("n2", 8000);
+        n2.last_seen_ms = now_ms();
+        st.store.update_node("n2", |r| *r = n2.clone()).unwrap();
+        let (_, mut rx1) = st.sessions.register("n1");
+        let (_, mut rx2) = st.sessions.register("n2");
+        let url = "http://127.0.0.1/u.tar.xz";
+        let on = |name: &str, node: &str, vm_id: u32| {
+            let mut d = web("ubuntu");
+            d.name = name.into();
+            d.container.name = name.into();
+            d.container.template = "u.tar.xz".into();
+            d.template.source = pxfleet_spec::TemplateSource::Url {
+                url: url.into(),
+                checksum: None,
+            };
+            d.node = node.into();
+            d.vm_id = vm_id;
+            d
+        };
+        submit(
+            &st,
+            vec![
+                on("a", "n1", 1000),
+                on("b", "n2", 1001),
+                on("c", "n2", 1002),
+            ],
+        );
+        pass(&st, now_ms()).unwrap();
+        // each node seeds once (the cached file on n1 is not trusted without its digest)
+        let s1 = next_op(&mut rx1).expect("seed on n1");
+        let s2 = next_op(&mut rx2).expect("seed on n2");
+        assert!(
+            next_op(&mut rx2).is_none(),
+            "one seed per template and node"
+        );
+        let Some(pb::operation::Kind::SeedTemplate(seed)) = &s1.kind else {
+            panic!("expected a seed: {s1:?}")
+        };
+        assert_eq!((seed.url.as_str(), seed.checksum.as_ref()), (url, None));
+        seed_result(&st, "n1", &s1, &"aa".repeat(32));
+        seed_result(&st, "n2", &s2, &"BB".repeat(32));
+        let n1 = st.store.node("n1").unwrap().unwrap();
+        assert_eq!(n1.template_digests[url].sha256, "aa".repeat(32));
+        let n2 = st.store.node("n2").unwrap().unwrap();
+        assert_eq!(n2.template_digests[url].sha256, "bb".repeat(32));
+        // n1 reported first: its container is created; n2's containers fail, naming both digests
+        pass(&st, now_ms()).unwrap();
+        let c = next_op(&mut rx1).expect("create on n1");
+        assert_eq!(kind(&c), "create");
+        pass(&st, now_ms()).unwrap();
+        assert!(next_op(&mut rx2).is_none(), "nothing is created on n2");
+        let rows = container_rows(&st).unwrap();
+        for name in ["b", "c"] {
+            let row = rows.iter().find(|r| r.name == name).unwrap();
+            assert_eq!(row.status, ContainerStatus::Failed, "{name}");
+            let e = row.error().unwrap();
+            assert!(
+                e.contains(&"aa".repeat(32)) && e.contains(&"bb".repeat(32)),
+                "{e}"
+            );
+            assert!(e.contains("sha256:"), "says how to pin: {e}");
+        }
+        // still failed (no new operations) on later passes
+        let before = st.store.ops().unwrap().len();
+        pass(&st, now_ms()).unwrap();
+        assert_eq!(st.store.ops().unwrap().len(), before);
+    }
+
+    #[test]
+    fn template_readiness_by_source() {
+        let mut n = node("n1", 8000);
+        let mut t = template();
+        n.inventory.templates = vec!["local:vztmpl/ubuntu.tar.xz".into()];
+        // without checksum: a cached file is not enough, its digest must be known
+        assert!(!template_ready_on(&n, "ubuntu", &t));
+        n.template_digests.insert(
+            "http://127.0.0.1/ubuntu.tar.xz".into(),
+            crate::model::TemplateDigest {
+                template: "ubuntu".into(),
+                sha256: "aa".repeat(32),
+                recorded_ms: 1,
+            },
+        );
+        assert!(template_ready_on(&n, "ubuntu", &t));
+        // pinned: cached is enough, unless the node reported another digest
+        t.source = pxfleet_spec::TemplateSource::Url {
+            url: "http://127.0.0.1/ubuntu.tar.xz".into(),
+            checksum: Some(pxfleet_spec::Checksum::Sha256("aa".repeat(32))),
+        };
+        assert!(template_ready_on(&n, "ubuntu", &t));
+        t.source = pxfleet_spec::TemplateSource::Url {
+            url: "http://127.0.0.1/ubuntu.tar.xz".into(),
+            checksum: Some(pxfleet_spec::Checksum::Sha256("cc".repeat(32))),
+        };
+        assert!(!template_ready_on(&n, "ubuntu", &t));
     }
 }

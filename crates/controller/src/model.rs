@@ -61,8 +61,24 @@ pub struct NodeRecord {
     pub last_seen_ms: Millis,
     /// When the node enrolled.
     pub enrolled_ms: Millis,
-    /// Templates seeded on this node through a successful seed operation: template name -> sha256.
+    /// Templates seeded on this node through a successful seed operation: template name -> volid.
     pub seeded: BTreeMap<String, String>,
+    /// What each URL template's file is on this node, as the agent reported after seeding: URL -> digest.
+    /// Compared across nodes for templates without a declared checksum (`template_url`).
+    #[serde(default)]
+    pub template_digests: BTreeMap<String, TemplateDigest>,
+}
+
+/// The sha256 an agent reported for a template file on its node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct TemplateDigest {
+    /// Template name in the fleet (for messages).
+    pub template: String,
+    /// Lower-case hex.
+    pub sha256: String,
+    /// When this digest was first reported on this node; the earliest report of a URL is the reference
+    /// that other nodes are compared with.
+    pub recorded_ms: Millis,
 }
 
 /// Node status as shown by `get nodes`.

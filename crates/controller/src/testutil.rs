@@ -95,5 +95,6 @@ pub fn node(name: &str, memory_free_mib: u64) -> NodeRecord {
         last_seen_ms: 1,
         enrolled_ms: 1,
         seeded: BTreeMap::new(),
+        template_digests: BTreeMap::new(),
     }
 }
