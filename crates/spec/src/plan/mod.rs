@@ -30,7 +30,7 @@ use std::collections::{HashMap, HashSet};
 pub use error::{PlanError, PlanProblem};
 pub use types::*;
 
-use crate::model::{Container, Fleet};
+use crate::model::{Container, Fleet, TemplateSource};
 use crate::observed::ObservedContainer;
 
 /// Plans `desired` against `applied` (the last submitted spec, `None` if never) and `observed` (what the nodes
@@ -244,7 +244,50 @@ pub fn plan(
     actions.extend(replaces.into_iter().map(|(_, a)| a));
     actions.extend(changes.into_iter().flat_map(|(_, a)| a));
     actions.extend(creates.into_iter().map(|(_, a)| a));
-    Ok(Plan::new(fleet, actions))
+    let mut plan = Plan::new(fleet, actions);
+    plan.warnings = template_warnings(desired);
+    Ok(plan)
+}
+
+/// One warning per template that carries no checksum (made from a container's `template_url`): where it is
+/// used (field path and line:column) and how to pin it.
+pub fn template_warnings(fleet: &Fleet) -> Vec<String> {
+    let mut out = Vec::new();
+    for (name, t) in &fleet.templates {
+        let TemplateSource::Url {
+            url,
+            checksum: None,
+        } = &t.source
+        else {
+            continue;
+        };
+        let users: Vec<&str> = fleet
+            .containers
+            .values()
+            .filter(|c| c.template == *name)
+            .map(|c| c.name.as_str())
+            .collect();
+        let Some(first) = users.first() else {
+            continue;
+        };
+        let own = format!("containers.{first}.template_url");
+        let at = [own.clone(), "defaults.template_url".to_owned()]
+            .into_iter()
+            .find_map(|p| {
+                fleet
+                    .spans
+                    .get(&p)
+                    .map(|s| format!("{p} at line:column {s}"))
+            })
+            .unwrap_or(own);
+        out.push(format!(
+            "template {name} ({url}, used by {}) has no checksum ({at}): each node keeps whatever the URL serves \
+             and the controller only compares what the nodes got; pin it: `templates: {name}: {{url: {url}, sha256: <hex>}}` \
+             and use `template: {name}`",
+            users.join(", ")
+        ));
+    }
+    out
 }
 
 /// The destroy action for `o`, or the refusal when it is protected.

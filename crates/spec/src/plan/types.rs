@@ -22,6 +22,10 @@ pub struct Plan {
     pub summary: Summary,
     /// In execution order; see [`crate::plan`] for the ordering rules.
     pub actions: Vec<Action>,
+    /// What the file allows but a reader should know (a template without checksum), each saying what to do
+    /// about it; printed by every rendering, also when there are no actions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 impl Plan {
@@ -33,6 +37,7 @@ impl Plan {
             fleet: fleet.into(),
             summary,
             actions,
+            warnings: Vec::new(),
         }
     }
 

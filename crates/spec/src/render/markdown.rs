@@ -15,6 +15,9 @@ pub fn render(plan: &Plan) -> String {
         "### pxfleet plan for fleet `{}`\n",
         code_safe(&plan.fleet)
     );
+    for w in &plan.warnings {
+        let _ = writeln!(out, "> **Warning:** {}\n", w.replace('\n', " "));
+    }
     if plan.is_empty() {
         out.push_str("**No changes.** The fleet matches the file and what the nodes report.\n");
         return out;

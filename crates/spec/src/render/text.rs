@@ -49,6 +49,13 @@ impl Palette {
 pub fn render(plan: &Plan, colour: bool) -> String {
     let p = Palette { on: colour };
     let mut out = String::new();
+    for w in &plan.warnings {
+        let _ = writeln!(
+            out,
+            "{} {w}\n",
+            p.paint(&format!("{BOLD}{YELLOW}"), "Warning:")
+        );
+    }
     if plan.is_empty() {
         let _ = writeln!(
             out,

@@ -1,0 +1,72 @@
+//! Plan warnings: a template without checksum (a container's `template_url`) is named, located and
+//! explained in every rendering; a pinned template gives none.
+
+use pxfleet_spec::plan::plan;
+use pxfleet_spec::render::{json, markdown, text};
+use pxfleet_spec::{parse_fleet, NoFiles};
+
+const UNPINNED: &str = "fleet: dev
+containers:
+  web-1:
+    template_url: https://images.example.org/ubuntu-25.04.tar.xz
+  web-2:
+    template_url: https://images.example.org/ubuntu-25.04.tar.xz
+";
+
+const PINNED: &str = "fleet: dev
+templates:
+  ubuntu:
+    url: https://images.example.org/ubuntu-25.04.tar.xz
+    sha256: 3b1f000000000000000000000000000000000000000000000000000000000000
+containers:
+  web-1:
+    template: ubuntu
+";
+
+#[test]
+fn a_template_without_checksum_is_warned_about_in_every_rendering() {
+    let fleet = parse_fleet("fleet.yaml", UNPINNED, &NoFiles).unwrap();
+    let p = plan(&fleet, None, &[]).unwrap();
+    assert_eq!(p.warnings.len(), 1, "{:?}", p.warnings);
+    let w = &p.warnings[0];
+    assert!(w.contains("ubuntu-25.04.tar.xz"), "{w}");
+    assert!(w.contains("web-1, web-2"), "{w}");
+    assert!(
+        w.contains("containers.web-1.template_url at line:column 4:19"),
+        "{w}"
+    );
+    assert!(w.contains("sha256: <hex>"), "says how to pin: {w}");
+
+    let t = text::render(&p, false);
+    assert!(
+        t.starts_with("Warning: template ubuntu-25.04.tar.xz"),
+        "{t}"
+    );
+    let m = markdown::render(&p);
+    assert!(
+        m.contains("> **Warning:** template ubuntu-25.04.tar.xz"),
+        "{m}"
+    );
+    let j = json::render(&p);
+    let back = json::parse(&j).unwrap();
+    assert_eq!(back.warnings, p.warnings);
+    assert!(j.contains("\"warnings\""), "{j}");
+}
+
+#[test]
+fn an_unchanged_fleet_still_shows_the_warning() {
+    let fleet = parse_fleet("fleet.yaml", UNPINNED, &NoFiles).unwrap();
+    let mut p = plan(&fleet, None, &[]).unwrap();
+    p.actions.clear();
+    let t = text::render(&p, false);
+    assert!(t.contains("Warning:") && t.contains("No changes."), "{t}");
+}
+
+#[test]
+fn a_pinned_template_gives_no_warning() {
+    let fleet = parse_fleet("fleet.yaml", PINNED, &NoFiles).unwrap();
+    let p = plan(&fleet, None, &[]).unwrap();
+    assert!(p.warnings.is_empty(), "{:?}", p.warnings);
+    assert!(!json::render(&p).contains("warnings"));
+    assert!(!text::render(&p, false).contains("Warning"));
+}
