@@ -7,9 +7,9 @@
 //! Offline templates: a pvesim node never unpacks a template (its containers are configuration files), so dev
 //! mode pre-seeds each node's `local` template cache with a small placeholder file under every name given with
 //! `--template` (default: [`DEFAULT_TEMPLATES`], the file of the template `examples/dev/fleet.yaml` declares).
-//! The agents list those files in their inventory, the controller sees the template as already cached on the
-//! node and schedules no download. Nothing is fetched from the internet; the placeholder is not a root
-//! filesystem and is only good for pvesim. Templates declared with `pveam:` come from pvesim's built-in
+//! The agent's seed operation finds the file already there and only hashes it (every placeholder has the same
+//! content, so the digests the controller compares across nodes agree). Nothing is fetched from the internet;
+//! the placeholder is not a root filesystem and is only good for pvesim. Templates declared with `pveam:` come from pvesim's built-in
 //! appliance index, also offline.
 //!
 //! Layout of the data directory (re-used when it already exists, so `dev` can be restarted on the same state):
