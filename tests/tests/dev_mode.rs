@@ -127,6 +127,26 @@ async fn dev_mode_runs_the_main_job_and_stops_its_agents() {
     .await;
     assert_eq!(code, 0, "plan --detailed-exitcode: {out}\n{err}");
 
+    // Nothing was downloaded: the template in mk33's cache is still dev mode's placeholder.
+    let template = pxfleet_controller::dev::DEFAULT_TEMPLATES[0];
+    let env = [(
+        "PVESIM_STATE".to_string(),
+        data.join("nodes/mk33/sim").display().to_string(),
+    )]
+    .into();
+    let where_ = pxfleet_pvesim::run(
+        "pvesm",
+        &["path".into(), format!("local:vztmpl/{template}")],
+        &env,
+    );
+    assert_eq!(where_.code, 0, "{}", where_.stderr);
+    let cached = std::fs::read(where_.stdout.trim()).unwrap();
+    assert!(
+        cached.starts_with(b"pxfleet dev placeholder"),
+        "the template file was replaced ({} bytes): dev mode downloaded it",
+        cached.len()
+    );
+
     // SIGTERM (what Ctrl-C / scripts/demo --stop do): dev mode exits and takes its agents with it.
     pxfleet_tests::signal(dev.id().unwrap(), libc::SIGTERM);
     let status = tokio::time::timeout(Duration::from_secs(20), dev.wait())
