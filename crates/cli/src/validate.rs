@@ -1,5 +1,6 @@
 //! `pxctl validate FILE...`: parse and validate fleet files locally, report every problem of
 //! every file on stderr, and say which files are valid on stdout. Nothing is sent anywhere.
+//! Warnings (a template without checksum) go to stderr too but leave a file valid.
 
 use std::io::{self, Write};
 use std::path::Path;
@@ -48,6 +49,9 @@ pub fn run(
         };
         match outcome {
             Outcome::Valid(f) => {
+                for w in pxfleet_spec::plan::template_warnings(&f) {
+                    writeln!(err, "{path}: warning: {w}")?;
+                }
                 let n = f.containers.len();
                 writeln!(
                     out,
@@ -109,6 +113,40 @@ mod tests {
             "{err}"
         );
         assert!(err.contains("bad.yaml: invalid (2 errors)"), "{err}");
+        assert!(!err.contains("warning"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_template_without_checksum_is_valid_with_a_warning() {
+        let dir = std::env::temp_dir().join(format!("pxctl-validate-w-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("fleet.yaml");
+        std::fs::write(
+            &f,
+            "fleet: x\ncontainers:\n  a: {template_url: https://h.example/u.tar.xz}\n",
+        )
+        .unwrap();
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let ok = run(&[f.display().to_string()], &FsFiles, &mut out, &mut err).unwrap();
+        assert!(ok);
+        let out = String::from_utf8(out).unwrap();
+        let err = String::from_utf8(err).unwrap();
+        assert!(
+            out.contains("fleet.yaml: valid (fleet x, 1 container)"),
+            "{out}"
+        );
+        assert!(
+            err.contains("fleet.yaml: warning: template u.tar.xz"),
+            "{err}"
+        );
+        assert!(
+            err.contains("containers.a.template_url at line:column 3:")
+                && err.contains(
+                    "templates: u.tar.xz: {url: https://h.example/u.tar.xz, sha256: <hex>}"
+                ),
+            "{err}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
