@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use pxfleet_tests::{workspace_root, Binaries};
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::Command;
+use tokio::process::{Child, Command};
 
 async fn pxctl(bins: &Binaries, config: &Path, args: &[&str]) -> (i32, String, String) {
     let out = tokio::time::timeout(
@@ -45,15 +45,14 @@ fn processes_mentioning(needle: &str) -> Vec<String> {
     found
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn dev_mode_runs_the_main_job_and_stops_its_agents() {
-    let bins = Binaries::locate().expect("binaries");
-    let tmp = tempfile::Builder::new()
-        .prefix("pxfleet-devmode-")
-        .tempdir()
+/// Starts `pxcontroller dev --nodes 2` on `data` and waits for its export line; returns the child and the
+/// pxctl config path it printed.
+async fn start_dev(bins: &Binaries, data: &Path, err_log: &Path) -> (Child, PathBuf) {
+    let stderr = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(err_log)
         .unwrap();
-    let data = tmp.path().join("dev");
-    let stderr = std::fs::File::create(tmp.path().join("dev.err")).unwrap();
     let mut dev = Command::new(&bins.pxcontroller)
         .args([
             "dev",
@@ -63,7 +62,7 @@ async fn dev_mode_runs_the_main_job_and_stops_its_agents() {
             "127.0.0.1:0",
             "--data-dir",
         ])
-        .arg(&data)
+        .arg(data)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(stderr)
@@ -79,16 +78,57 @@ async fn dev_mode_runs_the_main_job_and_stops_its_agents() {
         }
         panic!(
             "dev mode ended without the export line:\n{}",
-            std::fs::read_to_string(tmp.path().join("dev.err")).unwrap_or_default()
+            std::fs::read_to_string(err_log).unwrap_or_default()
         );
     })
     .await
     .unwrap_or_else(|_| {
         panic!(
             "no export line within 90 s:\n{}",
-            std::fs::read_to_string(tmp.path().join("dev.err")).unwrap_or_default()
+            std::fs::read_to_string(err_log).unwrap_or_default()
         )
     });
+    (dev, export)
+}
+
+/// SIGTERM (what Ctrl-C / scripts/demo --stop do): dev mode exits 0 and no process of `data` is left.
+async fn stop_dev(mut dev: Child, data: &Path) {
+    pxfleet_tests::signal(dev.id().unwrap(), libc::SIGTERM);
+    let status = tokio::time::timeout(Duration::from_secs(20), dev.wait())
+        .await
+        .expect("dev mode stops within 20 s")
+        .unwrap();
+    assert!(status.success(), "dev mode exited with {status}");
+    // The agents are gone at once; a PVE tool an agent had just started (pvesh, pct) may finish on its own
+    // a moment later, as on a real node.
+    let mut left = processes_mentioning(data.to_str().unwrap());
+    for _ in 0..50 {
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            !left.iter().any(|c| c.contains("pxagent")),
+            "agents still running after dev mode stopped: {left:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        left = processes_mentioning(data.to_str().unwrap());
+    }
+    assert!(
+        left.is_empty(),
+        "still running 5 s after dev mode stopped: {left:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dev_mode_runs_the_main_job_stops_its_agents_and_restarts_on_its_state() {
+    let bins = Binaries::locate().expect("binaries");
+    let tmp = tempfile::Builder::new()
+        .prefix("pxfleet-devmode-")
+        .tempdir()
+        .unwrap();
+    let data = tmp.path().join("dev");
+    let err_log = tmp.path().join("dev.err");
+    let (dev, export) = start_dev(&bins, &data, &err_log).await;
     assert_eq!(export, data.join("pxctl.toml"));
     let agents = processes_mentioning(data.to_str().unwrap());
     assert!(
@@ -147,18 +187,30 @@ async fn dev_mode_runs_the_main_job_and_stops_its_agents() {
         cached.len()
     );
 
-    // SIGTERM (what Ctrl-C / scripts/demo --stop do): dev mode exits and takes its agents with it.
-    pxfleet_tests::signal(dev.id().unwrap(), libc::SIGTERM);
-    let status = tokio::time::timeout(Duration::from_secs(20), dev.wait())
-        .await
-        .expect("dev mode stops within 20 s")
-        .unwrap();
-    assert!(status.success(), "dev mode exited with {status}");
-    let left = processes_mentioning(data.to_str().unwrap());
-    assert!(
-        left.is_empty(),
-        "still running after dev mode stopped: {left:#?}"
-    );
+    stop_dev(dev, &data).await;
+
+    // Started again on the same directory: same fleet, same containers, still nothing to change.
+    let (dev, export2) = start_dev(&bins, &data, &err_log).await;
+    assert_eq!(export2, export);
+    let (code, out, err) = pxctl(&bins, &export, &["get", "containers", "-o", "json"]).await;
+    assert_eq!(code, 0, "get after restart: {out}\n{err}");
+    let again: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let again = again.as_array().unwrap();
+    assert_eq!(again.len(), 2, "{out}");
+    for (a, b) in again.iter().zip(rows.iter()) {
+        assert_eq!(
+            (&a["name"], &a["vm_id"], &a["node"]),
+            (&b["name"], &b["vm_id"], &b["node"])
+        );
+    }
+    let (code, out, err) = pxctl(
+        &bins,
+        &export,
+        &["plan", "examples/dev/fleet.yaml", "--detailed-exitcode"],
+    )
+    .await;
+    assert_eq!(code, 0, "plan after restart: {out}\n{err}");
+    stop_dev(dev, &data).await;
 }
 
 #[test]
