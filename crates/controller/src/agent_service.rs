@@ -91,8 +91,12 @@ impl AgentService for AgentApi {
         &self,
         req: Request<Streaming<pb::AgentMessage>>,
     ) -> Result<Response<Self::ConnectStream>, Status> {
-        let id = pxfleet_tls::peer_identity(&req);
+        let cert = pxfleet_tls::peer_cert_info(&req);
+        let id = cert.as_ref().and_then(|c| c.identity.clone());
         let node = check_node(id.as_ref(), "")?.to_string();
+        let serial = cert
+            .map(|c| c.serial.as_str().to_string())
+            .unwrap_or_default();
         let mut inbound = req.into_inner();
         let first = inbound
             .next()
@@ -103,7 +107,7 @@ impl AgentService for AgentApi {
         };
         check_node(id.as_ref(), &hello.node)?;
         let st = self.state.clone();
-        let finals = handle_hello(&st, &node, &hello)?;
+        let finals = handle_hello(&st, &node, &hello, &serial)?;
         let (conn, rx) = st.sessions.register(&node);
         st.sessions.send(
             &node,
@@ -155,13 +159,21 @@ impl AgentService for AgentApi {
 
 /// Stores the hello's inventory and containers, applies the operation results it carries, and requeues the
 /// node's other unfinished operations (they are re-sent with the same id). Returns the op ids to acknowledge.
-fn handle_hello(st: &State, node: &str, hello: &pb::Hello) -> Result<Vec<String>, Status> {
+fn handle_hello(
+    st: &State,
+    node: &str,
+    hello: &pb::Hello,
+    cert_serial: &str,
+) -> Result<Vec<String>, Status> {
     let now = now_ms();
     let inv = hello.inventory.clone().unwrap_or_default();
     let inventory = convert::inventory_from_pb(&inv);
     st.store.update_node(node, |n| {
         n.inventory = inventory.clone();
         n.last_seen_ms = now;
+        if !cert_serial.is_empty() {
+            n.cert_serial = cert_serial.to_string();
+        }
     })?;
     let observed: Vec<_> = inv
         .containers

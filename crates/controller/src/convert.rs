@@ -80,6 +80,50 @@ pub fn observed_from_pb(node: &str, o: &pb::ObservedContainer) -> ObservedContai
             .collect(),
         addresses: o.addresses.clone(),
         lock: (!o.lock.is_empty()).then(|| o.lock.clone()),
+        raw_config: o
+            .raw_config
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+    }
+}
+
+/// The wire form of a stored observation (the config as far as the controller keeps it, plus the raw
+/// `pct config` pairs).
+pub fn observed_pb(o: &ObservedContainer) -> pb::ObservedContainer {
+    let (fleet, name) = o
+        .managed
+        .as_ref()
+        .map(|m| (m.fleet.clone(), m.name.clone()))
+        .unwrap_or_default();
+    pb::ObservedContainer {
+        vm_id: o.vm_id,
+        power: if o.running {
+            pb::PowerState::Running
+        } else {
+            pb::PowerState::Stopped
+        } as i32,
+        lock: o.lock.clone().unwrap_or_default(),
+        managed: o.managed.is_some(),
+        config: Some(pb::ContainerSpec {
+            fleet,
+            name,
+            vm_id: o.vm_id,
+            hostname: o.hostname.clone(),
+            cores: o.cores,
+            memory_mib: o.memory_mib,
+            swap_mib: o.swap_mib,
+            disk_size_gib: o.disk_gib,
+            ..Default::default()
+        }),
+        addresses: o.addresses.clone(),
+        disk_used_bytes: None,
+        raw_config: o
+            .raw_config
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        node: o.node.clone(),
     }
 }
 

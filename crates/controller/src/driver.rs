@@ -710,6 +710,8 @@ mod tests {
                 desired: containers,
                 secrets: [("web".to_string(), "pw-123456".to_string())].into(),
                 audit_action: "submit".into(),
+                file_name: String::new(),
+                source_sha256: String::new(),
             })
             .unwrap();
     }

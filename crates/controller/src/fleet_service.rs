@@ -12,6 +12,7 @@ use pxfleet_proto::v1 as pb;
 use pxfleet_proto::v1::fleet_service_server::FleetService;
 use pxfleet_spec::{Fleet, MemFiles};
 use pxfleet_tls::{Identity, JoinToken, Role, Serial};
+use sha2::Digest as _;
 use tonic::{Request, Response, Status};
 
 use crate::authz::{check_fleet, Need};
@@ -173,6 +174,7 @@ impl FleetApi {
         prepared: &Prepared,
         expected: Option<u64>,
         action: &str,
+        source: Option<(&str, &str)>,
     ) -> Result<u64, Status> {
         let st = &self.state;
         let name = &prepared.fleet.name;
@@ -215,6 +217,10 @@ impl FleetApi {
             desired: prepared.desired.clone(),
             secrets,
             audit_action: action.into(),
+            file_name: source.map(|(f, _)| f.to_string()).unwrap_or_default(),
+            source_sha256: source
+                .map(|(_, text)| hex::encode(sha2::Sha256::digest(text.as_bytes())))
+                .unwrap_or_default(),
         };
         let rev = st.store.submit(&tx)?;
         driver::pass(st, now_ms())?;
@@ -340,7 +346,14 @@ impl FleetService for FleetApi {
                 plan_json,
             }));
         }
-        let revision = self.store_revision(&author, &fleet, &prepared, expected, "submit")?;
+        let revision = self.store_revision(
+            &author,
+            &fleet,
+            &prepared,
+            expected,
+            "submit",
+            Some((&r.file_name, &r.source)),
+        )?;
         tracing::info!(fleet = %name, revision, author = %author.uri(), "fleet submitted");
         Ok(Response::new(pb::SubmitResponse {
             fleet: name.clone(),
@@ -505,7 +518,7 @@ impl FleetService for FleetApi {
             desired: row.desired.as_ref().map(|d| {
                 convert::container_spec(&d.fleet, &d.container, d.vm_id, &d.template, None)
             }),
-            observed: None,
+            observed: row.observed.as_ref().map(convert::observed_pb),
             operations,
             drift,
         }))
@@ -671,6 +684,7 @@ impl FleetService for FleetApi {
             &prepared,
             r.expected_revision.or(Some(head.revision)),
             "destroy",
+            None,
         )?;
         Ok(Response::new(pb::DestroyResponse {
             revision,
@@ -695,7 +709,8 @@ impl FleetService for FleetApi {
                 author: rev.author,
                 unix_ms: rev.created_ms as i64,
                 summary: rev.summary,
-                ..Default::default()
+                file_name: rev.file_name,
+                source_sha256: rev.source_sha256,
             })
             .collect();
         if r.limit > 0 {
@@ -756,7 +771,7 @@ impl FleetService for FleetApi {
         let id = who(&req);
         check_fleet(id.as_ref(), Need::Admin)?;
         let r = req.into_inner();
-        self.set_cordon(id.as_ref(), &r.node, true)
+        self.set_cordon(id.as_ref(), &r.node, Some(&r.reason))
             .map(Response::new)
     }
 
@@ -767,7 +782,7 @@ impl FleetService for FleetApi {
         let id = who(&req);
         check_fleet(id.as_ref(), Need::Admin)?;
         let r = req.into_inner();
-        self.set_cordon(id.as_ref(), &r.node, false)
+        self.set_cordon(id.as_ref(), &r.node, None)
             .map(Response::new)
     }
 
@@ -905,9 +920,9 @@ impl FleetApi {
             status: convert::node_status_pb(self.state.node_status(n)) as i32,
             inventory: Some(convert::inventory_pb(&n.name, &n.inventory)),
             last_heartbeat_unix_ms: n.last_seen_ms as i64,
-            cordon_reason: String::new(),
+            cordon_reason: n.cordon_reason.clone(),
             container_count: observed.iter().filter(|o| o.node == n.name).count() as u32,
-            cert_serial: String::new(),
+            cert_serial: n.cert_serial.clone(),
         }
     }
 
@@ -915,21 +930,22 @@ impl FleetApi {
         &self,
         id: Option<&Identity>,
         node: &str,
-        cordoned: bool,
+        cordon_reason: Option<&str>,
     ) -> Result<pb::NodeInfo, Status> {
+        let cordoned = cordon_reason.is_some();
         if self.state.store.node(node)?.is_none() {
             return Err(Status::not_found(format!("no node {node} is enrolled")));
         }
-        let rec = self
-            .state
-            .store
-            .update_node(node, |n| n.cordoned = cordoned)?;
+        let rec = self.state.store.update_node(node, |n| {
+            n.cordoned = cordoned;
+            n.cordon_reason = cordon_reason.unwrap_or_default().to_string();
+        })?;
         self.state.store.audit(&AuditEntry {
             time_ms: now_ms(),
             actor: id.map(|i| i.uri()).unwrap_or_default(),
             action: if cordoned { "cordon" } else { "uncordon" }.into(),
             target: node.into(),
-            detail: String::new(),
+            detail: cordon_reason.unwrap_or_default().to_string(),
         })?;
         let observed = self.state.store.all_observed()?;
         Ok(self.node_info(&rec, &observed))

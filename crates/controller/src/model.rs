@@ -57,6 +57,12 @@ pub struct NodeRecord {
     pub name: String,
     pub inventory: NodeInventory,
     pub cordoned: bool,
+    /// Why it was cordoned (empty when not cordoned or no reason given).
+    #[serde(default)]
+    pub cordon_reason: String,
+    /// Serial (lowercase hex) of the node certificate its agent last connected with.
+    #[serde(default)]
+    pub cert_serial: String,
     /// Last heartbeat or message, ms since epoch; 0 = never seen.
     pub last_seen_ms: Millis,
     /// When the node enrolled.
@@ -140,6 +146,9 @@ pub struct ObservedContainer {
     pub addresses: Vec<String>,
     /// `lock:` value (e.g. `create`), if any: the container is mid-operation.
     pub lock: Option<String>,
+    /// The raw `pct config` key/value pairs as the agent reported them (for `describe` and drift).
+    #[serde(default)]
+    pub raw_config: BTreeMap<String, String>,
 }
 
 impl ObservedContainer {
@@ -215,6 +224,12 @@ pub struct Revision {
     pub spec: serde_json::Value,
     /// A one-line summary of the plan this revision applied ("2 to create, 1 to destroy").
     pub summary: String,
+    /// The file name the submitter gave (empty for a destroy).
+    #[serde(default)]
+    pub file_name: String,
+    /// SHA-256 (hex) of the submitted fleet.yaml text (empty for a destroy).
+    #[serde(default)]
+    pub source_sha256: String,
 }
 
 /// What an operation does.

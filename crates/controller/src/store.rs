@@ -84,6 +84,9 @@ pub struct SubmitTx {
     /// The fleet's complete secrets after this submit (container name -> root password).
     pub secrets: BTreeMap<String, String>,
     pub audit_action: String,
+    /// The submitted file's name and the SHA-256 (hex) of its text; empty for a destroy.
+    pub file_name: String,
+    pub source_sha256: String,
 }
 
 #[derive(Clone)]
@@ -342,6 +345,8 @@ impl Store {
                 created_ms: tx.time_ms,
                 spec: tx.spec.clone(),
                 summary: tx.summary.clone(),
+                file_name: tx.file_name.clone(),
+                source_sha256: tx.source_sha256.clone(),
             }),
         )?;
         fleets.insert(
@@ -578,6 +583,8 @@ mod tests {
             desired,
             secrets: [("a".to_string(), "pw".to_string())].into(),
             audit_action: "submit".into(),
+            file_name: "fleet.yaml".into(),
+            source_sha256: "ab".repeat(32),
         }
     }
 

@@ -92,6 +92,8 @@ pub fn node(name: &str, memory_free_mib: u64) -> NodeRecord {
             labels: BTreeMap::new(),
         },
         cordoned: false,
+        cordon_reason: String::new(),
+        cert_serial: String::new(),
         last_seen_ms: 1,
         enrolled_ms: 1,
         seeded: BTreeMap::new(),

@@ -653,3 +653,109 @@ async fn down_node_gets_its_operations_when_it_returns_and_restart_keeps_state()
     drop(agent);
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn describe_history_and_nodes_carry_observed_source_and_serial() {
+    let env = start().await;
+    let node_bundle = env.enroll("n1").await;
+    let serial = pxfleet_tls::CertInfo::from_pem(&node_bundle.cert_pem)
+        .unwrap()
+        .serial;
+    let mut agent = FakeAgent::connect(&env, &node_bundle, "n1").await.unwrap();
+    let mut admin = env.admin().await;
+
+    // NodeInfo: the serial of the certificate the agent connected with; the cordon reason
+    let n = admin
+        .cordon_node(pb::CordonNodeRequest {
+            node: "n1".into(),
+            reason: "disk swap on friday".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(n.cordon_reason, "disk swap on friday");
+    assert_eq!(n.cert_serial, serial.as_str());
+    let n = admin
+        .uncordon_node(pb::UncordonNodeRequest { node: "n1".into() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(n.cordon_reason, "");
+    let nodes = admin
+        .get_nodes(pb::GetNodesRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .nodes;
+    assert_eq!(nodes[0].cert_serial, serial.as_str());
+
+    // History: the file name and the sha256 of the submitted text
+    let resp = admin.submit(submit_req(FLEET)).await.unwrap().into_inner();
+    assert!(resp.diagnostics.is_empty(), "{:?}", resp.diagnostics);
+    let h = admin
+        .history(pb::HistoryRequest {
+            fleet: "dev".into(),
+            limit: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .revisions;
+    assert_eq!(h[0].file_name, "fleet.yaml");
+    {
+        use sha2::Digest as _;
+        assert_eq!(
+            h[0].source_sha256,
+            hex::encode(sha2::Sha256::digest(FLEET.as_bytes()))
+        );
+    }
+
+    // Describe: the observation as the agent reported it
+    let seed = agent.next_op().await;
+    agent.finish(&seed, None).await;
+    let create = agent.next_op().await;
+    let Some(pb::operation::Kind::Create(c)) = &create.kind else {
+        panic!("expected a create: {create:?}")
+    };
+    let spec = c.spec.clone().unwrap();
+    let observed = pb::ObservedContainer {
+        vm_id: spec.vm_id,
+        power: pb::PowerState::Running as i32,
+        managed: true,
+        config: Some(pb::ContainerSpec {
+            password: None,
+            ..spec.clone()
+        }),
+        addresses: vec!["10.0.0.5/24".into()],
+        raw_config: [("memory".to_string(), "1024".to_string())].into(),
+        node: "n1".into(),
+        ..Default::default()
+    };
+    agent.finish(&create, Some(observed)).await;
+    let mut got = None;
+    for _ in 0..100 {
+        let d = admin
+            .describe_container(pb::DescribeContainerRequest {
+                fleet: "dev".into(),
+                name: "web".into(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        if d.observed.is_some() {
+            got = d.observed;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let o = got.expect("describe shows the observation");
+    assert_eq!((o.vm_id, o.node.as_str()), (spec.vm_id, "n1"));
+    assert_eq!(o.power, pb::PowerState::Running as i32);
+    assert_eq!(o.addresses, vec!["10.0.0.5/24".to_string()]);
+    assert_eq!(o.raw_config.get("memory").map(String::as_str), Some("1024"));
+    let cfg = o.config.unwrap();
+    assert_eq!(
+        (cfg.fleet.as_str(), cfg.name.as_str(), cfg.memory_mib),
+        ("dev", "web", 1024)
+    );
+}
