@@ -283,13 +283,14 @@ pub fn parse(file: &str, text: &str, diags: &mut Vec<Diagnostic>) -> Option<Node
                 ..
             }) => match pending_key.take() {
                 None => {
-                    let key = match &node.value {
-                        Value::Scalar { text, .. } => Some(text.clone()),
+                    let span = node.span;
+                    let key = match node.value {
+                        Value::Scalar { text, .. } => Some(text),
                         _ => {
                             diags.push(
                                 Diagnostic::new(
                                     file,
-                                    node.span,
+                                    span,
                                     "",
                                     "mapping keys must be plain strings",
                                 )
@@ -300,7 +301,7 @@ pub fn parse(file: &str, text: &str, diags: &mut Vec<Diagnostic>) -> Option<Node
                             None
                         }
                     };
-                    *pending_key = Some((key, node.span));
+                    *pending_key = Some((key, span));
                 }
                 Some((None, _)) => {}
                 Some((Some(key), key_span)) => {
