@@ -223,6 +223,11 @@ pub trait NodeDriver: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Option<Vec<Interface>>, NodeError>> + Send;
     /// Node facts for the hello (version, resources, storages, bridges, templates).
     fn facts(&self) -> impl Future<Output = Result<NodeFacts, NodeError>> + Send;
+    /// Free (available) memory in bytes, for heartbeats. The default asks for all facts; drivers with
+    /// a cheaper way (one node status call) override it.
+    fn memory_free_bytes(&self) -> impl Future<Output = Result<u64, NodeError>> + Send {
+        async { Ok(self.facts().await?.memory_free_bytes) }
+    }
     /// The directory that holds `STORAGE:vztmpl/` files.
     fn template_dir(
         &self,

@@ -320,6 +320,11 @@ impl NodeDriver for PveDriver {
         ))
     }
 
+    async fn memory_free_bytes(&self) -> Result<u64, NodeError> {
+        let status = self.node.node_status().await.map_err(node_err)?;
+        Ok(status.memory.available.unwrap_or(status.memory.free))
+    }
+
     async fn facts(&self) -> Result<NodeFacts, NodeError> {
         let version = self.node.version().await.map_err(node_err)?;
         let status = self.node.node_status().await.map_err(node_err)?;

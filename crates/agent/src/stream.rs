@@ -14,7 +14,7 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use crate::config::AgentConfig;
 use crate::convert;
-use crate::driver::NodeDriver;
+use crate::driver::{NodeDriver, NodeFacts};
 use crate::executor::{Event, Executor, ExecutorSettings};
 use crate::journal::{Journal, JournalError, OpState};
 use crate::ops::{OpFailure, OpUpdate};
@@ -169,9 +169,10 @@ async fn session<D: NodeDriver>(
     let (tx, rx) = mpsc::channel::<v1::AgentMessage>(256);
     // Discard updates queued before this session: the hello below carries the journal's view.
     while events.try_recv().is_ok() {}
-    tx.send(hello(config, exec).await?)
-        .await
-        .map_err(|_| SessionError::Closed)?;
+    let (hello_msg, facts) = hello(config, exec).await?;
+    tx.send(hello_msg).await.map_err(|_| SessionError::Closed)?;
+    // What the controller last heard of the node's template caches and storages.
+    let mut sent_inventory = (convert::templates(&facts), convert::storages(&facts));
     let mut incoming = client.connect(ReceiverStream::new(rx)).await?.into_inner();
     tracing::info!(controller = %config.controller, node = %config.node, "connected; hello sent");
     backoff.reset();
@@ -179,6 +180,9 @@ async fn session<D: NodeDriver>(
     heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut observe = tokio::time::interval(config.observe_interval());
     observe.reset();
+    let mut resync = tokio::time::interval(FULL_RESYNC);
+    resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    resync.reset();
     let mut seq = 0u64;
     let mut vmids: HashMap<String, u32> = HashMap::new();
     let send = |m: agent_message::Msg| {
@@ -229,16 +233,33 @@ async fn session<D: NodeDriver>(
             }
             _ = heartbeat.tick() => {
                 seq += 1;
+                let memory_free_bytes = match exec.driver().memory_free_bytes().await {
+                    Ok(b) => b,
+                    Err(e) => {
+                        tracing::debug!(error = %e, "node status for the heartbeat failed");
+                        0 // the controller keeps its last value
+                    }
+                };
                 send(agent_message::Msg::Heartbeat(v1::Heartbeat {
                     seq,
                     unix_ms: convert::now_ms(),
                     running_operations: exec.in_flight() as u32,
-                    memory_free_bytes: 0,
+                    memory_free_bytes,
                 })).await?;
             }
             _ = observe.tick() => {
                 if let Err(e) = exec.observe_pass().await {
                     tracing::warn!(error = %e, "periodic observation failed");
+                }
+            }
+            _ = resync.tick() => {
+                // Safety net: the complete picture, replacing whatever the controller holds for this node.
+                match full_observation(config, exec).await {
+                    Ok((obs, inv)) => {
+                        sent_inventory = inv;
+                        send(agent_message::Msg::Observation(obs)).await?;
+                    }
+                    Err(e) => tracing::warn!(error = %e, "full resync observation failed"),
                 }
             }
             ev = events.recv() => {
@@ -247,6 +268,17 @@ async fn session<D: NodeDriver>(
                     Event::Op(u) => {
                         let vmid = vmids.get(u.op_id()).copied().unwrap_or(0);
                         send(agent_message::Msg::OperationUpdate(convert::update_to_proto(&u, vmid, &config.node))).await?;
+                        if u.is_final() {
+                            // A seed adds a template, a create or destroy moves free disk: report what changed.
+                            match exec.driver().facts().await {
+                                Ok(facts) => {
+                                    if let Some(obs) = inventory_delta(&facts, &mut sent_inventory) {
+                                        send(agent_message::Msg::Observation(obs)).await?;
+                                    }
+                                }
+                                Err(e) => tracing::warn!(error = %e, "reading templates and storages after an operation failed"),
+                            }
+                        }
                     }
                     Event::Delta(d) => {
                         send(agent_message::Msg::Observation(v1::Observation {
@@ -264,11 +296,58 @@ async fn session<D: NodeDriver>(
     }
 }
 
-/// The first message of a session: inventory, every container, unacknowledged operations.
+/// How often the whole node is sent as one `full` observation, whatever the deltas said.
+pub const FULL_RESYNC: Duration = Duration::from_secs(60);
+
+type InventoryView = (Vec<v1::CachedTemplate>, Vec<v1::Storage>);
+
+/// An observation carrying the node's templates and storages when they differ from `sent` (which is updated).
+pub fn inventory_delta(facts: &NodeFacts, sent: &mut InventoryView) -> Option<v1::Observation> {
+    let now = (convert::templates(facts), convert::storages(facts));
+    if now == *sent {
+        return None;
+    }
+    *sent = now.clone();
+    Some(v1::Observation {
+        full: false,
+        containers: vec![],
+        removed_vm_ids: vec![],
+        templates: now.0,
+        storages: now.1,
+        unix_ms: convert::now_ms(),
+    })
+}
+
+/// Every container, template and storage of the node as one `full` observation.
+async fn full_observation<D: NodeDriver>(
+    config: &AgentConfig,
+    exec: &Executor<D>,
+) -> Result<(v1::Observation, InventoryView), SessionError> {
+    let facts = exec.driver().facts().await?;
+    let containers = exec.full_observation().await?;
+    let inv = (convert::templates(&facts), convert::storages(&facts));
+    Ok((
+        v1::Observation {
+            full: true,
+            containers: containers
+                .iter()
+                .map(|c| convert::observed_to_proto(c, &config.node))
+                .collect(),
+            removed_vm_ids: vec![],
+            templates: inv.0.clone(),
+            storages: inv.1.clone(),
+            unix_ms: convert::now_ms(),
+        },
+        inv,
+    ))
+}
+
+/// The first message of a session: inventory, every container, unacknowledged operations; and the facts
+/// it was made from.
 async fn hello<D: NodeDriver>(
     config: &AgentConfig,
     exec: &Executor<D>,
-) -> Result<v1::AgentMessage, SessionError> {
+) -> Result<(v1::AgentMessage, NodeFacts), SessionError> {
     let facts = exec.driver().facts().await?;
     let containers = exec.full_observation().await?;
     let mut operations = Vec::new();
@@ -291,7 +370,7 @@ async fn hello<D: NodeDriver>(
         };
         operations.push(convert::update_to_proto(&u, vmid, &config.node));
     }
-    Ok(v1::AgentMessage {
+    let msg = v1::AgentMessage {
         msg: Some(agent_message::Msg::Hello(v1::Hello {
             node: config.node.clone(),
             agent_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -304,7 +383,8 @@ async fn hello<D: NodeDriver>(
             )),
             operations,
         })),
-    })
+    };
+    Ok((msg, facts))
 }
 
 #[cfg(test)]
@@ -324,5 +404,30 @@ mod tests {
         }
         b.reset();
         assert!(b.next_delay() <= Duration::from_millis(100));
+    }
+
+    #[test]
+    fn template_and_storage_changes_are_reported_once() {
+        use crate::driver::TemplateFile;
+        let mut facts = NodeFacts::default();
+        let mut sent = (convert::templates(&facts), convert::storages(&facts));
+        assert!(
+            inventory_delta(&facts, &mut sent).is_none(),
+            "nothing changed"
+        );
+        facts.templates.push(TemplateFile {
+            volid: "local:vztmpl/u.tar.xz".into(),
+            storage: "local".into(),
+            file_name: "u.tar.xz".into(),
+            size_bytes: 7,
+        });
+        let obs = inventory_delta(&facts, &mut sent).expect("a new template is reported");
+        assert!(!obs.full);
+        assert_eq!(obs.templates.len(), 1);
+        assert_eq!(obs.templates[0].volid, "local:vztmpl/u.tar.xz");
+        assert!(
+            inventory_delta(&facts, &mut sent).is_none(),
+            "reported once"
+        );
     }
 }
