@@ -118,6 +118,14 @@ pub enum DevError {
     Tls(#[from] pxfleet_tls::TlsError),
     #[error("controller: {0}")]
     Server(#[from] crate::server::ServerError),
+    #[error("the agent of node {node} exited ({status}); its output is in {log}")]
+    AgentExited {
+        node: String,
+        status: String,
+        log: PathBuf,
+    },
+    #[error("the controller stopped unexpectedly: {message}")]
+    ControllerStopped { message: String },
     #[error("nodes not ready within {secs} s: {missing:?} (see the logs in {logs})")]
     NotReady {
         secs: u64,
@@ -241,6 +249,7 @@ impl NodeDirs {
 /// A started child: killed by its PID when dev mode stops (`kill_on_drop` as a backstop).
 struct Agent {
     node: String,
+    log: PathBuf,
     child: Child,
 }
 
@@ -393,13 +402,11 @@ fn controller_ended(
 ) -> DevError {
     match r {
         Ok(Err(e)) => DevError::Server(e),
-        Ok(Ok(())) => DevError::Io {
-            path: PathBuf::from("controller"),
-            source: std::io::Error::other("the controller stopped unexpectedly"),
+        Ok(Ok(())) => DevError::ControllerStopped {
+            message: "it returned before shutdown was asked for".into(),
         },
-        Err(e) => DevError::Io {
-            path: PathBuf::from("controller"),
-            source: std::io::Error::other(format!("the controller task failed: {e}")),
+        Err(e) => DevError::ControllerStopped {
+            message: format!("its task failed: {e}"),
         },
     }
 }
@@ -409,10 +416,10 @@ async fn watch_agents(agents: &mut [Agent]) -> DevError {
     loop {
         for a in agents.iter_mut() {
             if let Ok(Some(status)) = a.child.try_wait() {
-                return DevError::Command {
-                    argv: format!("pxagent run (node {})", a.node),
+                return DevError::AgentExited {
+                    node: a.node.clone(),
                     status: status.to_string(),
-                    stderr: "the agent exited; see its log".into(),
+                    log: a.log.clone(),
                 };
             }
         }
@@ -538,6 +545,7 @@ fn spawn_agent(opts: &DevOptions, n: &NodeDirs) -> Result<Agent, DevError> {
     tracing::info!(node = %n.name, pid = ?child.id(), log = %n.log.display(), "agent started");
     Ok(Agent {
         node: n.name.clone(),
+        log: n.log.clone(),
         child,
     })
 }
