@@ -74,14 +74,17 @@ impl fmt::Display for Span {
 /// `defaults` has no entry for it; [`Spans::lookup`] falls back to the parent path, then to
 /// `defaults.<field>`.
 ///
-/// Stored compactly (all paths in one string, a sorted index beside it): a 10,000-container
-/// file has some 300,000 paths, and one allocation per path would cost more than the parse.
-/// Serializes as a map `path -> {line, column}`.
+/// Stored compactly (all paths in one string, an index beside it): a 10,000-container file
+/// has some 300,000 paths, and one allocation per path would cost more than the parse. The
+/// sorted index is built on the first lookup, so parsing never pays for sorting. When a path is
+/// given twice, the last position wins. Serializes as a map `path -> {line, column}`.
 #[derive(Clone, Debug, Default)]
 pub struct Spans {
     arena: String,
-    /// `(start, len, span)` into `arena`, sorted by path, unique.
-    index: Vec<(u32, u32, Span)>,
+    /// `(start, len, span)` into `arena`, in the order given.
+    entries: Vec<(u32, u32, Span)>,
+    /// `entries` sorted by path, one per path; built on first use.
+    sorted: std::sync::OnceLock<Vec<(u32, u32, Span)>>,
 }
 
 impl PartialEq for Spans {
@@ -93,84 +96,89 @@ impl PartialEq for Spans {
 
 impl Spans {
     pub fn is_empty(&self) -> bool {
-        self.index.is_empty()
+        self.entries.is_empty()
     }
 
+    /// Number of distinct paths.
     pub fn len(&self) -> usize {
-        self.index.len()
+        self.sorted().len()
     }
 
     fn key(&self, e: &(u32, u32, Span)) -> &str {
         &self.arena[e.0 as usize..(e.0 + e.1) as usize]
     }
 
+    fn sorted(&self) -> &[(u32, u32, Span)] {
+        self.sorted.get_or_init(|| {
+            let mut v = self.entries.clone();
+            // by path, later entries (larger arena offset) first, so the dedup keeps the last
+            v.sort_unstable_by(|a, b| self.key(a).cmp(self.key(b)).then(b.0.cmp(&a.0)));
+            v.dedup_by(|later, first| self.key(later) == self.key(first));
+            v
+        })
+    }
+
     fn find(&self, path: &str) -> Result<usize, usize> {
-        self.index.binary_search_by(|e| self.key(e).cmp(path))
+        self.sorted().binary_search_by(|e| self.key(e).cmp(path))
     }
 
     /// Set the position of `path` (replacing an earlier one).
     pub fn insert(&mut self, path: impl AsRef<str>, span: Span) {
-        let path = path.as_ref();
-        match self.find(path) {
-            Ok(i) => self.index[i].2 = span,
-            Err(i) => {
-                let start = self.arena.len() as u32;
-                self.arena.push_str(path);
-                self.index.insert(i, (start, path.len() as u32, span));
-            }
-        }
+        self.push_unsorted(path.as_ref(), span);
     }
 
-    /// Build from `(path, span)` pairs in any order; the first position given for a path wins.
+    /// Build from `(path, span)` pairs in any order.
     pub fn from_unsorted<S: AsRef<str>>(pairs: impl IntoIterator<Item = (S, Span)>) -> Spans {
         let mut out = Spans::default();
-        for (p, span) in pairs {
-            out.push_unsorted(p.as_ref(), span);
-        }
-        out.sort_dedup();
+        out.extend_unsorted(pairs);
         out
     }
 
-    /// Reserve room for about `paths` more paths of `bytes` bytes in total.
-    pub(crate) fn reserve(&mut self, paths: usize, bytes: usize) {
-        self.index.reserve(paths);
-        self.arena.reserve(bytes);
-    }
-
-    /// Append without keeping the order; call [`Spans::sort_dedup`] before any lookup.
-    pub(crate) fn push_unsorted(&mut self, path: &str, span: Span) {
-        self.index
-            .push((self.arena.len() as u32, path.len() as u32, span));
-        self.arena.push_str(path);
-    }
-
-    /// Restore the order after [`Spans::push_unsorted`] (stable: the first of equal paths wins).
-    pub(crate) fn sort_dedup(&mut self) {
-        let arena = &self.arena;
-        let key = |e: &(u32, u32, Span)| &arena[e.0 as usize..(e.0 + e.1) as usize];
-        // Unstable sort with the arena offset (= push order) as tie-break: as fast as an
-        // unstable sort, and still "first wins" for the dedup below.
-        self.index
-            .sort_unstable_by(|a, b| key(a).cmp(key(b)).then(a.0.cmp(&b.0)));
-        self.index.dedup_by(|later, first| key(later) == key(first));
-    }
-
-    /// Add many positions at once (existing paths keep their position).
+    /// Add many positions at once.
     pub fn extend_unsorted<S: AsRef<str>>(&mut self, pairs: impl IntoIterator<Item = (S, Span)>) {
         for (p, span) in pairs {
             self.push_unsorted(p.as_ref(), span);
         }
-        self.sort_dedup();
+    }
+
+    /// Reserve room for about `paths` more paths of `bytes` bytes in total.
+    pub(crate) fn reserve(&mut self, paths: usize, bytes: usize) {
+        self.entries.reserve(paths);
+        self.arena.reserve(bytes);
+    }
+
+    /// Forget all positions, keeping the allocated room.
+    pub(crate) fn clear(&mut self) {
+        self.arena.clear();
+        self.entries.clear();
+        self.sorted = std::sync::OnceLock::new();
+    }
+
+    /// Number of entries as given (duplicates included); see [`Spans::scan_from`].
+    pub(crate) fn raw_len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub(crate) fn push_unsorted(&mut self, path: &str, span: Span) {
+        self.sorted = std::sync::OnceLock::new();
+        self.entries
+            .push((self.arena.len() as u32, path.len() as u32, span));
+        self.arena.push_str(path);
     }
 
     /// Exact position of `path`, if it was written in the file.
     pub fn get(&self, path: &str) -> Option<Span> {
-        self.find(path).ok().map(|i| self.index[i].2)
+        self.find(path).ok().map(|i| self.sorted()[i].2)
     }
 
-    /// All `(path, span)` in path order.
+    /// All `(path, span)` in path order, one per path.
     pub fn iter(&self) -> impl Iterator<Item = (&str, Span)> + '_ {
-        self.index.iter().map(|e| (self.key(e), e.2))
+        self.sorted().iter().map(|e| (self.key(e), e.2))
+    }
+
+    /// All `(path, span)` in the order given (duplicates included).
+    pub(crate) fn iter_raw(&self) -> impl Iterator<Item = (&str, Span)> + '_ {
+        self.entries.iter().map(|e| (self.key(e), e.2))
     }
 
     /// Best position for `path`: the path itself, else the same field under `defaults` for
@@ -203,12 +211,13 @@ impl Spans {
         Span { line: 1, column: 1 }
     }
 
-    /// Exact position of `path` among the entries from `start` on, by a linear scan (for
-    /// entries appended with [`Spans::push_unsorted`] and not yet sorted).
+    /// Exact position of `path` among the entries from raw position `start` on, by a linear
+    /// scan that does not build the sorted index (the last match wins).
     pub(crate) fn scan_from(&self, start: usize, path: &str) -> Option<Span> {
-        self.index
+        self.entries
             .get(start..)?
             .iter()
+            .rev()
             .find(|e| self.key(e) == path)
             .map(|e| e.2)
     }
@@ -648,9 +657,9 @@ mod tests {
     fn spans_sort_dedup_and_round_trip() {
         let a = Span { line: 1, column: 1 };
         let b = Span { line: 2, column: 5 };
-        let s = Spans::from_unsorted([("z.y", a), ("a", b), ("z.y", b), ("m", a)]);
+        let s = Spans::from_unsorted([("z.y", b), ("a", b), ("z.y", a), ("m", a)]);
         assert_eq!(s.len(), 3);
-        assert_eq!(s.get("z.y"), Some(a));
+        assert_eq!(s.get("z.y"), Some(a), "the last position given wins");
         assert_eq!(
             s.iter().map(|(p, _)| p).collect::<Vec<_>>(),
             ["a", "m", "z.y"]

@@ -138,7 +138,7 @@ pub fn parse_fleet(
             return Err(d);
         }
     };
-    cx.flush_spans();
+    cx.finish_spans();
     crate::check::check_fleet(file_name, &fleet, &cx.spans, &mut cx.diags);
     if cx.diags.is_empty() {
         fleet.spans = cx.spans;
@@ -411,15 +411,18 @@ impl Cx<'_> {
         self.recorded.push_unsorted(path, span);
     }
 
-    /// Move the recorded positions into `spans` (the first position of a path wins).
-    fn flush_spans(&mut self) {
-        let mut v = std::mem::take(&mut self.recorded);
-        if self.spans.is_empty() {
-            v.sort_dedup();
-            self.spans = v;
-        } else {
-            self.spans.extend_unsorted(v.iter());
-        }
+    /// Everything but the containers is decoded: keep those positions apart (their sorted
+    /// index stays small) and record the containers' from scratch.
+    fn set_aside_spans(&mut self) {
+        self.spans = Spans::from_unsorted(self.recorded.iter_raw());
+        self.recorded.clear(); // keeps the room reserved for the containers' paths
+    }
+
+    /// All positions, set-aside and recorded, in `spans`.
+    fn finish_spans(&mut self) {
+        let mut all = std::mem::take(&mut self.recorded);
+        all.extend_unsorted(self.spans.iter_raw());
+        self.spans = all;
     }
 
     /// Best known position of `path` (see [`Spans::lookup`]): among the sorted positions, or
@@ -516,7 +519,7 @@ impl Cx<'_> {
         let defaults = defaults.unwrap_or_default();
         // Everything but the containers is decoded: sort those positions now, so lookups
         // during container resolution find them (see `lookup`).
-        self.flush_spans();
+        self.set_aside_spans();
         let mut containers = BTreeMap::new();
         match containers_node {
             None => self.err(
@@ -530,7 +533,7 @@ impl Cx<'_> {
                     let declared: Vec<String> = templates.keys().cloned().collect();
                     for e in ces {
                         let path = join("containers", &e.key);
-                        self.container_start = self.recorded.len();
+                        self.container_start = self.recorded.raw_len();
                         self.record(&path, e.key_span);
                         if !syntax::is_dns_label(&e.key) {
                             self.err(
