@@ -38,7 +38,9 @@ impl Serial {
             .filter(|c| *c != ':')
             .collect::<String>()
             .to_ascii_lowercase();
-        if clean.is_empty() || !clean.len().is_multiple_of(2) || !clean.chars().all(|c| c.is_ascii_hexdigit())
+        if clean.is_empty()
+            || !clean.len().is_multiple_of(2)
+            || !clean.chars().all(|c| c.is_ascii_hexdigit())
         {
             return Err(TlsError::cert(
                 format!("serial {s:?}"),

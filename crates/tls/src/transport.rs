@@ -109,7 +109,25 @@ pub fn require_identity<T>(request: &tonic::Request<T>) -> Result<Identity, toni
 /// Connects to `url` (`https://HOST:PORT`) with one of our client configs; the server name checked against
 /// the certificate is HOST (a DNS name or an IP address).
 pub async fn connect(url: &str, config: Arc<ClientConfig>) -> Result<Channel, TlsError> {
-    let (endpoint, connector) = endpoint(url, config)?;
+    let (endpoint, connector) = endpoint(url, config, None)?;
+    endpoint
+        .connect_with_connector(connector)
+        .await
+        .map_err(|source| TlsError::Connect {
+            url: url.to_string(),
+            source,
+        })
+}
+
+/// Like [`connect`] but verifies the server certificate against `server_name` (a DNS name or an IP address)
+/// instead of the URL's host: a controller reached through an address its certificate does not name
+/// (a tunnel, a NAT address).
+pub async fn connect_with_server_name(
+    url: &str,
+    server_name: &str,
+    config: Arc<ClientConfig>,
+) -> Result<Channel, TlsError> {
+    let (endpoint, connector) = endpoint(url, config, Some(server_name))?;
     endpoint
         .connect_with_connector(connector)
         .await
@@ -121,11 +139,15 @@ pub async fn connect(url: &str, config: Arc<ClientConfig>) -> Result<Channel, Tl
 
 /// Like [`connect`] but connects on first use (and reconnects after failures) instead of now.
 pub fn connect_lazy(url: &str, config: Arc<ClientConfig>) -> Result<Channel, TlsError> {
-    let (endpoint, connector) = endpoint(url, config)?;
+    let (endpoint, connector) = endpoint(url, config, None)?;
     Ok(endpoint.connect_with_connector_lazy(connector))
 }
 
-fn endpoint(url: &str, config: Arc<ClientConfig>) -> Result<(Endpoint, TlsConnect), TlsError> {
+fn endpoint(
+    url: &str,
+    config: Arc<ClientConfig>,
+    verify_as: Option<&str>,
+) -> Result<(Endpoint, TlsConnect), TlsError> {
     let bad = |reason: &str| TlsError::Url {
         url: url.to_string(),
         reason: reason.to_string(),
@@ -144,8 +166,14 @@ fn endpoint(url: &str, config: Arc<ClientConfig>) -> Result<(Endpoint, TlsConnec
         .trim_start_matches('[')
         .trim_end_matches(']')
         .to_string();
-    let server_name = ServerName::try_from(bare_host.clone())
-        .map_err(|_| bad("the host is neither a DNS name nor an IP address"))?;
+    let server_name = match verify_as {
+        None => ServerName::try_from(bare_host.clone())
+            .map_err(|_| bad("the host is neither a DNS name nor an IP address"))?,
+        Some(name) => ServerName::try_from(name.to_string()).map_err(|_| TlsError::InvalidSan {
+            san: name.to_string(),
+            reason: "server_name is neither a DNS name nor an IP address".into(),
+        })?,
+    };
     // tonic refuses https:// URIs when it does not do TLS itself; our connector does, so tonic sees http://
     // for dialing while requests carry the real https origin.
     let dial = format!("http://{host}:{port}");

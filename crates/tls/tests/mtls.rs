@@ -407,3 +407,29 @@ async fn connect_explains_bad_urls() {
         assert!(err.contains(expected) && err.contains(url), "{url}: {err}");
     }
 }
+
+#[tokio::test]
+async fn a_server_name_override_verifies_against_that_name() {
+    let server = Server::start(Arc::new(RevocationList::default())).await;
+    // Dialled at 127.0.0.1 (which the certificate names), verified as the given name instead.
+    let url = server.url();
+    let config = || anonymous_client_config(server.ca.cert_pem()).unwrap();
+    let channel = pxfleet_tls::connect_with_server_name(&url, "localhost", config())
+        .await
+        .unwrap();
+    let resp = AgentServiceClient::new(channel)
+        .enroll(EnrollRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(resp.cert_pem, "anonymous");
+    // A name the certificate does not carry is refused, although the dialled address alone would pass.
+    let wrong = pxfleet_tls::connect_with_server_name(&url, "ctl.example.org", config()).await;
+    assert!(wrong.is_err());
+    // A name that is no name at all is an error naming it.
+    let bad = pxfleet_tls::connect_with_server_name(&url, "not a name", config())
+        .await
+        .unwrap_err();
+    assert!(bad.to_string().contains("not a name"), "{bad}");
+    server.stop().await;
+}
