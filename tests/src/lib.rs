@@ -22,6 +22,8 @@ use tonic::transport::Channel;
 
 pub use pxfleet_proto::v1;
 
+pub mod e2e;
+
 /// How long a one-shot command (init, join, pxctl) may take before the harness gives up.
 pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(120);
 
