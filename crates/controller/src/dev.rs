@@ -106,6 +106,8 @@ pub enum DevError {
     },
     #[error("`{argv}` did not finish within {secs} s")]
     Timeout { argv: String, secs: u64 },
+    #[error("--listen {addr}: dev mode is a loopback-only playground (its agents, pxctl config and server certificate use 127.0.0.1); use 127.0.0.1:PORT")]
+    NotLoopback { addr: SocketAddr },
     #[error("template file name `{name}` is not a plain file name")]
     BadTemplate { name: String },
     #[error("{path}: {message}")]
@@ -148,6 +150,9 @@ pub struct DevOptions {
 impl DevArgs {
     /// Fills in defaults (binaries next to the current executable, a temp data dir) and checks the binaries.
     pub fn resolve(self) -> Result<DevOptions, DevError> {
+        if !self.listen.ip().is_loopback() {
+            return Err(DevError::NotLoopback { addr: self.listen });
+        }
         let pvesim = locate("pvesim", "pvesim", ENV_PVESIM, self.pvesim)?;
         let pxagent = locate("pxagent", "pxagent", ENV_PXAGENT, self.pxagent)?;
         let data_dir = match self.data_dir {
@@ -665,6 +670,20 @@ mod tests {
         let e = args.resolve().unwrap_err().to_string();
         assert!(e.contains("/nonexistent/pvesim"), "{e}");
         assert!(e.contains("cargo build --bins"), "{e}");
+    }
+
+    #[test]
+    fn listens_on_loopback_only() {
+        let args = DevArgs {
+            nodes: 1,
+            data_dir: None,
+            listen: "0.0.0.0:7443".parse().unwrap(),
+            pvesim: None,
+            pxagent: None,
+            templates: vec![],
+        };
+        let e = args.resolve().unwrap_err().to_string();
+        assert!(e.contains("0.0.0.0:7443") && e.contains("127.0.0.1"), "{e}");
     }
 
     #[test]
