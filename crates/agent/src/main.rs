@@ -76,10 +76,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Run { config } => {
             let config = AgentConfig::load(&config)?;
-            let shutdown = async {
-                let _ = tokio::signal::ctrl_c().await;
-            };
-            pxfleet_agent::run(config, shutdown).await?;
+            pxfleet_agent::run(config, shutdown_signal()).await?;
         }
         Command::ValidateConfig { config } => {
             AgentConfig::load(&config)?;
@@ -87,4 +84,21 @@ async fn main() -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Resolves on Ctrl-C (SIGINT) or SIGTERM (what systemd and dev mode send), so the agent stops cleanly either way.
+async fn shutdown_signal() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(term) => term,
+        Err(e) => {
+            tracing::warn!("cannot install the SIGTERM handler: {e}; only Ctrl-C stops the agent");
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    tracing::info!("shutting down");
 }
