@@ -5,8 +5,8 @@
 //! containers it made, stops the processes it started (by handle) and removes its namespaces, and tears the
 //! testbed down when it was the one that set it up (scripts/e2e sets it up once and tears it down in a trap).
 //!
-//! Gate: [`lxc_usable`] says whether to run; as non-root it prints a SKIPPED line, unless
-//! `PXFLEET_REQUIRE_LXC=1`, which turns the skip into a failure.
+//! Gate: [`lxc_usable`] says whether to run: only with `PXFLEET_REQUIRE_LXC=1` (scripts/e2e), where a missing
+//! prerequisite fails; otherwise every scenario prints a SKIPPED line and passes.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
@@ -54,20 +54,23 @@ fn setup_err(what: impl Into<String>, message: impl Into<String>) -> HarnessErro
     }
 }
 
-/// True when the e2e tests can run (root, LXC installed). Otherwise prints why and returns false, or panics
-/// when `PXFLEET_REQUIRE_LXC=1` (scripts/e2e), so nothing is skipped silently there.
+/// True when the e2e tests should run: only under `PXFLEET_REQUIRE_LXC=1` (scripts/e2e sets it), where a
+/// missing prerequisite (not root, no LXC) is a failure. Otherwise they are skipped with a message, so a plain
+/// `cargo test --workspace` (even as root, as in .ci/run's scripts/test) does not run the heavy suite twice.
 pub fn lxc_usable() -> bool {
+    let required = std::env::var("PXFLEET_REQUIRE_LXC").as_deref() == Ok("1");
     let root = unsafe_free_euid_is_root();
     let lxc = Path::new("/usr/bin/lxc-start").exists();
-    if root && lxc {
-        return true;
-    }
-    let why = if root {
-        "lxc-start is not installed (scripts/testbed/setup installs it)"
-    } else {
+    let why = if !root {
         "not running as root"
+    } else if !lxc {
+        "lxc-start is not installed (scripts/testbed/setup installs it)"
+    } else if !required {
+        "PXFLEET_REQUIRE_LXC is not 1"
+    } else {
+        return true;
     };
-    if std::env::var("PXFLEET_REQUIRE_LXC").as_deref() == Ok("1") {
+    if required {
         panic!("PXFLEET_REQUIRE_LXC=1 but {why}");
     }
     eprintln!("SKIPPED e2e (real LXC containers): {why}; run scripts/e2e as root");
@@ -985,9 +988,18 @@ impl Drop for E2e {
             let _ = c.start_kill();
         }
         std::thread::sleep(Duration::from_millis(300));
-        if std::env::var_os("PXFLEET_KEEP").is_none() {
-            self.destroy_all_containers();
+        if std::env::var_os("PXFLEET_KEEP").is_some() {
+            // Leave containers, namespaces and the testbed for a look; scripts/testbed/teardown and
+            // `pct destroy` (PVESIM_STATE=<dir>/nodes/NODE/sim) clean up afterwards.
+            let path =
+                std::mem::replace(&mut self.dir, tempfile::tempdir().expect("a temp dir")).keep();
+            eprintln!(
+                "pxfleet e2e: kept {} (containers and namespaces left running)",
+                path.display()
+            );
+            return;
         }
+        self.destroy_all_containers();
         let script = crate::workspace_root().join("scripts/testbed/netns");
         for ns in &self.namespaces {
             let _ = std::process::Command::new(&script)
@@ -1001,11 +1013,6 @@ impl Drop for E2e {
             )
             .stdin(Stdio::null())
             .output();
-        }
-        if std::env::var_os("PXFLEET_KEEP").is_some() {
-            let path =
-                std::mem::replace(&mut self.dir, tempfile::tempdir().expect("a temp dir")).keep();
-            eprintln!("pxfleet e2e: kept {}", path.display());
         }
     }
 }
