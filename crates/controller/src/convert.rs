@@ -4,7 +4,14 @@
 use std::collections::BTreeMap;
 
 use pxfleet_proto::v1 as pb;
-use pxfleet_spec::{Container, Ipv4Config, Ipv6Config, MountPoint, Template, TemplateSource};
+use pxfleet_spec::observed::{
+    normalise_tags, ManagedMark, ObservedConfig, ObservedContainer as SpecObserved,
+    ObservedInterface, ObservedMountPoint, PowerState,
+};
+use pxfleet_spec::{
+    Container, Dns, Features, Interface, Ipv4Config, Ipv6Config, MountPoint, Startup, Template,
+    TemplateSource,
+};
 
 use crate::model::{
     ContainerStatus, ManagedBy, NodeInventory, NodeStatus, ObservedContainer, OpState, Operation,
@@ -85,7 +92,185 @@ pub fn observed_from_pb(node: &str, o: &pb::ObservedContainer) -> ObservedContai
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
+        config: o.config.as_ref().map(observed_config_from_pb),
     }
+}
+
+/// A container's configuration as the agent read it back from `pct config`, in fleet terms: what drift is
+/// detected on. PVE's "absent" becomes its meaning (no `features` = all off, no `nameserver` = none); tags and
+/// description are normalised the way the planner compares them; an address or MAC that does not parse counts
+/// as unset (and so shows up as drift rather than being hidden).
+pub fn observed_config_from_pb(c: &pb::ContainerSpec) -> ObservedConfig {
+    let mut interfaces: Vec<&pb::NetworkInterface> = c.interfaces.iter().collect();
+    interfaces.sort_by_key(|i| i.index);
+    let mut mounts: Vec<&pb::MountPoint> = c.mount_points.iter().collect();
+    mounts.sort_by_key(|m| m.index);
+    let features = c.features.clone().unwrap_or_default();
+    let dns = c.dns.clone().unwrap_or_default();
+    let non_empty = |s: &str| (!s.is_empty()).then(|| s.to_string());
+    ObservedConfig {
+        hostname: c.hostname.clone(),
+        cores: c.cores,
+        cpu_limit: c.cpu_limit,
+        cpu_units: c.cpu_units,
+        memory: c.memory_mib,
+        swap: c.swap_mib,
+        disk_size_gib: c.disk_size_gib as f64,
+        datastore_id: non_empty(&c.datastore_id),
+        template: non_empty(&c.template),
+        unprivileged: c.unprivileged,
+        features: Features {
+            nesting: features.nesting,
+            fuse: features.fuse,
+            keyctl: features.keyctl,
+            mount: features.mount,
+        },
+        interfaces: interfaces
+            .into_iter()
+            .map(|i| ObservedInterface {
+                slot: i.index,
+                config: interface_from_pb(i),
+                addresses: Vec::new(),
+            })
+            .collect(),
+        dns: Dns {
+            servers: dns.servers.iter().filter_map(|s| s.parse().ok()).collect(),
+            domain: non_empty(&dns.domain),
+        },
+        startup: c.startup.as_ref().map(|s| Startup {
+            order: s.order,
+            up_delay: s.up_delay,
+            down_delay: s.down_delay,
+        }),
+        start_on_boot: c.onboot,
+        protection: c.protection,
+        tags: normalise_tags(&c.tags),
+        description: ManagedMark::strip_from_description(&c.description),
+        mount_points: mounts
+            .into_iter()
+            .map(|m| {
+                let mount = if m.host_path.is_empty() {
+                    MountPoint::Volume {
+                        datastore_id: m.datastore_id.clone(),
+                        size_gib: m.size_gib,
+                        path: m.path.clone(),
+                        backup: m.backup,
+                        read_only: m.read_only,
+                    }
+                } else {
+                    MountPoint::Bind {
+                        host_path: m.host_path.clone(),
+                        path: m.path.clone(),
+                        read_only: m.read_only,
+                    }
+                };
+                let size_gib = m.host_path.is_empty().then_some(m.size_gib as f64);
+                ObservedMountPoint {
+                    slot: m.index,
+                    mount,
+                    size_gib,
+                }
+            })
+            .collect(),
+    }
+}
+
+fn interface_from_pb(i: &pb::NetworkInterface) -> Interface {
+    fn mode(ip: &Option<pb::IpConfig>) -> Option<(pb::IpMode, &pb::IpConfig)> {
+        ip.as_ref().map(|ip| {
+            (
+                pb::IpMode::try_from(ip.mode).unwrap_or(pb::IpMode::Unspecified),
+                ip,
+            )
+        })
+    }
+    let ipv4 = match mode(&i.ipv4) {
+        Some((pb::IpMode::Dhcp, _)) => Ipv4Config::Dhcp,
+        Some((pb::IpMode::Static, ip)) => match ip.address.parse() {
+            Ok(addr) => Ipv4Config::Static {
+                addr,
+                gateway: ip.gateway.parse().ok(),
+            },
+            Err(_) => Ipv4Config::None,
+        },
+        _ => Ipv4Config::None,
+    };
+    let ipv6 = match mode(&i.ipv6) {
+        Some((pb::IpMode::Dhcp, _)) => Ipv6Config::Dhcp,
+        Some((pb::IpMode::Auto, _)) => Ipv6Config::Auto,
+        Some((pb::IpMode::Static, ip)) => match ip.address.parse() {
+            Ok(addr) => Ipv6Config::Static {
+                addr,
+                gateway: ip.gateway.parse().ok(),
+            },
+            Err(_) => Ipv6Config::None,
+        },
+        _ => Ipv6Config::None,
+    };
+    Interface {
+        name: i.name.clone(),
+        bridge: i.bridge.clone(),
+        ipv4,
+        ipv6,
+        vlan_id: i.vlan_id.and_then(|v| u16::try_from(v).ok()),
+        mtu: i.mtu.and_then(|v| u16::try_from(v).ok()),
+        mac_address: i.mac.parse().ok(),
+        firewall: i.firewall,
+        rate_limit: i.rate_mbps,
+    }
+}
+
+/// The planner's view of one observed container of fleet entry `name`. With a reported config that is the
+/// config itself; without one (an older record, or right after a create) it is what was applied (else what is
+/// desired) with the observed hostname, size and power, so only those can differ.
+pub fn spec_observed(
+    fleet: &str,
+    name: &str,
+    o: &ObservedContainer,
+    fallback: Option<&Container>,
+) -> Option<SpecObserved> {
+    let status = if o.running {
+        PowerState::Running
+    } else {
+        PowerState::Stopped
+    };
+    let config = match (&o.config, fallback) {
+        (Some(c), _) => c.clone(),
+        (None, Some(a)) => {
+            let mut s = SpecObserved::from_desired(
+                fleet,
+                a,
+                o.vm_id,
+                &o.node,
+                status,
+                a.datastore_id.as_deref().unwrap_or_default(),
+                |_| pxfleet_spec::MacAddr([0xbc, 0x24, 0x11, 0, 0, 0]),
+            )
+            .config;
+            s.hostname = o.hostname.clone();
+            s.cores = o.cores;
+            s.memory = o.memory_mib;
+            s.swap = o.swap_mib;
+            s.disk_size_gib = o.disk_gib as f64;
+            // the MACs are unknown: keep the applied ones so they compare equal
+            for (i, iface) in s.interfaces.iter_mut().enumerate() {
+                iface.config.mac_address = a.interfaces.get(i).and_then(|x| x.mac_address);
+            }
+            s
+        }
+        (None, None) => return None,
+    };
+    Some(SpecObserved {
+        vm_id: o.vm_id,
+        node: o.node.clone(),
+        status,
+        lock: o.lock.clone(),
+        managed: Some(ManagedMark {
+            fleet: fleet.to_string(),
+            name: name.to_string(),
+        }),
+        config,
+    })
 }
 
 /// The wire form of a stored observation (the config as far as the controller keeps it, plus the raw
@@ -293,16 +478,12 @@ pub fn operation_pb(op: &Operation, password: Option<&str>) -> pb::Operation {
         OperationKind::Update {
             container,
             template,
+            fields,
         } => Kind::Update(pb::UpdateContainer {
             spec: Some(container_spec(
                 &op.fleet, container, op.vm_id, template, None,
             )),
-            changed_fields: op
-                .reason
-                .split(", ")
-                .filter_map(|r| r.split_whitespace().next())
-                .map(str::to_string)
-                .collect(),
+            changed_fields: fields.clone(),
             restart_allowed: false,
         }),
         OperationKind::Resize { disk_gib } => Kind::Resize(pb::ResizeDisk {

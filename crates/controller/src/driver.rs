@@ -29,6 +29,9 @@ pub struct ContainerRow {
     pub observed: Option<ObservedContainer>,
     pub latest_op: Option<Operation>,
     pub status: ContainerStatus,
+    /// Fields on the node moved away from what was applied (a repair is due); see
+    /// [`crate::reconciler::changes`].
+    pub drifted: bool,
 }
 
 impl ContainerRow {
@@ -133,7 +136,18 @@ pub fn container_rows(state: &State) -> Result<Vec<ContainerRow>, StoreError> {
             let d = w.desired.get(k);
             let o = pick(w.observed.get(k), d, w.applied.get(k)).cloned();
             let latest = w.latest.get(k).cloned();
+            let drifted = match (d, &o) {
+                (Some(d), Some(o))
+                    if o.lock.is_none() && o.node == d.node && o.vm_id == d.vm_id =>
+                {
+                    !crate::reconciler::changes(d, w.applied.get(k), o)
+                        .drift
+                        .is_empty()
+                }
+                _ => false,
+            };
             ContainerRow {
+                drifted,
                 fleet: k.0.clone(),
                 name: k.1.clone(),
                 desired: d.cloned(),
@@ -312,7 +326,8 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
         let repeats = |l: &Operation| match l.state {
             OpState::Failed => true,
             OpState::Succeeded => {
-                l.reason == next.reason && l.finished_ms.is_some_and(|f| now < f + 60_000)
+                same_changes(&l.reason, &next.reason)
+                    && l.finished_ms.is_some_and(|f| now < f + 60_000)
             }
             _ => false,
         };
@@ -385,6 +400,19 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
         .metrics
         .reconcile_took(started.elapsed().as_secs_f64());
     Ok(())
+}
+
+/// Whether two reasons name the same changes, whether as update or repair: after an update that "succeeded"
+/// without the node changing, the same difference comes back as drift and must count as a repeat.
+fn same_changes(a: &str, b: &str) -> bool {
+    let parts = |r: &str| -> BTreeSet<String> {
+        r.split("; ")
+            .map(|p| p.strip_prefix("repair: ").unwrap_or(p))
+            .flat_map(|p| p.split(", "))
+            .map(str::to_string)
+            .collect()
+    };
+    a == b || parts(a) == parts(b)
 }
 
 /// Records a failed operation for a container that cannot be created from its node's template file.
@@ -612,6 +640,7 @@ fn apply_success(state: &State, op: &Operation, observed_sent: bool) -> Result<(
         OperationKind::Update {
             container,
             template,
+            ..
         } => {
             store.put_applied(&AppliedContainer {
                 fleet: op.fleet.clone(),
@@ -905,6 +934,112 @@ mod tests {
         // observed stopped: start it (repair)
         let op = dispatched(&st, &mut rx);
         assert_eq!(kind(&op), "start");
+    }
+
+    /// What the agent reports for `spec` once PVE stored it: tags lower-cased and sorted without the mark tag,
+    /// the description with the managed-by line and a trailing newline, MACs in lower case, `cpuunits: 100`.
+    fn reported(spec: &pb::ContainerSpec) -> pb::ObservedContainer {
+        let mut cfg = spec.clone();
+        cfg.password = None;
+        cfg.template_volid.clear();
+        cfg.tags = pxfleet_spec::observed::normalise_tags(&cfg.tags);
+        cfg.description = format!(
+            "{}\nmanaged-by: pxfleet fleet={} name={}\n",
+            cfg.description, cfg.fleet, cfg.name
+        );
+        for i in &mut cfg.interfaces {
+            i.mac = if i.mac.is_empty() {
+                format!("bc:24:11:00:00:{:02x}", i.index)
+            } else {
+                i.mac.to_lowercase()
+            };
+        }
+        cfg.cpu_units = cfg.cpu_units.or(Some(100));
+        pb::ObservedContainer {
+            vm_id: cfg.vm_id,
+            power: pb::PowerState::Running as i32,
+            managed: true,
+            config: Some(cfg),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn drift_on_the_node_is_repaired_naming_the_fields_and_normalised_values_do_not_count() {
+        let st = state();
+        let (_, mut rx) = st.sessions.register("n1");
+        let mut w = web("ubuntu");
+        w.container.tags = vec!["Web".into(), "db".into()];
+        w.container.description = Some("Web server".into());
+        w.container.interfaces[0].mac_address = Some("BC:24:11:AA:BB:CC".parse().unwrap());
+        w.container.interfaces[0].mtu = Some(1400);
+        submit(&st, vec![w]);
+        let op = dispatched(&st, &mut rx);
+        let Some(pb::operation::Kind::Create(create)) = &op.kind else {
+            panic!("expected a create: {op:?}")
+        };
+        let spec = create.spec.clone().unwrap();
+        finish(&st, &op, true, true);
+        // the node reports it as PVE normalises it: equal, nothing to do, not drifted
+        let obs = convert::observed_from_pb("n1", &reported(&spec));
+        st.store.set_observed("n1", 1000, Some(&obs)).unwrap();
+        for _ in 0..3 {
+            pass(&st, now_ms()).unwrap();
+            assert!(
+                next_op(&mut rx).is_none(),
+                "no flapping on normalised values"
+            );
+        }
+        assert!(!container_rows(&st).unwrap()[0].drifted);
+
+        // changed by hand on the node: tags, memory, the bridge, the MTU and onboot
+        let mut o = reported(&spec);
+        let cfg = o.config.as_mut().unwrap();
+        cfg.tags = vec!["db".into()];
+        cfg.memory_mib = 1024;
+        cfg.interfaces[0].bridge = "vmbr1".into();
+        cfg.interfaces[0].mtu = None;
+        cfg.onboot = true;
+        st.store
+            .set_observed("n1", 1000, Some(&convert::observed_from_pb("n1", &o)))
+            .unwrap();
+        assert!(container_rows(&st).unwrap()[0].drifted);
+        let op = dispatched(&st, &mut rx);
+        let Some(pb::operation::Kind::Update(u)) = &op.kind else {
+            panic!("expected an update: {op:?}")
+        };
+        let mut fields = u.changed_fields.clone();
+        fields.sort();
+        assert_eq!(
+            fields,
+            ["bridge", "memory", "mtu", "start_on_boot", "tags"],
+            "{u:?}"
+        );
+        let stored = st.store.op(&op.op_id).unwrap().unwrap();
+        for part in [
+            "repair: ",
+            "memory 1024 -> 512",
+            "bridge vmbr1 -> vmbr0",
+            "mtu none -> 1400",
+            r#"tags ["db"] -> ["db","web"]"#,
+        ] {
+            assert!(
+                stored.reason.contains(part),
+                "{part:?} in {:?}",
+                stored.reason
+            );
+        }
+        // the update carries the whole desired spec; once the node reports it back, nothing is left to do
+        let u = pb::OperationUpdate {
+            op_id: op.op_id.clone(),
+            state: pb::OperationState::Succeeded as i32,
+            container: Some(reported(&spec)),
+            ..Default::default()
+        };
+        assert!(on_update(&st, "n1", &u).unwrap());
+        pass(&st, now_ms()).unwrap();
+        assert!(next_op(&mut rx).is_none());
+        assert!(!container_rows(&st).unwrap()[0].drifted);
     }
 
     fn seed_result(st: &State, node: &str, op: &pb::Operation, sha256: &str) {

@@ -147,7 +147,7 @@ impl FleetApi {
             memory_mib: d.map(|d| d.container.memory).unwrap_or_default(),
             disk_size_gib: d.map(|d| d.container.disk_size).unwrap_or_default(),
             last_error: r.error().unwrap_or_default(),
-            drifted: false,
+            drifted: r.drifted,
             revision: d.map(|d| d.revision).unwrap_or_default(),
         }
     }
@@ -505,11 +505,7 @@ impl FleetService for FleetApi {
         let drift = match (&row.desired, &row.observed) {
             (Some(d), Some(o)) => {
                 let applied = self.state.store.applied(&r.fleet, &r.name)?;
-                crate::reconciler::update_reasons(
-                    &d.container,
-                    applied.as_ref().map(|a| &a.container),
-                    o,
-                )
+                crate::reconciler::changes(d, applied.as_ref(), o).texts()
             }
             _ => vec![],
         };

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use pxfleet_spec::observed::ObservedConfig;
 use pxfleet_spec::{Container, Template};
 use serde::{Deserialize, Serialize};
 
@@ -127,7 +128,7 @@ pub struct ManagedBy {
 }
 
 /// A container as an agent reports it; managed or not.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct ObservedContainer {
     pub node: String,
     pub vm_id: u32,
@@ -149,6 +150,11 @@ pub struct ObservedContainer {
     /// The raw `pct config` key/value pairs as the agent reported them (for `describe` and drift).
     #[serde(default)]
     pub raw_config: BTreeMap<String, String>,
+    /// The whole configuration in fleet terms (tags, description without the managed-by line, network, ...),
+    /// what drift is detected on. `None` for an observation without a config (an older record, or the
+    /// placeholder stored after a create whose result carried no observation).
+    #[serde(default)]
+    pub config: Option<ObservedConfig>,
 }
 
 impl ObservedContainer {
@@ -250,6 +256,10 @@ pub enum OperationKind {
     Update {
         container: Box<Container>,
         template: Template,
+        /// The fleet fields that differ (plan field names: `memory`, `tags`, `extra_interfaces[0].mtu`), drift
+        /// included; sent to the agent as `changed_fields`.
+        #[serde(default)]
+        fields: Vec<String>,
     },
     /// `pct resize rootfs`.
     Resize {

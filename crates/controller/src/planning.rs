@@ -5,11 +5,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
-use pxfleet_spec::observed::{ManagedMark, ObservedContainer as SpecObserved, PowerState};
+use pxfleet_spec::observed::ObservedContainer as SpecObserved;
 use pxfleet_spec::plan::Plan;
 use pxfleet_spec::{DatastoreFacts, Diagnostic, Fleet, Holder, NodeFacts, Span, WorldFacts};
 
 use crate::config::VmIdRange;
+use crate::convert;
 use crate::model::{
     AppliedContainer, DesiredContainer, NodeRecord, NodeStatus, ObservedContainer, Revision,
 };
@@ -364,8 +365,9 @@ fn without_passwords(mut f: Fleet) -> Fleet {
     f
 }
 
-/// The planner's view of what is observed: for this fleet's managed containers, the applied spec at the observed
-/// place with the observed size and power; unmanaged containers only as vm_id holders.
+/// The planner's view of what is observed: this fleet's managed containers with the configuration their node
+/// reports (see [`convert::spec_observed`]; without one, the applied spec with the observed size and power).
+/// Unmanaged containers only hold vm_ids, which the world checks already cover.
 pub fn spec_observed(fleet: &str, snap: &Snapshot) -> Vec<SpecObserved> {
     snap.observed
         .iter()
@@ -374,37 +376,11 @@ pub fn spec_observed(fleet: &str, snap: &Snapshot) -> Vec<SpecObserved> {
             let a = snap
                 .applied
                 .iter()
-                .find(|a| a.fleet == fleet && a.name == m.name)?;
-            let power = if o.running {
-                PowerState::Running
-            } else {
-                PowerState::Stopped
-            };
-            let mut s = SpecObserved::from_desired(
-                fleet,
-                &a.container,
-                o.vm_id,
-                &o.node,
-                power,
-                a.container.datastore_id.as_deref().unwrap_or_default(),
-                |_| pxfleet_spec::MacAddr([0xbc, 0x24, 0x11, 0, 0, 0]),
-            );
-            s.config.hostname = o.hostname.clone();
-            s.config.cores = o.cores;
-            s.config.memory = o.memory_mib;
-            s.config.swap = o.swap_mib;
-            s.config.disk_size_gib = o.disk_gib as f64;
-            s.lock = o.lock.clone();
-            s.managed = Some(ManagedMark {
-                fleet: fleet.to_string(),
-                name: m.name.clone(),
-            });
-            // interfaces: the desired MACs are unknown to us; keep the applied ones so they compare equal
-            for (i, iface) in s.config.interfaces.iter_mut().enumerate() {
-                iface.config.mac_address =
-                    a.container.interfaces.get(i).and_then(|x| x.mac_address);
+                .find(|a| a.fleet == fleet && a.name == m.name);
+            if o.config.is_none() && a.is_none() {
+                return None;
             }
-            Some(s)
+            convert::spec_observed(fleet, &m.name, o, a.map(|a| &a.container))
         })
         .collect()
 }
@@ -517,6 +493,64 @@ mod tests {
             errs[0].message.contains("100 GiB free, 500 GiB needed"),
             "{errs:?}"
         );
+    }
+
+    #[test]
+    fn the_plan_shows_drift_reported_by_the_node_as_repair() {
+        let f = fleet("  web: {node: a, vm_id: 1000, tags: [Web, db]}\n");
+        let s0 = snap(&["a"]);
+        let p = prepare("fleet.yaml", f.clone(), &s0, range(), 1).unwrap();
+        let d = &p.desired[0];
+        let mut s = snap(&["a"]);
+        s.desired = p.desired.clone();
+        s.head = Some(crate::model::Revision {
+            fleet: "dev".into(),
+            revision: 1,
+            author: "t".into(),
+            created_ms: 0,
+            spec: serde_json::to_value(&p.fleet).unwrap(),
+            summary: String::new(),
+            file_name: String::new(),
+            source_sha256: String::new(),
+        });
+        s.applied.push(crate::model::AppliedContainer {
+            fleet: "dev".into(),
+            name: "web".into(),
+            node: "a".into(),
+            vm_id: 1000,
+            container: d.container.clone(),
+            template: d.template.clone(),
+        });
+        let report = |tags: &[&str], memory: u64| {
+            let mut spec = convert::container_spec("dev", &d.container, 1000, &d.template, None);
+            spec.tags = tags.iter().map(|t| t.to_string()).collect();
+            spec.memory_mib = memory;
+            spec.description = "managed-by: pxfleet fleet=dev name=web\n".into();
+            spec.interfaces[0].mac = "bc:24:11:12:34:56".into();
+            convert::observed_from_pb(
+                "a",
+                &pxfleet_proto::v1::ObservedContainer {
+                    vm_id: 1000,
+                    power: pxfleet_proto::v1::PowerState::Running as i32,
+                    managed: true,
+                    config: Some(spec),
+                    ..Default::default()
+                },
+            )
+        };
+        // as PVE stores it (tags sorted, lower case): nothing to do
+        s.observed = vec![report(&["db", "web"], 512)];
+        let p = prepare("fleet.yaml", f.clone(), &s, range(), 2).unwrap();
+        assert!(p.plan.is_empty(), "{:?}", p.plan.actions);
+        // changed on the node: a repair naming the fields
+        s.observed = vec![report(&["db"], 1024)];
+        let p = prepare("fleet.yaml", f, &s, range(), 2).unwrap();
+        assert_eq!(p.plan.summary.repair, 1, "{:?}", p.plan.actions);
+        let pxfleet_spec::plan::ActionKind::Repair { drift, .. } = &p.plan.actions[0].kind else {
+            panic!("not a repair: {:?}", p.plan.actions)
+        };
+        let fields: Vec<&str> = drift.iter().map(|c| c.field.as_str()).collect();
+        assert_eq!(fields, ["memory", "tags"]);
     }
 
     #[test]

@@ -3,8 +3,12 @@
 //! shows; [`backoff_ms`] paces retries. The driver loop that applies these to the store and dispatches to
 //! agents lives in [`crate::driver`].
 
-use pxfleet_spec::Container;
+use std::collections::BTreeMap;
 
+use pxfleet_spec::plan::{ActionKind, FieldChange};
+use pxfleet_spec::{Container, Fleet, MountPoint};
+
+use crate::convert;
 use crate::model::{
     AppliedContainer, ContainerStatus, DesiredContainer, ObservedContainer, OpState, Operation,
     OperationKind,
@@ -44,73 +48,138 @@ pub fn replace_reason(applied: &Container, desired: &Container) -> Option<&'stat
     }
 }
 
-/// The differences `pct set` can fix, as `field from -> to` texts; empty when none.
-pub fn update_reasons(
-    desired: &Container,
-    applied: Option<&Container>,
-    observed: &ObservedContainer,
-) -> Vec<String> {
-    let mut out = Vec::new();
-    if observed.hostname != desired.hostname {
-        out.push(format!(
-            "hostname {} -> {}",
-            observed.hostname, desired.hostname
-        ));
+/// What `pct set` must fix on an existing container, as the spec planner's diff finds it: `updates` are fields
+/// the file changed since they were applied, `drift` fields that moved away from the applied value on the node
+/// (a repair). Values PVE normalises (tag order and case, MAC case, a trailing newline in the description,
+/// `cpuunits: 100`) compare equal there, so they never count.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Changes {
+    pub updates: Vec<FieldChange>,
+    pub drift: Vec<FieldChange>,
+}
+
+impl Changes {
+    pub fn is_empty(&self) -> bool {
+        self.updates.is_empty() && self.drift.is_empty()
     }
-    if observed.cores != desired.cores {
-        let show = |c: Option<u32>| c.map(|c| c.to_string()).unwrap_or_else(|| "all".into());
-        out.push(format!(
-            "cores {} -> {}",
-            show(observed.cores),
-            show(desired.cores)
-        ));
+
+    /// The plan field names that differ, updates first.
+    pub fn fields(&self) -> Vec<String> {
+        self.updates
+            .iter()
+            .chain(&self.drift)
+            .map(|c| c.field.clone())
+            .collect()
     }
-    if observed.memory_mib != desired.memory {
-        out.push(format!(
-            "memory {} -> {}",
-            observed.memory_mib, desired.memory
-        ));
+
+    /// One `field from -> to` text per change; drifted ones start with `drift: `.
+    pub fn texts(&self) -> Vec<String> {
+        let mut out: Vec<String> = self.updates.iter().map(change_text).collect();
+        out.extend(
+            self.drift
+                .iter()
+                .map(|c| format!("drift: {}", change_text(c))),
+        );
+        out
     }
-    if observed.swap_mib != desired.swap {
-        out.push(format!("swap {} -> {}", observed.swap_mib, desired.swap));
+
+    /// The operation's reason: `memory 512 -> 1024`, `repair: tags ["a"] -> ["web"], memory 1024 -> 512`, or
+    /// both separated by `; `.
+    pub fn reason(&self) -> String {
+        let join = |v: &[FieldChange]| v.iter().map(change_text).collect::<Vec<_>>().join(", ");
+        match (self.updates.is_empty(), self.drift.is_empty()) {
+            (_, true) => join(&self.updates),
+            (true, false) => format!("repair: {}", join(&self.drift)),
+            (false, false) => format!("{}; repair: {}", join(&self.updates), join(&self.drift)),
+        }
     }
-    // What the agent does not report in detail is compared with what was last applied.
-    if let Some(a) = applied {
-        let mut fields = Vec::new();
-        if a.tags != desired.tags {
-            fields.push("tags");
+}
+
+fn change_text(c: &FieldChange) -> String {
+    if c.sensitive {
+        return format!("{} changed", c.field);
+    }
+    let show = |v: &Option<serde_json::Value>| {
+        let text = match v {
+            None => "none".to_string(),
+            Some(serde_json::Value::String(s)) => s.clone(),
+            Some(v) => v.to_string(),
+        };
+        let text = text.replace('\n', " ");
+        if text.chars().count() > 48 {
+            format!("{}...", text.chars().take(45).collect::<String>())
+        } else {
+            text
         }
-        if a.description != desired.description {
-            fields.push("description");
+    };
+    format!("{} {} -> {}", c.field, show(&c.from), show(&c.to))
+}
+
+/// The differences `pct set` can fix between desired `d` and observation `o`, found by the spec planner
+/// ([`pxfleet_spec::plan::plan`]) on this one container. `applied` counts only when it is the same container
+/// (node and vm_id). What the reconciler decides itself is left out of the comparison: replacement (template,
+/// unprivileged, datastore), moves, disk sizes (resize), power and locks.
+pub fn changes(
+    d: &DesiredContainer,
+    applied: Option<&AppliedContainer>,
+    o: &ObservedContainer,
+) -> Changes {
+    let applied = applied.filter(|a| a.node == o.node && a.vm_id == o.vm_id);
+    let mut want = d.container.clone();
+    want.node = Some(d.node.clone());
+    want.vm_id = Some(d.vm_id);
+    want.password = None;
+    let fleet_of = |c: Container| Fleet {
+        name: d.fleet.clone(),
+        allow_privileged: true,
+        templates: BTreeMap::new(),
+        containers: [(d.name.clone(), c)].into(),
+        spans: Default::default(),
+    };
+    let fallback = applied.map(|a| &a.container).unwrap_or(&d.container);
+    let Some(mut obs) = convert::spec_observed(&d.fleet, &d.name, o, Some(fallback)) else {
+        return Changes::default();
+    };
+    obs.node = d.node.clone();
+    obs.vm_id = d.vm_id;
+    obs.lock = None;
+    let oc = &mut obs.config;
+    oc.template = Some(want.template.clone());
+    oc.unprivileged = want.unprivileged;
+    if want.datastore_id.is_some() {
+        oc.datastore_id = want.datastore_id.clone();
+    }
+    oc.disk_size_gib = want.disk_size as f64;
+    for m in &mut oc.mount_points {
+        let size = want.mount_points.iter().find_map(|w| match w {
+            MountPoint::Volume { size_gib, path, .. } if path == m.mount.path() => Some(*size_gib),
+            _ => None,
+        });
+        if let (Some(size), MountPoint::Volume { size_gib, .. }) = (size, &mut m.mount) {
+            *size_gib = size;
+            m.size_gib = Some(size as f64);
         }
-        if a.features != desired.features {
-            fields.push("features");
+    }
+    let applied_fleet = applied.map(|a| {
+        fleet_of(Container {
+            password: None,
+            ..a.container.clone()
+        })
+    });
+    let plan = match pxfleet_spec::plan::plan(&fleet_of(want), applied_fleet.as_ref(), &[obs]) {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::warn!(fleet = %d.fleet, container = %d.name, error = %e, "drift check refused");
+            return Changes::default();
         }
-        if a.startup != desired.startup {
-            fields.push("startup");
+    };
+    let mut out = Changes::default();
+    for a in plan.actions {
+        match a.kind {
+            ActionKind::Update { changes, .. } => out.updates.extend(changes),
+            ActionKind::Repair { drift, .. } => out.drift.extend(drift),
+            _ => {}
         }
-        if a.dns != desired.dns {
-            fields.push("dns");
-        }
-        if a.interfaces != desired.interfaces {
-            fields.push("network");
-        }
-        if a.start_on_boot != desired.start_on_boot {
-            fields.push("start_on_boot");
-        }
-        if a.protection != desired.protection {
-            fields.push("protection");
-        }
-        if a.cpu_limit != desired.cpu_limit || a.cpu_units != desired.cpu_units {
-            fields.push("cpu");
-        }
-        if a.mount_points != desired.mount_points {
-            fields.push("mount_points");
-        }
-        if a.ssh_public_keys != desired.ssh_public_keys {
-            fields.push("ssh_public_keys");
-        }
-        out.extend(fields.into_iter().map(|f| format!("{f} changed")));
     }
     out
 }
@@ -190,13 +259,14 @@ pub fn next_action(v: View<'_>) -> Option<NextAction> {
             })
         });
     }
-    let changes = update_reasons(&d.container, applied.map(|a| &a.container), o);
-    if !changes.is_empty() {
+    let ch = changes(d, applied, o);
+    if !ch.is_empty() {
         return Some(NextAction {
-            reason: changes.join(", "),
+            reason: ch.reason(),
             ..at(OperationKind::Update {
                 container: Box::new(d.container.clone()),
                 template: d.template.clone(),
+                fields: ch.fields(),
             })
         });
     }
