@@ -293,6 +293,7 @@ impl FleetService for FleetApi {
         let name = fleet.name.clone();
         let lock = self.state.fleet_lock(&name);
         let _guard = lock.lock().await;
+        let _placing = self.state.placement_lock.lock().await;
         let (snap, prepared) = self.prepare(&r.file_name, fleet.clone())?;
         let prepared = match prepared {
             Ok(p) => p,

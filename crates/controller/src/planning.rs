@@ -2,7 +2,7 @@
 //! cannot make (against every container agents report, node inventories and cordons), vm_id allocation,
 //! scheduling, and the spec planner. Pure over a [`Snapshot`] of the store, so it is testable without a server.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::net::IpAddr;
 
 use pxfleet_spec::observed::ObservedContainer as SpecObserved;
@@ -220,6 +220,14 @@ pub fn prepare(
         ..snap.clone()
     };
     let mut diags = pxfleet_spec::check_against_world(file, &fleet, &Facts { snap: &snap_others });
+    let seen = observed_places(snap);
+    // Disk reserved per (node, datastore) by other fleets' containers not created yet.
+    let mut reserved_gib: BTreeMap<(&str, &str), u64> = BTreeMap::new();
+    for (node, _, c) in unobserved(&seen, &snap_others.desired) {
+        if let Some(ds) = &c.datastore_id {
+            *reserved_gib.entry((node, ds.as_str())).or_default() += scheduler::disk_need_gib(c);
+        }
+    }
     // What the spec crate cannot know: cordons and room on the chosen datastore, for new placements.
     for (key, c) in &fleet.containers {
         let Some(node) = &c.node else { continue };
@@ -241,14 +249,25 @@ pub fn prepare(
             if let Some(ds) = &c.datastore_id {
                 if let Some(s) = n.inventory.storages.iter().find(|s| s.id == *ds) {
                     let need = scheduler::disk_need_gib(c);
-                    if s.avail_bytes >> 30 < need {
+                    let reserved = reserved_gib
+                        .get(&(node.as_str(), ds.as_str()))
+                        .copied()
+                        .unwrap_or(0);
+                    let free = (s.avail_bytes >> 30).saturating_sub(reserved);
+                    if free < need {
+                        let held = if reserved > 0 {
+                            format!(
+                                " ({reserved} GiB of it reserved for containers scheduled there but not yet created)"
+                            )
+                        } else {
+                            String::new()
+                        };
                         diags.push(diag(
                             file,
                             &fleet,
                             format!("containers.{key}.disk_size"),
                             format!(
-                                "datastore {ds} on node {node} has {} GiB free, {need} GiB needed",
-                                s.avail_bytes >> 30
+                                "datastore {ds} on node {node} has {free} GiB free{held}, {need} GiB needed"
                             ),
                         ));
                     }
@@ -287,9 +306,23 @@ pub fn prepare(
         })
         .collect();
     candidates.sort_by(|a, b| a.name.cmp(&b.name));
+    // Containers scheduled on a node (by any fleet, in any submit, this one included) that the node does not
+    // report yet are not in its free memory: reserve their room so quick submits do not count on it twice.
+    let mine = list
+        .iter()
+        .filter_map(|c| Some((c.node.as_deref()?, c.vm_id?, c)))
+        .filter(|(n, v, _)| !seen.contains(&(*n, *v)));
+    for (node, _, c) in unobserved(&seen, &snap_others.desired).chain(mine) {
+        if let Some(cand) = candidates.iter_mut().find(|x| x.name == node) {
+            cand.reserve(c);
+        }
+    }
     if let Err(e) = scheduler::place(&mut list, &mut candidates) {
         let path = match &e {
-            scheduler::ScheduleError::NoNode { container, .. } => format!("containers.{container}"),
+            scheduler::ScheduleError::NoNode { container, .. }
+            | scheduler::ScheduleError::NoRoom { container, .. } => {
+                format!("containers.{container}")
+            }
             _ => "containers".into(),
         };
         return Err(vec![diag(file, &fleet, path, e.to_string())]);
@@ -345,6 +378,25 @@ pub fn prepare(
         plan,
         desired,
     })
+}
+
+/// Where every observed container is: `(node, vm_id)`.
+fn observed_places(snap: &Snapshot) -> HashSet<(&str, u32)> {
+    snap.observed
+        .iter()
+        .map(|o| (o.node.as_str(), o.vm_id))
+        .collect()
+}
+
+/// Desired containers of `desired` that no node reports at their place (`seen`) yet: `(node, vm_id, container)`.
+fn unobserved<'a>(
+    seen: &'a HashSet<(&'a str, u32)>,
+    desired: &'a [DesiredContainer],
+) -> impl Iterator<Item = (&'a str, u32, &'a pxfleet_spec::Container)> + 'a {
+    desired
+        .iter()
+        .filter(|d| !seen.contains(&(d.node.as_str(), d.vm_id)))
+        .map(|d| (d.node.as_str(), d.vm_id, &d.container))
 }
 
 fn problem_path(p: &pxfleet_spec::plan::PlanProblem) -> String {
@@ -551,6 +603,100 @@ mod tests {
         };
         let fields: Vec<&str> = drift.iter().map(|c| c.field.as_str()).collect();
         assert_eq!(fields, ["memory", "tags"]);
+    }
+
+    /// Stores `p` as the next revision of its fleet, like a submit does.
+    fn store_submit(store: &Store, p: &Prepared) {
+        let rev = store
+            .fleet(&p.fleet.name)
+            .unwrap()
+            .map(|f| f.revision)
+            .unwrap_or(0);
+        store
+            .submit(&crate::store::SubmitTx {
+                fleet: p.fleet.name.clone(),
+                expected_revision: Some(rev),
+                author: "test".into(),
+                time_ms: 0,
+                spec: serde_json::to_value(&p.fleet).unwrap(),
+                summary: String::new(),
+                desired: p.desired.clone(),
+                secrets: BTreeMap::new(),
+                audit_action: "submit".into(),
+                file_name: String::new(),
+                source_sha256: String::new(),
+            })
+            .unwrap();
+    }
+
+    fn other_fleet(name: &str, body: &str) -> Fleet {
+        pxfleet_spec::parse_fleet(
+            "fleet.yaml",
+            &format!(
+                "{}{body}",
+                HEAD.replace("fleet: dev", &format!("fleet: {name}"))
+            ),
+            &pxfleet_spec::NoFiles,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn back_to_back_submits_do_not_count_on_the_same_free_memory() {
+        let store = Store::temporary().unwrap();
+        store
+            .update_node("small", |n| *n = node("small", 1500))
+            .unwrap();
+        let take = |fleet: &str| Snapshot::take(&store, fleet, |_| NodeStatus::Ready).unwrap();
+        let submit = |f: Fleet| {
+            let name = f.name.clone();
+            let s = take(&name);
+            let p = prepare("fleet.yaml", f, &s, range(), s.revision + 1)?;
+            store_submit(&store, &p);
+            Ok::<_, Vec<Diagnostic>>(p)
+        };
+        let first = submit(other_fleet("one", "  web: {memory: 1024}\n")).unwrap();
+        assert_eq!(first.desired[0].node, "small");
+        // nothing created yet; the node still says 1500 MiB free, but 1024 of it is promised
+        let errs = submit(other_fleet("two", "  app: {memory: 1024}\n")).unwrap_err();
+        let msg = &errs[0].message;
+        assert!(
+            msg.starts_with("no node has room for container app: it needs 1024 MiB memory"),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("small, has 476 MiB free after 1024 MiB reserved"),
+            "{msg}"
+        );
+        assert_eq!(errs[0].path, "containers.app");
+        // a second node: the next submit goes there
+        let mut big = node("big", 1200);
+        big.name = "big".into();
+        store.update_node("big", |n| *n = big.clone()).unwrap();
+        let second = submit(other_fleet("two", "  app: {memory: 1024}\n")).unwrap();
+        assert_eq!(second.desired[0].node, "big");
+        // once the node reports the first container, its memory is in the node's own free figure instead
+        let d = &first.desired[0];
+        store
+            .set_observed(
+                "small",
+                d.vm_id,
+                Some(&ObservedContainer {
+                    node: "small".into(),
+                    vm_id: d.vm_id,
+                    managed: Some(crate::model::ManagedBy {
+                        fleet: "one".into(),
+                        name: "web".into(),
+                    }),
+                    ..ObservedContainer::default()
+                }),
+            )
+            .unwrap();
+        let p = submit(other_fleet("three", "  db: {memory: 1024}\n")).unwrap();
+        assert_eq!(p.desired[0].node, "small");
+        // the same fleet resubmitted does not reserve against itself
+        let again = submit(other_fleet("one", "  web: {memory: 1024}\n")).unwrap();
+        assert_eq!(again.desired[0].node, "small");
     }
 
     #[test]

@@ -22,12 +22,40 @@ pub enum ScheduleError {
         container: String,
         reasons: Vec<(String, String)>,
     },
+    #[error(
+        "no node has room for container {container}: it needs {need_mib} MiB memory and {need_gib} GiB disk; \
+         the node with the most free memory, {best_node}, has {best_free_mib} MiB free{} ({})",
+        reserved_text(*.best_reserved_mib),
+        reasons_text(.reasons)
+    )]
+    NoRoom {
+        container: String,
+        need_mib: u64,
+        need_gib: u64,
+        /// Of the nodes refused only for lack of room, the one with the most free memory.
+        best_node: String,
+        /// Its free memory after what is reserved on it.
+        best_free_mib: u64,
+        /// Memory reserved on it for containers scheduled there but not yet observed.
+        best_reserved_mib: u64,
+        reasons: Vec<(String, String)>,
+    },
     #[error("no free vm_id left in {first}..={last} (container {container})")]
     VmIdsExhausted {
         container: String,
         first: u32,
         last: u32,
     },
+}
+
+fn reserved_text(reserved_mib: u64) -> String {
+    if reserved_mib == 0 {
+        String::new()
+    } else {
+        format!(
+            " after {reserved_mib} MiB reserved for containers scheduled there but not yet created"
+        )
+    }
 }
 
 fn reasons_text(reasons: &[(String, String)]) -> String {
@@ -56,6 +84,29 @@ pub struct Candidate {
     pub fleet_containers: usize,
     /// Labels of the fleet's containers on this node (for anti-affinity).
     pub fleet_labels: Vec<BTreeMap<String, String>>,
+    /// Memory taken off `memory_free_mib` for containers scheduled here (by any fleet, any submit) that the node
+    /// does not report yet: the node's free memory does not show them, so two quick submits must not both
+    /// count on it.
+    pub reserved_mib: u64,
+}
+
+/// Why a node cannot take a container; `room` when only capacity (memory, disk) is missing.
+#[derive(Debug, Clone)]
+struct Refusal {
+    reason: String,
+    room: bool,
+}
+
+impl Refusal {
+    fn other(reason: impl Into<String>) -> Refusal {
+        Refusal {
+            reason: reason.into(),
+            room: false,
+        }
+    }
+    fn room(reason: String) -> Refusal {
+        Refusal { reason, room: true }
+    }
 }
 
 impl Candidate {
@@ -86,56 +137,81 @@ impl Candidate {
             bridges: node.inventory.bridges.iter().cloned().collect(),
             fleet_containers: placed.len(),
             fleet_labels: placed.iter().map(|c| c.labels.clone()).collect(),
+            reserved_mib: 0,
+        }
+    }
+
+    /// Reserves room for `c`, scheduled on this node but not created yet: its memory, and its disk on its
+    /// datastore.
+    pub fn reserve(&mut self, c: &Container) {
+        self.charge(c);
+        self.reserved_mib += c.memory;
+    }
+
+    /// Takes `c`'s memory and disk off what is free.
+    fn charge(&mut self, c: &Container) {
+        self.memory_free_mib = self.memory_free_mib.saturating_sub(c.memory);
+        if let Some(free) = c
+            .datastore_id
+            .as_ref()
+            .and_then(|ds| self.rootdir_free_gib.get_mut(ds))
+        {
+            *free = free.saturating_sub(disk_need_gib(c));
         }
     }
 
     /// The datastore this node would use for `c`, or why it cannot take `c`.
-    fn refuse(&self, c: &Container) -> Result<String, String> {
+    fn refuse(&self, c: &Container) -> Result<String, Refusal> {
         match self.status {
             NodeStatus::Ready => {}
-            NodeStatus::Down => return Err("node is down".into()),
-            NodeStatus::Cordoned => return Err("node is cordoned".into()),
+            NodeStatus::Down => return Err(Refusal::other("node is down")),
+            NodeStatus::Cordoned => return Err(Refusal::other("node is cordoned")),
         }
         if !c.constraints.nodes.is_empty() && !c.constraints.nodes.contains(&self.name) {
-            return Err("not in constraints.nodes".into());
+            return Err(Refusal::other("not in constraints.nodes"));
         }
         for (k, v) in &c.constraints.node_labels {
             if self.labels.get(k) != Some(v) {
-                return Err(format!("label {k}={v} not set"));
+                return Err(Refusal::other(format!("label {k}={v} not set")));
             }
         }
         for iface in &c.interfaces {
             if !self.bridges.contains(&iface.bridge) {
-                return Err(format!("no bridge {}", iface.bridge));
+                return Err(Refusal::other(format!("no bridge {}", iface.bridge)));
             }
         }
         if self.memory_free_mib < c.memory {
-            return Err(format!(
+            return Err(Refusal::room(format!(
                 "{} MiB memory free, {} needed",
                 self.memory_free_mib, c.memory
-            ));
+            )));
         }
         if let Some(cores) = c.cores {
             if self.cores < cores {
-                return Err(format!("{} cores, {cores} needed", self.cores));
+                return Err(Refusal::other(format!(
+                    "{} cores, {cores} needed",
+                    self.cores
+                )));
             }
         }
         for key in &c.constraints.anti_affinity {
             if let Some(v) = c.labels.get(key) {
                 if self.fleet_labels.iter().any(|l| l.get(key) == Some(v)) {
-                    return Err(format!(
+                    return Err(Refusal::other(format!(
                         "anti-affinity: a container with {key}={v} is already there"
-                    ));
+                    )));
                 }
             }
         }
         let need = disk_need_gib(c);
         match &c.datastore_id {
             Some(ds) => match self.rootdir_free_gib.get(ds) {
-                None => Err(format!("no storage {ds} with rootdir content")),
-                Some(free) if *free < need => {
-                    Err(format!("storage {ds} has {free} GiB free, {need} needed"))
-                }
+                None => Err(Refusal::other(format!(
+                    "no storage {ds} with rootdir content"
+                ))),
+                Some(free) if *free < need => Err(Refusal::room(format!(
+                    "storage {ds} has {free} GiB free, {need} needed"
+                ))),
                 Some(_) => Ok(ds.clone()),
             },
             None => self
@@ -145,7 +221,15 @@ impl Candidate {
                 // most free space, then the first id in order
                 .max_by(|a, b| a.1.cmp(b.1).then_with(|| b.0.cmp(a.0)))
                 .map(|(id, _)| id.clone())
-                .ok_or_else(|| format!("no rootdir storage with {need} GiB free")),
+                .ok_or_else(|| {
+                    let any = !self.rootdir_free_gib.is_empty();
+                    let why = format!("no rootdir storage with {need} GiB free");
+                    if any {
+                        Refusal::room(why)
+                    } else {
+                        Refusal::other(why)
+                    }
+                }),
         }
     }
 }
@@ -180,10 +264,25 @@ pub fn place(
             continue;
         }
         let mut reasons = Vec::new();
+        // of the nodes refused only for lack of room, the one with the most free memory
+        let mut roomiest: Option<usize> = None;
         let mut best: Option<(usize, String)> = None;
         for (j, cand) in candidates.iter().enumerate() {
             match cand.refuse(c) {
-                Err(r) => reasons.push((cand.name.clone(), r)),
+                Err(r) => {
+                    if r.room
+                        && roomiest.is_none_or(|b| {
+                            (cand.memory_free_mib, std::cmp::Reverse(&cand.name))
+                                > (
+                                    candidates[b].memory_free_mib,
+                                    std::cmp::Reverse(&candidates[b].name),
+                                )
+                        })
+                    {
+                        roomiest = Some(j);
+                    }
+                    reasons.push((cand.name.clone(), r.reason));
+                }
                 Ok(ds) => {
                     let better = match &best {
                         None => true,
@@ -207,21 +306,28 @@ pub fn place(
             }
         }
         let Some((j, ds)) = best else {
-            return Err(ScheduleError::NoNode {
-                container: c.name.clone(),
-                reasons,
+            return Err(match roomiest {
+                Some(b) => ScheduleError::NoRoom {
+                    container: c.name.clone(),
+                    need_mib: c.memory,
+                    need_gib: disk_need_gib(c),
+                    best_node: candidates[b].name.clone(),
+                    best_free_mib: candidates[b].memory_free_mib,
+                    best_reserved_mib: candidates[b].reserved_mib,
+                    reasons,
+                },
+                None => ScheduleError::NoNode {
+                    container: c.name.clone(),
+                    reasons,
+                },
             });
         };
-        c.datastore_id = Some(ds.clone());
-        let need = disk_need_gib(c);
+        c.datastore_id = Some(ds);
         let cand = &mut candidates[j];
         c.node = Some(cand.name.clone());
         cand.fleet_containers += 1;
         cand.fleet_labels.push(c.labels.clone());
-        cand.memory_free_mib = cand.memory_free_mib.saturating_sub(c.memory);
-        if let Some(free) = cand.rootdir_free_gib.get_mut(&ds) {
-            *free = free.saturating_sub(need);
-        }
+        cand.charge(c);
     }
     Ok(())
 }
@@ -357,6 +463,50 @@ mod tests {
             err.contains("d: storage local-lvm has 2 GiB free, 4 needed"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn reserved_room_counts_and_no_room_names_the_need_and_the_best_node() {
+        let mut nodes = cands(&[("a", 2000), ("b", 1500)]);
+        // a container scheduled on a but not created yet holds 1024 MiB there
+        let mut pending = container("pending");
+        pending.memory = 1024;
+        nodes[0].reserve(&pending);
+        assert_eq!(
+            (nodes[0].memory_free_mib, nodes[0].reserved_mib),
+            (976, 1024)
+        );
+        let mut c = container("x");
+        c.memory = 1200;
+        let mut cs = vec![c.clone()];
+        place(&mut cs, &mut nodes).unwrap();
+        assert_eq!(
+            cs[0].node.as_deref(),
+            Some("b"),
+            "a's free memory is reserved"
+        );
+        // b is now charged too: nothing has room for another one
+        let err = place(&mut [c], &mut nodes).unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, ScheduleError::NoRoom { .. }), "{err:?}");
+        assert!(
+            msg.starts_with(
+                "no node has room for container x: it needs 1200 MiB memory and 4 GiB disk"
+            ),
+            "{msg}"
+        );
+        assert!(
+            msg.contains(
+                "the node with the most free memory, a, has 976 MiB free after 1024 MiB reserved"
+            ),
+            "{msg}"
+        );
+        assert!(msg.contains("b: 300 MiB memory free, 1200 needed"), "{msg}");
+        // a refusal that more room would not fix is not "no room"
+        let mut c = container("y");
+        c.constraints.nodes = vec!["zz".into()];
+        let err = place(&mut [c], &mut cands(&[("a", 8000)])).unwrap_err();
+        assert!(matches!(err, ScheduleError::NoNode { .. }), "{err:?}");
     }
 
     #[test]

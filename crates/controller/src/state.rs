@@ -1,6 +1,6 @@
 //! The controller's shared state: configuration, store, agent sessions, the reconciler's wake-up, event
-//! broadcast for Watch, metrics, the CA, and the per-fleet submit locks (two submits to one fleet never
-//! interleave).
+//! broadcast for Watch, metrics, the CA, the per-fleet submit locks (two submits to one fleet never
+//! interleave) and the placement lock (submits of different fleets never place at the same time).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -29,6 +29,9 @@ pub struct State {
     /// agent's result is never overwritten by the pass that dispatched it.
     pub ops_lock: std::sync::Mutex<()>,
     fleet_locks: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Held by a submit from its snapshot until its revision is stored (after its fleet's lock), so submits
+    /// of different fleets place one after the other and each sees the room the previous one reserved.
+    pub placement_lock: tokio::sync::Mutex<()>,
 }
 
 impl State {
@@ -50,6 +53,7 @@ impl State {
             revocations,
             ops_lock: std::sync::Mutex::new(()),
             fleet_locks: Default::default(),
+            placement_lock: tokio::sync::Mutex::new(()),
         })
     }
 
