@@ -365,6 +365,8 @@ pub fn start(node: &Node, vmid: u32, conf: &CtConf, log: &mut TaskLog) -> Result
         source: e,
     })?;
     let own = owner(node, o);
+    // Held until the container is seen running (dropped at the end of this function).
+    let _one_start_at_a_time = host_start_lock()?;
     {
         let m = Mounted::image(&img, &d.join("rootfs"))?;
         rootfs::setup_identity(&m.dir, &identity(o, vmid), own)?;
@@ -438,6 +440,33 @@ pub fn start(node: &Node, vmid: u32, conf: &CtConf, log: &mut TaskLog) -> Result
     tracing::debug!(name = %nm, pid, "started");
     let _ = log;
     Ok(pid)
+}
+
+/// Host-wide lock file serialising container starts across every pvesim process and node on this host.
+const START_LOCK: &str = "/run/lock/pvesim-lxc-start.lock";
+
+/// LXC's `loop:` rootfs picks a free loop device without a lock of its own, so concurrent `lxc-start`s on one
+/// host (an agent at parallelism 4, or two nodes) could take the same device: "Failed to mount rootfs",
+/// "Failed to exec /sbin/init", leftover monitor cgroups. Starts (loop mount for the rewrite, lxc-start, the
+/// running check) therefore run one at a time per host; a start takes well under a second.
+#[allow(clippy::incompatible_msrv)]
+fn host_start_lock() -> Result<fs::File, LxcError> {
+    let p = Path::new(START_LOCK);
+    let io = |e| LxcError::Io {
+        path: p.to_path_buf(),
+        source: e,
+    };
+    if let Some(dir) = p.parent() {
+        fs::create_dir_all(dir).map_err(io)?;
+    }
+    let f = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(p)
+        .map_err(io)?;
+    f.lock().map_err(io)?;
+    Ok(f)
 }
 
 /// Running or not, and the init's pid, from `lxc-info` in the node's namespace.
