@@ -345,10 +345,27 @@ pub struct Operation {
     pub reason: String,
 }
 
-/// A random 128-bit hex id.
+/// A unique 128-bit hex id that sorts in creation order: 64 bits of a strictly increasing clock (nanoseconds
+/// since the epoch, bumped by one when two ids are made in the same nanosecond) then 64 random bits. Operations
+/// made in the same millisecond therefore still sort in the order they were made (the store orders operations by
+/// `(created_ms, id)` and "the latest operation of a container" depends on it).
 pub fn new_id() -> String {
-    let bytes: [u8; 16] = rand::random();
-    hex::encode(bytes)
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    let mut prev = LAST.load(Ordering::Relaxed);
+    let stamp = loop {
+        let next = now.max(prev + 1);
+        match LAST.compare_exchange_weak(prev, next, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => break next,
+            Err(actual) => prev = actual,
+        }
+    };
+    let random: u64 = rand::random();
+    format!("{stamp:016x}{random:016x}")
 }
 
 /// Status of a container as `get containers` shows it.
@@ -398,4 +415,21 @@ pub struct AuditEntry {
     /// What it was done to (fleet, node).
     pub target: String,
     pub detail: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::new_id;
+
+    #[test]
+    fn ids_sort_in_creation_order_even_within_one_millisecond() {
+        let ids: Vec<String> = (0..10_000).map(|_| new_id()).collect();
+        assert!(ids
+            .iter()
+            .all(|id| id.len() == 32 && id.chars().all(|c| c.is_ascii_hexdigit())));
+        assert!(
+            ids.windows(2).all(|w| w[0] < w[1]),
+            "ids must be strictly increasing"
+        );
+    }
 }
