@@ -257,7 +257,11 @@ async fn join_then_stream_executes_heartbeats_and_resyncs() {
     })
     .await;
     assert!(hb.seq >= 1);
-    assert_eq!(hb.memory_free_bytes, 16 << 30, "heartbeats carry free memory");
+    assert_eq!(
+        hb.memory_free_bytes,
+        16 << 30,
+        "heartbeats carry free memory"
+    );
 
     // The controller drops the stream: the agent reconnects and resyncs, re-reporting the unacknowledged result.
     drop(out);
