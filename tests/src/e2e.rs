@@ -211,6 +211,37 @@ impl Testbed {
         })
     }
 
+    /// Reserves `ip` for `mac` in the testbed's dnsmasq (`dhcp-hosts`, reread on SIGHUP), as an admin would
+    /// for a DHCP container that must keep its address across destroy and create.
+    pub fn reserve(&self, mac: &str, ip: &str) -> Result<()> {
+        let run = PathBuf::from(
+            std::env::var("PXTB_RUN").unwrap_or_else(|_| "/run/pxfleet-testbed".into()),
+        );
+        let hosts = run.join("dhcp-hosts");
+        let mut text = std::fs::read_to_string(&hosts).unwrap_or_default();
+        let line = format!("{mac},{ip}");
+        if !text.lines().any(|l| l == line) {
+            text.push_str(&line);
+            text.push('\n');
+            std::fs::write(&hosts, text).map_err(io(&hosts))?;
+        }
+        let pidf = run.join("dnsmasq.pid");
+        let pid: u32 = std::fs::read_to_string(&pidf)
+            .map_err(io(&pidf))?
+            .trim()
+            .parse()
+            .map_err(|_| setup_err(pidf.display().to_string(), "not a pid"))?;
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        if comm.trim() != "dnsmasq" {
+            return Err(setup_err(
+                pidf.display().to_string(),
+                format!("pid {pid} is not the testbed's dnsmasq"),
+            ));
+        }
+        crate::signal(pid, libc::SIGHUP);
+        Ok(())
+    }
+
     /// True when `ip` lies in the dnsmasq range.
     pub fn in_dhcp_range(&self, ip: &str) -> bool {
         let last = |s: &str| s.rsplit('.').next().and_then(|x| x.parse::<u8>().ok());

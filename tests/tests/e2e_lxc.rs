@@ -443,7 +443,8 @@ async fn identity(e: &E2e, c: &pb::ContainerInfo) -> (u32, String, String, Strin
 
 /// PRD 6: destroy, then submit again: same vm_ids, hostnames, addresses, keys and features; ssh works again.
 /// Both containers pin `mac_address`: with a new PVE-generated MAC on the same static address, the host's stale
-/// ARP entry keeps ssh away for a while (lxc-testbed.md gotcha 3), and a DHCP lease follows the MAC.
+/// ARP entry keeps ssh away for a while (lxc-testbed.md gotcha 3); the DHCP one also has a reservation in the
+/// testbed's dnsmasq (without it, a re-created container got the next free lease, not its old one).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prd6_destroy_then_submit_again_gives_the_same_containers() {
     let Some((_g, e)) = start(4).await else {
@@ -456,6 +457,9 @@ async fn prd6_destroy_then_submit_again_gives_the_same_containers() {
         "  again-st: {node: pxe1, ip_address: 10.77.0.31/24, gateway: 10.77.0.1, mac_address: \"02:77:00:00:06:01\", features: {nesting: true}}\n\
          \x20 again-dh: {node: pxe2, ip_address: dhcp, mac_address: \"02:77:00:00:06:02\", features: {keyctl: true}}\n",
     );
+    e.testbed
+        .reserve("02:77:00:00:06:02", "10.77.0.199")
+        .expect("DHCP reservation");
     submit(&e, "prd6.yaml", &yaml).await;
     let names = ["again-st", "again-dh"];
     let first = by_name(&e.wait_running("prd6", &names, UP).await);
@@ -465,6 +469,7 @@ async fn prd6_destroy_then_submit_again_gives_the_same_containers() {
     }
     assert!(before[0].4.contains("nesting=1"), "{:?}", before[0]);
     assert!(before[1].4.contains("keyctl=1"), "{:?}", before[1]);
+    assert_eq!(before[1].2, "10.77.0.199", "the reserved lease");
 
     let o = e.pxctl(&["destroy", "prd6", "-y", "--timeout", "5m"]).await;
     assert!(o.ok(), "pxctl destroy: {o:?}\n{}", e.logs());
