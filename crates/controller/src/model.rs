@@ -210,6 +210,19 @@ pub struct AppliedContainer {
     pub template: Template,
 }
 
+/// What the controller allocated to one container name of a fleet and keeps forever, also across destroy, so
+/// destroying and re-creating the container gives the same result: its vm_id (preferred again when it is
+/// free) and the MAC of each interface the file leaves without `mac_address` (interface index -> MAC).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Allocation {
+    pub fleet: String,
+    pub name: String,
+    #[serde(default)]
+    pub vm_id: Option<u32>,
+    #[serde(default)]
+    pub macs: BTreeMap<usize, pxfleet_spec::MacAddr>,
+}
+
 /// A fleet's head: the current revision and who made it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FleetRecord {

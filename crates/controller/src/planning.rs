@@ -1,6 +1,6 @@
 //! From a submitted fleet.yaml to a placed fleet and its plan: parsing (pxfleet-spec), the checks the spec crate
 //! cannot make (against every container agents report, node inventories and cordons), vm_id allocation,
-//! scheduling, and the spec planner. Pure over a [`Snapshot`] of the store, so it is testable without a server.
+//! scheduling, MAC allocation, and the spec planner. Pure over a [`Snapshot`] of the store, so it is testable without a server.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::net::IpAddr;
@@ -12,7 +12,8 @@ use pxfleet_spec::{DatastoreFacts, Diagnostic, Fleet, Holder, NodeFacts, Span, W
 use crate::config::VmIdRange;
 use crate::convert;
 use crate::model::{
-    AppliedContainer, DesiredContainer, NodeRecord, NodeStatus, ObservedContainer, Revision,
+    Allocation, AppliedContainer, DesiredContainer, NodeRecord, NodeStatus, ObservedContainer,
+    Revision,
 };
 use crate::scheduler::{self, Candidate};
 use crate::store::{Store, StoreError};
@@ -25,6 +26,8 @@ pub struct Snapshot {
     /// Every fleet's desired containers.
     pub desired: Vec<DesiredContainer>,
     pub applied: Vec<AppliedContainer>,
+    /// Every container name's allocation (vm_id, MACs) in every fleet, destroyed containers included.
+    pub allocations: Vec<Allocation>,
     /// The fleet's current revision (0 = new) and its stored spec.
     pub revision: u64,
     pub head: Option<Revision>,
@@ -49,6 +52,7 @@ impl Snapshot {
             observed: store.all_observed()?,
             desired: store.all_desired()?,
             applied: store.all_applied()?,
+            allocations: store.allocations()?,
             head: if revision > 0 {
                 store.revision(fleet, revision)?
             } else {
@@ -291,6 +295,19 @@ pub fn prepare(
             .map(|o| o.vm_id),
     );
     taken.extend(fleet.containers.values().filter_map(|c| c.vm_id));
+    // A container name created before (and destroyed since) gets its vm_id back when it is still free.
+    for c in fleet.containers.values_mut().filter(|c| c.vm_id.is_none()) {
+        let again = snap
+            .allocations
+            .iter()
+            .find(|a| a.fleet == name && a.name == c.name)
+            .and_then(|a| a.vm_id)
+            .filter(|id| (range.first..=range.last).contains(id) && !taken.contains(id));
+        if let Some(id) = again {
+            taken.insert(id);
+            c.vm_id = Some(id);
+        }
+    }
     let mut list: Vec<pxfleet_spec::Container> = fleet.containers.values().cloned().collect();
     if let Err(e) = scheduler::allocate_vm_ids(&mut list, range, &mut taken) {
         return Err(vec![diag(file, &fleet, "containers".into(), e.to_string())]);
@@ -327,6 +344,15 @@ pub fn prepare(
         };
         return Err(vec![diag(file, &fleet, path, e.to_string())]);
     }
+    assign_macs(&name, &mut list, snap).map_err(|e| {
+        let path = match &e {
+            scheduler::ScheduleError::MacsExhausted {
+                container, index, ..
+            } => format!("containers.{container}.{}mac_address", iface_prefix(*index)),
+            _ => "containers".into(),
+        };
+        vec![diag(file, &fleet, path, e.to_string())]
+    })?;
     for c in list {
         fleet.containers.insert(c.name.clone(), c);
     }
@@ -378,6 +404,103 @@ pub fn prepare(
         plan,
         desired,
     })
+}
+
+/// The path prefix of interface `index` in diagnostics (`extra_interfaces[0].` for net1, empty for net0).
+fn iface_prefix(index: usize) -> String {
+    if index == 0 {
+        String::new()
+    } else {
+        format!("extra_interfaces[{}].", index - 1)
+    }
+}
+
+/// The MACs a node reports for a container: interface index (the N of `netN`) -> MAC, from its configuration,
+/// or from the raw `netN` lines (`hwaddr=`) of an observation without one.
+pub fn observed_macs(o: &ObservedContainer) -> Vec<(usize, pxfleet_spec::MacAddr)> {
+    if let Some(config) = &o.config {
+        return config
+            .interfaces
+            .iter()
+            .filter_map(|i| Some((i.slot as usize, i.config.mac_address?)))
+            .collect();
+    }
+    o.raw_config
+        .iter()
+        .filter_map(|(k, v)| {
+            let slot = k.strip_prefix("net")?.parse::<usize>().ok()?;
+            let mac = v
+                .split(',')
+                .find_map(|kv| kv.strip_prefix("hwaddr="))?
+                .parse()
+                .ok()?;
+            Some((slot, mac))
+        })
+        .collect()
+}
+
+/// Allocates the MACs of `list`'s interfaces that the file leaves open (see [`scheduler::allocate_macs`]), never
+/// one that any agent reports for another container, that another fleet's containers have, or that is
+/// allocated to any other container name (destroyed ones included).
+fn assign_macs(
+    fleet: &str,
+    list: &mut [pxfleet_spec::Container],
+    snap: &Snapshot,
+) -> Result<(), scheduler::ScheduleError> {
+    use scheduler::MacHolder;
+    let mine = |f: &str, n: &str| {
+        if f == fleet && list.iter().any(|c| c.name == n) {
+            MacHolder::Container(n.to_string())
+        } else {
+            MacHolder::Other
+        }
+    };
+    let mut held: BTreeMap<pxfleet_spec::MacAddr, MacHolder> = BTreeMap::new();
+    let mut hold = |mac, holder: MacHolder| {
+        // `Other` wins: a MAC something else holds is never free for a container of this fleet.
+        let e = held.entry(mac).or_insert_with(|| holder.clone());
+        if *e != holder {
+            *e = MacHolder::Other;
+        }
+    };
+    let mut observed = BTreeMap::new();
+    for o in &snap.observed {
+        let holder = match &o.managed {
+            Some(m) => mine(&m.fleet, &m.name),
+            None => MacHolder::Other,
+        };
+        for (i, mac) in observed_macs(o) {
+            if let MacHolder::Container(n) = &holder {
+                observed.insert((n.clone(), i), mac);
+            }
+            hold(mac, holder.clone());
+        }
+    }
+    for d in &snap.desired {
+        for mac in d.container.interfaces.iter().filter_map(|i| i.mac_address) {
+            hold(mac, mine(&d.fleet, &d.name));
+        }
+    }
+    let mut remembered = BTreeMap::new();
+    for a in &snap.allocations {
+        let holder = if a.fleet == fleet {
+            MacHolder::Container(a.name.clone())
+        } else {
+            MacHolder::Other
+        };
+        for (i, mac) in &a.macs {
+            if a.fleet == fleet {
+                remembered.insert((a.name.clone(), *i), *mac);
+            }
+            hold(*mac, holder.clone());
+        }
+    }
+    for c in list.iter() {
+        for mac in c.interfaces.iter().filter_map(|i| i.mac_address) {
+            hold(mac, MacHolder::Container(c.name.clone()));
+        }
+    }
+    scheduler::allocate_macs(fleet, list, &observed, &remembered, &mut held)
 }
 
 /// Where every observed container is: `(node, vm_id)`.

@@ -6,10 +6,13 @@
 //! spreads (fewest containers of the fleet), breaking ties towards the most free memory, then the node name.
 //! Containers are placed in name order and each placement is charged to its node before the next, so the
 //! result is deterministic and a batch of six spreads over three nodes two by two.
+//!
+//! MACs: every interface the file leaves without `mac_address` gets one from the controller (see
+//! [`allocate_macs`]), so destroying and re-creating a container gives it the same MAC (ARP caches, DHCP leases).
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use pxfleet_spec::Container;
+use pxfleet_spec::{Container, MacAddr};
 
 use crate::config::VmIdRange;
 use crate::model::{NodeRecord, NodeStatus};
@@ -39,6 +42,15 @@ pub enum ScheduleError {
         /// Memory reserved on it for containers scheduled there but not yet observed.
         best_reserved_mib: u64,
         reasons: Vec<(String, String)>,
+    },
+    #[error(
+        "no free MAC address found for container {container} interface {index} after {attempts} tries in \
+         BC:24:11:xx:xx:xx; set its mac_address"
+    )]
+    MacsExhausted {
+        container: String,
+        index: usize,
+        attempts: u32,
     },
     #[error("no free vm_id left in {first}..={last} (container {container})")]
     VmIdsExhausted {
@@ -359,6 +371,83 @@ pub fn allocate_vm_ids(
         })?;
         taken.insert(id);
         c.vm_id = Some(id);
+    }
+    Ok(())
+}
+
+/// PVE's MAC prefix (Proxmox's OUI): the MACs PVE generates and the ones the controller allocates start with it.
+/// `BC` has the multicast bit clear (unicast) and the locally-administered bit clear, as in PVE.
+pub const MAC_PREFIX: [u8; 3] = [0xBC, 0x24, 0x11];
+
+/// How many candidates [`allocate_macs`] tries for one interface before giving up (there are 2^24).
+const MAC_ATTEMPTS: u32 = 4096;
+
+/// The `attempt`-th candidate MAC of interface `index` of container `container` in fleet `fleet`: the first three
+/// bytes of SHA-256 over the four, after [`MAC_PREFIX`]. Deterministic, so a plan and the submit that follows it
+/// (and a recreation) agree.
+pub fn candidate_mac(fleet: &str, container: &str, index: usize, attempt: u32) -> MacAddr {
+    use sha2::Digest;
+    let mut h = sha2::Sha256::new();
+    h.update(fleet.as_bytes());
+    h.update([0]);
+    h.update(container.as_bytes());
+    h.update([0]);
+    h.update((index as u64).to_be_bytes());
+    h.update(attempt.to_be_bytes());
+    let d = h.finalize();
+    let [a, b, c] = MAC_PREFIX;
+    MacAddr([a, b, c, d[0], d[1], d[2]])
+}
+
+/// Who holds a MAC, for [`allocate_macs`]: a container of the fleet being allocated (by name), or anything else
+/// (another fleet, a destroyed container's allocation, a container an agent reports that is not ours).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MacHolder {
+    Container(String),
+    Other,
+}
+
+/// Gives every interface of `containers` without `mac_address` a MAC, in name order: the MAC its node reports
+/// for it when the container exists (`observed`, by container name and interface index: containers created
+/// before MACs were allocated keep theirs), else the one remembered for it (`remembered`) unless someone else
+/// holds it now, else the first [`candidate_mac`] no one holds. `held` holds every MAC in use or allocated
+/// anywhere, with its holder, and grows with each allocation.
+pub fn allocate_macs(
+    fleet: &str,
+    containers: &mut [Container],
+    observed: &BTreeMap<(String, usize), MacAddr>,
+    remembered: &BTreeMap<(String, usize), MacAddr>,
+    held: &mut BTreeMap<MacAddr, MacHolder>,
+) -> Result<(), ScheduleError> {
+    let mut order: Vec<usize> = (0..containers.len()).collect();
+    order.sort_by(|a, b| containers[*a].name.cmp(&containers[*b].name));
+    for i in order {
+        let c = &mut containers[i];
+        let me = MacHolder::Container(c.name.clone());
+        for index in 0..c.interfaces.len() {
+            if c.interfaces[index].mac_address.is_some() {
+                continue;
+            }
+            let own: Vec<MacAddr> = c.interfaces.iter().filter_map(|x| x.mac_address).collect();
+            let free = |m: &MacAddr| !own.contains(m) && held.get(m).is_none_or(|h| *h == me);
+            let key = (c.name.clone(), index);
+            let mac = match observed.get(&key) {
+                Some(m) => *m,
+                None => match remembered.get(&key).filter(|m| free(m)) {
+                    Some(m) => *m,
+                    None => (0..MAC_ATTEMPTS)
+                        .map(|a| candidate_mac(fleet, &c.name, index, a))
+                        .find(|m| free(m))
+                        .ok_or_else(|| ScheduleError::MacsExhausted {
+                            container: c.name.clone(),
+                            index,
+                            attempts: MAC_ATTEMPTS,
+                        })?,
+                },
+            };
+            held.insert(mac, me.clone());
+            c.interfaces[index].mac_address = Some(mac);
+        }
     }
     Ok(())
 }

@@ -1,5 +1,5 @@
 //! The sled database: one tree per kind of state (fleets, revisions, desired, applied, observed, nodes,
-//! operations, secrets, audit, tokens, serials). Values are JSON. A submit is one multi-tree transaction, so it
+//! operations, secrets, audit, tokens, serials, allocations). Values are JSON. A submit is one multi-tree transaction, so it
 //! lands whole or not at all; per-fleet values (desired containers, secrets) are single keys so the transaction
 //! never needs to scan.
 
@@ -13,7 +13,7 @@ use sled::transaction::{
 };
 
 use crate::model::{
-    AppliedContainer, AuditEntry, DesiredContainer, FleetRecord, Millis, NodeRecord,
+    Allocation, AppliedContainer, AuditEntry, DesiredContainer, FleetRecord, Millis, NodeRecord,
     ObservedContainer, Operation, Revision,
 };
 
@@ -103,6 +103,7 @@ pub struct Store {
     audit: sled::Tree,
     tokens: sled::Tree,
     serials: sled::Tree,
+    allocations: sled::Tree,
 }
 
 fn enc<T: Serialize>(v: &T) -> Vec<u8> {
@@ -181,6 +182,7 @@ impl Store {
             audit: db.open_tree("audit")?,
             tokens: db.open_tree("tokens")?,
             serials: db.open_tree("serials")?,
+            allocations: db.open_tree("allocations")?,
             db,
         })
     }
@@ -255,11 +257,52 @@ impl Store {
             &self.desired,
             &self.secrets,
             &self.audit,
+            &self.allocations,
         )
-            .transaction(|(fleets, revisions, desired, secrets, audit)| {
-                self.submit_in(tx, fleets, revisions, desired, secrets, audit)
-            });
+            .transaction(
+                |(fleets, revisions, desired, secrets, audit, allocations)| {
+                    let revision =
+                        self.submit_in(tx, fleets, revisions, desired, secrets, audit)?;
+                    Self::allocate_in(tx, allocations)?;
+                    Ok(revision)
+                },
+            );
         unwrap_tx(r)
+    }
+
+    /// Every container name's allocation (vm_id, MACs), of every fleet; kept across destroy.
+    pub fn allocations(&self) -> Result<Vec<Allocation>, StoreError> {
+        Self::scan(&self.allocations, "allocations", b"")
+    }
+
+    /// Records, for each desired container of the submit, its vm_id and interface MACs as its allocation.
+    /// Entries are only added or updated, never removed: a destroyed container keeps them for its recreation.
+    fn allocate_in(
+        tx: &SubmitTx,
+        allocations: &TransactionalTree,
+    ) -> Result<(), ConflictableTransactionError<StoreError>> {
+        for d in &tx.desired {
+            let key = key2(&d.fleet, &d.name);
+            let mut a: Allocation = match allocations.get(&key)? {
+                Some(v) => tx_dec("allocations", &key, &v)?,
+                None => Allocation {
+                    fleet: d.fleet.clone(),
+                    name: d.name.clone(),
+                    ..Allocation::default()
+                },
+            };
+            let before = a.clone();
+            a.vm_id = Some(d.vm_id);
+            for (i, iface) in d.container.interfaces.iter().enumerate() {
+                if let Some(mac) = iface.mac_address {
+                    a.macs.insert(i, mac);
+                }
+            }
+            if a != before {
+                allocations.insert(key, enc(&a))?;
+            }
+        }
+        Ok(())
     }
 
     fn submit_in(
