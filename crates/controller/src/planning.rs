@@ -406,12 +406,12 @@ pub fn prepare(
     })
 }
 
-/// The path prefix of interface `index` in diagnostics (`extra_interfaces[0].` for net1, empty for net0).
+/// The path prefix of interface `index` in diagnostics (`extra_interfaces.0.` for net1, empty for net0).
 fn iface_prefix(index: usize) -> String {
     if index == 0 {
         String::new()
     } else {
-        format!("extra_interfaces[{}].", index - 1)
+        format!("extra_interfaces.{}.", index - 1)
     }
 }
 
@@ -850,5 +850,201 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         assert_eq!(placed(&p), placed(&p2));
+    }
+
+    fn macs(p: &Prepared) -> BTreeMap<String, Vec<Option<pxfleet_spec::MacAddr>>> {
+        p.desired
+            .iter()
+            .map(|d| {
+                let m = d
+                    .container
+                    .interfaces
+                    .iter()
+                    .map(|i| i.mac_address)
+                    .collect();
+                (d.name.clone(), m)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn macs_are_allocated_in_pves_prefix_shown_in_the_plan_and_kept_across_destroy() {
+        let store = Store::temporary().unwrap();
+        store.update_node("a", |n| *n = node("a", 8000)).unwrap();
+        let take = || Snapshot::take(&store, "dev", |_| NodeStatus::Ready).unwrap();
+        let body = "  web: {extra_interfaces: [{bridge: vmbr0, ip_address: dhcp}]}
+  db: {}
+";
+        let p = prepare("fleet.yaml", fleet(body), &take(), range(), 1).unwrap();
+        let m = macs(&p);
+        let all: Vec<pxfleet_spec::MacAddr> = m.values().flatten().map(|m| m.unwrap()).collect();
+        assert_eq!(all.len(), 3, "{m:?}");
+        assert!(all
+            .iter()
+            .all(|m| m.0[..3] == [0xBC, 0x24, 0x11] && m.is_unicast()));
+        assert_eq!(all.iter().collect::<BTreeSet<_>>().len(), 3, "{all:?}");
+        // the plan shows the MAC, not "known after apply"
+        let text = pxfleet_spec::render::json::render(&p.plan);
+        assert!(text.contains(&m["web"][1].unwrap().to_string()), "{text}");
+        // a plan and the submit after it agree
+        let again = prepare("fleet.yaml", fleet(body), &take(), range(), 1).unwrap();
+        assert_eq!(macs(&again), m);
+        store_submit(&store, &p);
+        let ids: BTreeMap<String, u32> = p
+            .desired
+            .iter()
+            .map(|d| (d.name.clone(), d.vm_id))
+            .collect();
+        assert_eq!(ids, [("db".into(), 1000), ("web".into(), 1001)].into());
+        // destroy: the fleet is empty, its desired containers are gone
+        let mut empty = fleet(body);
+        empty.containers.clear();
+        let gone = prepare("(stored spec)", empty, &take(), range(), 2).unwrap();
+        assert!(gone.desired.is_empty());
+        store_submit(&store, &gone);
+        assert!(take().desired.is_empty());
+        // meanwhile another fleet takes the lowest free id, db's
+        let other = prepare(
+            "fleet.yaml",
+            other_fleet("other", "  x: {}\n"),
+            &Snapshot::take(&store, "other", |_| NodeStatus::Ready).unwrap(),
+            range(),
+            1,
+        )
+        .unwrap();
+        store_submit(&store, &other);
+        assert_eq!(other.desired[0].vm_id, 1000);
+        assert!(!macs(&other)
+            .values()
+            .flatten()
+            .any(|x| all.contains(&x.unwrap())));
+        // recreate: the same MACs; web's vm_id back, db a new one since its old one is taken
+        let back = prepare("fleet.yaml", fleet(body), &take(), range(), 3).unwrap();
+        assert_eq!(macs(&back), m);
+        let ids: BTreeMap<String, u32> = back
+            .desired
+            .iter()
+            .map(|d| (d.name.clone(), d.vm_id))
+            .collect();
+        assert_eq!(ids, [("db".into(), 1002), ("web".into(), 1001)].into());
+    }
+
+    #[test]
+    fn macs_avoid_what_agents_report_and_existing_containers_keep_theirs() {
+        let first = scheduler::candidate_mac("dev", "web", 0, 0);
+        let mut s = snap(&["a"]);
+        s.observed.push(ObservedContainer {
+            node: "a".into(),
+            vm_id: 500,
+            hostname: "handmade".into(),
+            raw_config: [(
+                "net0".to_string(),
+                format!("name=eth0,bridge=vmbr0,hwaddr={first},ip=dhcp"),
+            )]
+            .into(),
+            ..ObservedContainer::default()
+        });
+        let p = prepare(
+            "fleet.yaml",
+            fleet(
+                "  web: {}
+",
+            ),
+            &s,
+            range(),
+            1,
+        )
+        .unwrap();
+        let mac = p.desired[0].container.interfaces[0].mac_address.unwrap();
+        assert_ne!(mac, first);
+        assert_eq!(mac, scheduler::candidate_mac("dev", "web", 0, 1));
+        // a container that exists (created before MACs were allocated) keeps the MAC its node reports
+        let own: pxfleet_spec::MacAddr = "BC:24:11:0A:0B:0C".parse().unwrap();
+        s.observed.push(ObservedContainer {
+            node: "a".into(),
+            vm_id: 1000,
+            hostname: "web".into(),
+            managed: Some(crate::model::ManagedBy {
+                fleet: "dev".into(),
+                name: "web".into(),
+            }),
+            raw_config: [(
+                "net0".to_string(),
+                format!("name=eth0,bridge=vmbr0,hwaddr={own},ip=dhcp"),
+            )]
+            .into(),
+            ..ObservedContainer::default()
+        });
+        let p = prepare(
+            "fleet.yaml",
+            fleet(
+                "  web: {vm_id: 1000}
+",
+            ),
+            &s,
+            range(),
+            1,
+        )
+        .unwrap();
+        assert_eq!(p.desired[0].container.interfaces[0].mac_address, Some(own));
+    }
+
+    #[test]
+    fn mac_collisions_are_rerolled_and_an_explicit_mac_is_never_given_twice() {
+        let a0 = scheduler::candidate_mac("dev", "a", 0, 0);
+        // b pins a's first candidate; a must not get it
+        let body = format!("  a: {{}}\n  b: {{mac_address: \"{a0}\"}}\n");
+        let p = prepare("fleet.yaml", fleet(&body), &snap(&["a"]), range(), 1).unwrap();
+        let m = macs(&p);
+        assert_eq!(m["b"][0], Some(a0));
+        assert_eq!(m["a"][0], Some(scheduler::candidate_mac("dev", "a", 0, 1)));
+        // another fleet's container holding it counts too
+        let mut s = snap(&["a"]);
+        let theirs = format!("  z: {{mac_address: \"{a0}\"}}\n");
+        let o = prepare("fleet.yaml", other_fleet("o", &theirs), &s, range(), 1).unwrap();
+        s.desired = o.desired.clone();
+        let p = prepare("fleet.yaml", fleet("  a: {}\n"), &s, range(), 1).unwrap();
+        assert_eq!(
+            macs(&p)["a"][0],
+            Some(scheduler::candidate_mac("dev", "a", 0, 1))
+        );
+    }
+
+    #[test]
+    fn an_adopted_mac_is_remembered_across_destroy() {
+        let store = Store::temporary().unwrap();
+        store.update_node("a", |n| *n = node("a", 8000)).unwrap();
+        let take = || Snapshot::take(&store, "dev", |_| NodeStatus::Ready).unwrap();
+        // web was created before MACs were allocated: PVE gave it one
+        let own: pxfleet_spec::MacAddr = "BC:24:11:0A:0B:0C".parse().unwrap();
+        store
+            .set_observed(
+                "a",
+                1000,
+                Some(&ObservedContainer {
+                    node: "a".into(),
+                    vm_id: 1000,
+                    hostname: "web".into(),
+                    managed: Some(crate::model::ManagedBy {
+                        fleet: "dev".into(),
+                        name: "web".into(),
+                    }),
+                    raw_config: [("net0".to_string(), format!("name=eth0,hwaddr={own}"))].into(),
+                    ..ObservedContainer::default()
+                }),
+            )
+            .unwrap();
+        let p = prepare("fleet.yaml", fleet("  web: {}\n"), &take(), range(), 1).unwrap();
+        assert_eq!(macs(&p)["web"], [Some(own)]);
+        store_submit(&store, &p);
+        // destroyed: gone from desired and from the node
+        let mut empty = fleet("  web: {}\n");
+        empty.containers.clear();
+        let gone = prepare("(stored spec)", empty, &take(), range(), 2).unwrap();
+        store_submit(&store, &gone);
+        store.set_observed("a", 1000, None).unwrap();
+        let back = prepare("fleet.yaml", fleet("  web: {}\n"), &take(), range(), 3).unwrap();
+        assert_eq!(macs(&back)["web"], [Some(own)]);
+        assert_eq!(back.desired[0].vm_id, 1000);
     }
 }

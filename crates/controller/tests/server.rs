@@ -759,3 +759,135 @@ async fn describe_history_and_nodes_carry_observed_source_and_serial() {
         ("dev", "web", 1024)
     );
 }
+
+/// Runs the fake agent until `n` creates came (finishing seeds, destroys and starts on the way); finishes each
+/// create with an observation of what it created. Returns the create specs by container name.
+async fn creates(agent: &mut FakeAgent, node: &str, n: usize) -> Vec<pb::ContainerSpec> {
+    let mut out = vec![];
+    while out.len() < n {
+        let op = agent.next_op().await;
+        match &op.kind {
+            Some(pb::operation::Kind::Create(c)) => {
+                let spec = c.spec.clone().unwrap();
+                let observed = pb::ObservedContainer {
+                    vm_id: spec.vm_id,
+                    power: pb::PowerState::Running as i32,
+                    managed: true,
+                    config: Some(pb::ContainerSpec {
+                        password: None,
+                        ..spec.clone()
+                    }),
+                    node: node.into(),
+                    ..Default::default()
+                };
+                agent.finish(&op, Some(observed)).await;
+                out.push(spec);
+            }
+            _ => agent.finish(&op, None).await,
+        }
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn macs_are_allocated_avoid_reported_ones_and_survive_destroy() {
+    let env = start().await;
+    let node_bundle = env.enroll("n1").await;
+    let mut client = AgentServiceClient::new(env.channel(&node_bundle).await);
+    let (tx, rx) = mpsc::channel(16);
+    // a container the controller does not manage holds the MAC web would get first
+    let first = pxfleet_controller::scheduler::candidate_mac("dev", "web", 0, 0).to_string();
+    let mut inv = inventory("n1", 900);
+    let handmade = inv.containers[0].config.as_mut().unwrap();
+    handmade.interfaces = vec![pb::NetworkInterface {
+        name: "eth0".into(),
+        bridge: "vmbr0".into(),
+        mac: first.to_lowercase(),
+        ..Default::default()
+    }];
+    tx.send(msg(pb::agent_message::Msg::Hello(pb::Hello {
+        node: "n1".into(),
+        agent_version: "test".into(),
+        protocol_version: 1,
+        inventory: Some(inv),
+        operations: vec![],
+    })))
+    .await
+    .unwrap();
+    let rx = client
+        .connect(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    let mut agent = FakeAgent { tx, rx };
+    let mut admin = env.admin().await;
+    let fleet = format!(
+        "{FLEET}  db:\n    template: ubuntu\n    datastore_id: local-lvm\n    memory: 512\n    ip_address: dhcp\n"
+    );
+    // the plan already shows the MACs the creates will carry
+    let plan = admin
+        .plan(pb::PlanRequest {
+            file_name: "fleet.yaml".into(),
+            source: fleet.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(plan.diagnostics.is_empty(), "{:?}", plan.diagnostics);
+    let resp = admin.submit(submit_req(&fleet)).await.unwrap().into_inner();
+    assert!(resp.diagnostics.is_empty(), "{:?}", resp.diagnostics);
+    let made = creates(&mut agent, "n1", 2).await;
+    let mac = |s: &pb::ContainerSpec| s.interfaces[0].mac.to_uppercase();
+    let placed: Vec<(String, u32, String)> = made
+        .iter()
+        .map(|s| (s.name.clone(), s.vm_id, mac(s)))
+        .collect();
+    for (name, _, m) in &placed {
+        assert!(m.starts_with("BC:24:11:"), "{name}: {m}");
+        assert!(plan.plan_json.contains(m.as_str()), "{m} not in the plan");
+    }
+    assert_ne!(placed[0].2, placed[1].2, "two containers share a MAC");
+    assert_ne!(placed[1].2, first, "web got the MAC the node reports");
+    // destroy the whole fleet; the agent destroys them
+    admin
+        .destroy(pb::DestroyRequest {
+            fleet: "dev".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    for _ in 0..2 {
+        let op = agent.next_op().await;
+        assert!(
+            matches!(op.kind, Some(pb::operation::Kind::Destroy(_))),
+            "{op:?}"
+        );
+        agent.finish(&op, None).await;
+    }
+    // wait until the controller forgot them
+    for _ in 0..100 {
+        let cs = admin
+            .get_containers(pb::GetContainersRequest::default())
+            .await
+            .unwrap()
+            .into_inner()
+            .containers;
+        if cs.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // the same file again: same vm_ids, same MACs
+    let resp = admin.submit(submit_req(&fleet)).await.unwrap().into_inner();
+    assert!(resp.diagnostics.is_empty(), "{:?}", resp.diagnostics);
+    let again: Vec<(String, u32, String)> = creates(&mut agent, "n1", 2)
+        .await
+        .iter()
+        .map(|s| (s.name.clone(), s.vm_id, mac(s)))
+        .collect();
+    assert_eq!(again, placed);
+    drop(agent);
+    env.stop().await;
+}
