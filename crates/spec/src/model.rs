@@ -384,7 +384,7 @@ pub struct Interface {
     pub vlan_id: Option<u16>,
     /// `mtu=` (576..=65520).
     pub mtu: Option<u16>,
-    /// `hwaddr=`. `None`: PVE generates one.
+    /// `hwaddr=`. `None`: the controller allocates one (`BC:24:11:..`) and keeps it for the container name.
     pub mac_address: Option<MacAddr>,
     /// `firewall=`. Default false.
     pub firewall: bool,
