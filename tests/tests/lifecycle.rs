@@ -316,3 +316,68 @@ async fn vm_id_taken_by_an_unmanaged_container_is_refused_at_plan() {
         Some("handmade")
     );
 }
+
+/// The `hwaddr=` of `netN` in a `pct config`.
+fn hwaddr(cfg: &BTreeMap<String, String>, net: &str) -> String {
+    cfg.get(net)
+        .and_then(|v| v.split(',').find_map(|kv| kv.strip_prefix("hwaddr=")))
+        .unwrap_or_default()
+        .to_uppercase()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn destroy_then_submit_gives_the_same_vm_ids_and_macs() {
+    let c = Cluster::start(1).await.expect("cluster");
+    let yaml = fleet_yaml(
+        "again",
+        "  web: {memory: 512, disk_size: 4, ip_address: 10.9.0.5/24, gateway: 10.9.0.1, \
+           extra_interfaces: [{bridge: vmbr0, ip_address: dhcp}]}\n  \
+         db: {memory: 512, disk_size: 4}\n",
+    );
+    let path = c.write_fleet("again", &yaml);
+    let path = path.to_str().unwrap();
+    // the plan already names the MACs
+    let plan = c.plan(&yaml).await.unwrap();
+    assert!(plan.diagnostics.is_empty(), "{:?}", plan.diagnostics);
+    let (code, out, err) = c.pxctl(&["submit", path, "-y"]).await;
+    assert_eq!(code, 0, "pxctl submit: {out}\n{err}\n{}", c.logs());
+    let first = c.wait_running("again", &["web", "db"], UP).await;
+    let seen = |cs: &[pb::ContainerInfo]| {
+        cs.iter()
+            .map(|x| {
+                let cfg = c.pct_config(&x.node, x.vm_id);
+                let macs = vec![hwaddr(&cfg, "net0"), hwaddr(&cfg, "net1")];
+                (x.name.clone(), (x.node.clone(), x.vm_id, macs))
+            })
+            .collect::<BTreeMap<_, _>>()
+    };
+    let before = seen(&first);
+    let all: Vec<&String> = before
+        .values()
+        .flat_map(|(_, _, m)| m.iter())
+        .filter(|m| !m.is_empty())
+        .collect();
+    assert_eq!(all.len(), 3, "{before:?}");
+    for m in &all {
+        assert!(m.starts_with("BC:24:11:"), "{before:?}");
+        assert!(plan.plan_json.contains(m.as_str()), "{m} not in the plan");
+    }
+
+    let (code, out, err) = c.pxctl(&["destroy", "again", "-y"]).await;
+    assert_eq!(code, 0, "pxctl destroy: {out}\n{err}\n{}", c.logs());
+    wait_until("both destroyed on the node", UP, || async {
+        let on = c.vmids_on("mk33");
+        let cs = c.containers("again").await.map_err(|e| e.to_string())?;
+        if on.is_empty() && cs.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("{} / mk33 has {on:?}", describe(&cs)))
+        }
+    })
+    .await;
+
+    let (code, out, err) = c.pxctl(&["submit", path, "-y"]).await;
+    assert_eq!(code, 0, "pxctl resubmit: {out}\n{err}\n{}", c.logs());
+    let second = c.wait_running("again", &["web", "db"], UP).await;
+    assert_eq!(seen(&second), before, "recreated differently");
+}
