@@ -70,7 +70,9 @@ async fn main() -> anyhow::Result<()> {
                 joined.config_path.display()
             );
             println!(
-                "start the agent with: pxagent run --config {}",
+                "the pxagent service starts by itself where the Debian package is installed (systemd watches {}); \
+                 otherwise start it with: pxagent run --config {}",
+                joined.config_path.display(),
                 joined.config_path.display()
             );
         }

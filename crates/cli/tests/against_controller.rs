@@ -186,6 +186,23 @@ async fn fake_agent(env: &Env, admin: &mut Client, node: &str) {
     let token: serde_json::Value = serde_json::from_str(&out).unwrap();
     let token = token["token"].as_str().unwrap().to_string();
     assert!(token.starts_with("pxf1."), "{token}");
+    // The table form prints the token alone on stdout and, on stderr, the exact command to run on the node.
+    let (code, out, err) = pxctl(
+        admin,
+        &["node", "token", "create", "--ttl", "5m", "--node", node],
+        None,
+    )
+    .await;
+    assert_eq!(code.unwrap(), 0);
+    let shown = out.trim();
+    assert!(shown.starts_with("pxf1."), "{out}");
+    assert!(
+        err.contains(&format!(
+            "pxagent join --controller {} --token {shown} --node {node}",
+            env.url
+        )),
+        "{err}"
+    );
     let ca_pem = std::fs::read_to_string(env.dir.path().join("pki/ca.pem")).unwrap();
     let anon = pxfleet_tls::connect(
         &env.url,

@@ -80,13 +80,14 @@ async fn token_create(client: &mut Client, a: &TokenCreateArgs, io: &mut Io<'_>)
             writeln!(io.out, "{}", t.token)?;
             writeln!(
                 io.err,
-                "Join token {} (shown once; valid until {}{}). On the node run:\n  pxagent join --controller {} --token {} --ca-fingerprint {}",
+                "Join token {} (shown once; valid until {}{}; it pins the controller's CA, sha256 {}). On the node run:\n  pxagent join --controller {} --token {} --node {}",
                 t.token_id,
                 rec.expires.as_deref().unwrap_or("?"),
                 a.node.as_deref().map(|n| format!(", only for node {n}")).unwrap_or_default(),
+                t.ca_fingerprint,
                 client.url,
                 t.token,
-                t.ca_fingerprint
+                a.node.as_deref().unwrap_or("\"$(hostname)\"")
             )?;
         }
     }
