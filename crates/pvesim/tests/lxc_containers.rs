@@ -398,3 +398,160 @@ fn real_containers_on_the_lxc_backend() {
         ok(&[repo().join("scripts/testbed/teardown").to_str().unwrap()]);
     }
 }
+
+/// Six containers created and started at the same time on one node (what an agent at parallelism 4 on two nodes
+/// does to one host), then all six restarted at once: every one must run the right rootfs (ssh answers with its
+/// own hostname), and afterwards no loop device may still hold any of their images.
+#[test]
+fn six_concurrent_creates_and_starts() {
+    if !usable() {
+        return;
+    }
+    let bridge_existed = sh(&["ip", "link", "show", "pxtbr0"]).status.success();
+    let out = ok(&[repo().join("scripts/testbed/setup").to_str().unwrap()]);
+    let template = PathBuf::from(setup_value(&out, "TEMPLATE"));
+    let tname = template.file_name().unwrap().to_str().unwrap().to_string();
+    let bridge = setup_value(&out, "BRIDGE");
+    let dir = tempfile::Builder::new()
+        .prefix("pvesim-lxc6-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let key = dir.path().join("key");
+    ok(&[
+        "ssh-keygen",
+        "-q",
+        "-t",
+        "ed25519",
+        "-N",
+        "",
+        "-f",
+        key.to_str().unwrap(),
+    ]);
+    let pubkey = format!("{}.pub", key.display());
+    let tvol = format!("local:vztmpl/{tname}");
+    let n = Node::init(
+        dir.path(),
+        "lxc6",
+        &format!("backend = \"lxc\"\n[[bridge]]\nname = \"{bridge}\"\ncidr = \"10.77.0.1/24\"\n"),
+        &template,
+    );
+    let cts: Vec<(String, String, String)> = (1..=6)
+        .map(|i| {
+            (
+                format!("{}", 9400 + i),
+                format!("lxc6-c{i}"),
+                format!("10.77.0.{}", 50 + i),
+            )
+        })
+        .collect();
+    // on a failed assertion too: no container may outlive the test
+    struct Cleanup<'a>(&'a Node, Vec<String>);
+    impl Drop for Cleanup<'_> {
+        fn drop(&mut self) {
+            for v in &self.1 {
+                let _ = self.0.tool("pct", &["destroy", v, "--force", "1"], None);
+            }
+        }
+    }
+    let _cleanup = Cleanup(&n, cts.iter().map(|c| c.0.clone()).collect());
+    let run_all = |f: &(dyn Fn(&(String, String, String)) -> Output + Sync)| -> Vec<String> {
+        std::thread::scope(|s| {
+            let hs: Vec<_> = cts.iter().map(|c| s.spawn(move || (c, f(c)))).collect();
+            hs.into_iter()
+                .filter_map(|h| {
+                    let (c, o) = h.join().unwrap();
+                    (!o.status.success()).then(|| {
+                        format!(
+                            "CT {}: exit {:?}: {}{}",
+                            c.0,
+                            o.status.code(),
+                            String::from_utf8_lossy(&o.stdout),
+                            String::from_utf8_lossy(&o.stderr)
+                        )
+                    })
+                })
+                .collect()
+        })
+    };
+    let check_all = |round: &str| {
+        for (vmid, host, ip) in &cts {
+            let d = n.state.join(format!("lxc/pxsim-lxc6-{vmid}"));
+            let logs = || {
+                let r = |f: &str| std::fs::read_to_string(d.join(f)).unwrap_or_default();
+                format!(
+                    "lxc.log:\n{}\nconsole.log:\n{}\nlosetup -a:\n{}",
+                    r("lxc.log"),
+                    r("console.log"),
+                    ok(&["losetup", "-a"])
+                )
+            };
+            assert_eq!(
+                n.pct(&["status", vmid]),
+                "status: running\n",
+                "{round}: CT {vmid}\n{}",
+                logs()
+            );
+            let hn = wait_for(20, || ssh(&key, ip, "hostname"));
+            assert_eq!(
+                hn.as_deref(),
+                Some(format!("{host}\n").as_str()),
+                "{round}: ssh to CT {vmid} at {ip}"
+            );
+        }
+    };
+    let failed = run_all(&|(vmid, host, ip)| {
+        let i = vmid.parse::<u32>().unwrap() - 9400;
+        n.tool(
+            "pct",
+            &[
+                "create",
+                vmid,
+                &tvol,
+                "--rootfs",
+                "local-lvm:1",
+                "--hostname",
+                host,
+                "--net0",
+                &format!("name=eth0,bridge={bridge},ip={ip}/24,hwaddr=02:77:00:94:{i:02x}:01"),
+                "--ssh-public-keys",
+                &pubkey,
+                "--start",
+                "1",
+            ],
+            None,
+        )
+    });
+    assert!(
+        failed.is_empty(),
+        "concurrent create+start:\n{}",
+        failed.join("\n")
+    );
+    check_all("after the concurrent creates");
+
+    let failed = run_all(&|(vmid, _, _)| n.tool("pct", &["stop", vmid], None));
+    assert!(failed.is_empty(), "concurrent stop:\n{}", failed.join("\n"));
+    let failed = run_all(&|(vmid, _, _)| n.tool("pct", &["start", vmid], None));
+    assert!(
+        failed.is_empty(),
+        "concurrent start:\n{}",
+        failed.join("\n")
+    );
+    check_all("after the concurrent restarts");
+
+    let failed = run_all(&|(vmid, _, _)| n.tool("pct", &["destroy", vmid, "--force", "1"], None));
+    assert!(
+        failed.is_empty(),
+        "concurrent destroy:\n{}",
+        failed.join("\n")
+    );
+    assert_eq!(n.pct(&["list"]), "");
+    let loops = ok(&["losetup", "-a"]);
+    let state = n.state.display().to_string();
+    assert!(
+        !loops.contains(&state),
+        "loop devices left attached to this node's images:\n{loops}"
+    );
+    if !bridge_existed {
+        ok(&[repo().join("scripts/testbed/teardown").to_str().unwrap()]);
+    }
+}

@@ -54,8 +54,8 @@ pub enum InitKind {
 #[derive(Debug, Clone)]
 pub struct Host<'a> {
     pub name: &'a str,
-    /// The rootfs image (`loop:` backend).
-    pub rootfs_image: &'a Path,
+    /// Where pvesim has mounted the rootfs image (through its own loop device; LXC's `dir:` backend on it).
+    pub rootfs_dir: &'a Path,
     /// `<lxcpath>/<name>`
     pub dir: &'a Path,
     pub cgroups: Cgroups,
@@ -197,7 +197,7 @@ pub fn render(conf: &CtConf, h: &Host<'_>, seccomp: Option<&Path>) -> String {
     kv("lxc.uts.name", &hostname);
     kv(
         "lxc.rootfs.path",
-        &format!("loop:{}", h.rootfs_image.display()),
+        &format!("dir:{}", h.rootfs_dir.display()),
     );
     if unpriv {
         kv("lxc.idmap", &format!("u 0 {} 65536", h.idmap_base));
@@ -291,7 +291,7 @@ mod tests {
     fn host<'a>(img: &'a Path, dir: &'a Path, cg: Cgroups, init: InitKind) -> Host<'a> {
         Host {
             name: "pxsim-n1-100",
-            rootfs_image: img,
+            rootfs_dir: img,
             dir,
             cgroups: cg,
             host_cpus: 2,
@@ -313,7 +313,7 @@ mod tests {
         for want in [
             "lxc.include = /usr/share/lxc/config/userns.conf\n",
             "lxc.uts.name = web1\n",
-            "lxc.rootfs.path = loop:/s/img\n",
+            "lxc.rootfs.path = dir:/s/img\n",
             "lxc.idmap = u 0 100000 65536\nlxc.idmap = g 0 100000 65536\n",
             "lxc.signal.halt = SIGTERM\n",
             "lxc.cgroup.memory.memsw.limit_in_bytes = 402653184\nlxc.cgroup.memory.limit_in_bytes = 268435456\n",

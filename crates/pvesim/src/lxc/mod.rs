@@ -324,6 +324,7 @@ pub fn create(
         rootfs::setup_password(&m.dir, p, own)?;
     }
     drop(m);
+    rootfs::detach_image(&img)?;
     let facts = serde_json::to_string(&Facts { init }).unwrap_or_default();
     let f = d.join("pvesim.json");
     fs::write(&f, facts).map_err(|e| LxcError::Io { path: f, source: e })
@@ -365,12 +366,32 @@ pub fn start(node: &Node, vmid: u32, conf: &CtConf, log: &mut TaskLog) -> Result
         source: e,
     })?;
     let own = owner(node, o);
-    // Held until the container is seen running (dropped at the end of this function).
-    let _one_start_at_a_time = host_start_lock()?;
+    let rootfs_dir = d.join("rootfs");
     {
-        let m = Mounted::image(&img, &d.join("rootfs"))?;
+        let m = Mounted::image(&img, &rootfs_dir)?;
         rootfs::setup_identity(&m.dir, &identity(o, vmid), own)?;
+        // stays mounted: the container's rootfs (released at stop, or below when the start fails)
+        m.keep();
     }
+    let r = start_mounted(node, vmid, conf, &d, &rootfs_dir);
+    if r.is_err() && !state(node, vmid).0 {
+        if let Err(e) = rootfs::release(&rootfs_dir) {
+            tracing::warn!(vmid, error = %e, "releasing the rootfs after a failed start");
+        }
+    }
+    let _ = log;
+    r
+}
+
+/// [`start`] once the rootfs is mounted: LXC config, `lxc-start`, the running check.
+fn start_mounted(
+    node: &Node,
+    vmid: u32,
+    conf: &CtConf,
+    d: &Path,
+    rootfs_dir: &Path,
+) -> Result<u32, LxcError> {
+    let o = &conf.opts;
     let seccomp = if config::needs_keyctl_block(o) {
         let common = fs::read_to_string("/usr/share/lxc/config/common.seccomp")
             .unwrap_or_else(|_| "2\ndenylist\n".into());
@@ -386,8 +407,8 @@ pub fn start(node: &Node, vmid: u32, conf: &CtConf, log: &mut TaskLog) -> Result
     let nm = name(node, vmid);
     let host = config::Host {
         name: &nm,
-        rootfs_image: &img,
-        dir: &d,
+        rootfs_dir,
+        dir: d,
         cgroups: Cgroups::detect(Path::new("/sys/fs/cgroup")),
         host_cpus: host_cpus(),
         init: facts(node, vmid).init,
@@ -438,35 +459,7 @@ pub fn start(node: &Node, vmid: u32, conf: &CtConf, log: &mut TaskLog) -> Result
         pid = p;
     }
     tracing::debug!(name = %nm, pid, "started");
-    let _ = log;
     Ok(pid)
-}
-
-/// Host-wide lock file serialising container starts across every pvesim process and node on this host.
-const START_LOCK: &str = "/run/lock/pvesim-lxc-start.lock";
-
-/// LXC's `loop:` rootfs picks a free loop device without a lock of its own, so concurrent `lxc-start`s on one
-/// host (an agent at parallelism 4, or two nodes) could take the same device: "Failed to mount rootfs",
-/// "Failed to exec /sbin/init", leftover monitor cgroups. Starts (loop mount for the rewrite, lxc-start, the
-/// running check) therefore run one at a time per host; a start takes well under a second.
-#[allow(clippy::incompatible_msrv)]
-fn host_start_lock() -> Result<fs::File, LxcError> {
-    let p = Path::new(START_LOCK);
-    let io = |e| LxcError::Io {
-        path: p.to_path_buf(),
-        source: e,
-    };
-    if let Some(dir) = p.parent() {
-        fs::create_dir_all(dir).map_err(io)?;
-    }
-    let f = fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(p)
-        .map_err(io)?;
-    f.lock().map_err(io)?;
-    Ok(f)
 }
 
 /// Running or not, and the init's pid, from `lxc-info` in the node's namespace.
@@ -587,7 +580,7 @@ pub fn stop(node: &Node, vmid: u32, shutdown: bool) -> Result<(), LxcError> {
             stderr: o.stderr.trim().to_string(),
         });
     }
-    Ok(())
+    rootfs::release(&dir(node, vmid).join("rootfs"))
 }
 
 /// Real part of `pct destroy`: kill it if running, remove its LXC directory (the volumes are freed by the caller).
@@ -596,8 +589,7 @@ pub fn destroy(node: &Node, vmid: u32) -> Result<(), LxcError> {
         stop(node, vmid, false)?;
     }
     let d = dir(node, vmid);
-    let r = d.join("rootfs");
-    let _ = run_cmd(&argv(&["umount", &r.display().to_string()]), None, T_LXC);
+    rootfs::release(&d.join("rootfs"))?;
     match fs::remove_dir_all(&d) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
