@@ -230,6 +230,16 @@ pub fn check_against_world(file: &str, fleet: &Fleet, facts: &dyn WorldFacts) ->
                         )),
                     );
                 }
+                Some(nf) if nf.datastores.is_empty() && nf.bridges.is_empty() => {
+                    // Enrolled but silent: one clear message instead of a "does not exist" per field.
+                    push(
+                        format!("{cpath}.node"),
+                        format!("node {node} has not reported its storages and bridges yet"),
+                        Some(format!(
+                            "its agent sends them when it connects: wait until `pxctl get nodes` shows {node} ready, then submit again"
+                        )),
+                    );
+                }
                 Some(nf) => {
                     let mut check_ds = |path: String, ds: &str, content: &str| {
                         if let Some((m, h)) = datastore_problem(node, nf, ds, content) {

@@ -136,3 +136,21 @@ fn empty_world_knows_no_node() {
         "{d:?}"
     );
 }
+
+#[test]
+fn an_enrolled_node_without_inventory_gets_one_clear_message() {
+    // mk34 has enrolled but its agent has not sent storages and bridges yet.
+    let w = world().with_node("mk34", &[], &[]);
+    let text = diags(&w).join("\n");
+    assert!(
+        text.contains(
+            "containers.web-2.node: node mk34 has not reported its storages and bridges yet"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("pxctl get nodes"), "{text}");
+    assert!(
+        !text.contains("datastore on node mk34") && !text.contains("bridge on node mk34"),
+        "no per-field 'does not exist' for a silent node: {text}"
+    );
+}
