@@ -441,6 +441,36 @@ async fn identity(e: &E2e, c: &pb::ContainerInfo) -> (u32, String, String, Strin
     (c.vm_id, c.hostname.clone(), ip, keys, features)
 }
 
+/// The MAC the controller's plan of `yaml` shows for `container`'s net0 (allocated, not "known after apply").
+async fn planned_mac(e: &E2e, file: &str, yaml: &str, container: &str) -> String {
+    let plan = e
+        .api()
+        .await
+        .expect("api")
+        .plan(pb::PlanRequest {
+            file_name: file.into(),
+            source: yaml.into(),
+            ..Default::default()
+        })
+        .await
+        .expect("plan")
+        .into_inner();
+    assert!(plan.diagnostics.is_empty(), "{:?}", plan.diagnostics);
+    let parsed = pxfleet_spec::render::json::parse(&plan.plan_json).expect("plan json");
+    parsed
+        .actions
+        .iter()
+        .filter(|a| a.container == container)
+        .find_map(|a| match &a.kind {
+            pxfleet_spec::plan::ActionKind::Create { attributes, .. } => attributes
+                .iter()
+                .find(|x| x.field == "mac_address")
+                .and_then(|x| x.value.as_ref()?.as_str().map(String::from)),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no mac_address for {container} in {}", plan.plan_json))
+}
+
 /// The `hwaddr=` of each named container's net0 in its node's `pct config` (upper case); each must be one the
 /// controller allocated in PVE's prefix.
 async fn net0_macs(
@@ -466,8 +496,11 @@ async fn net0_macs(
 
 /// PRD 6: destroy, then submit again: same vm_ids, hostnames, addresses, keys and features; ssh works again.
 /// Neither pins `mac_address`: the controller allocated their MACs and gives them back at the recreate, so the
-/// static one is reachable at once (no stale ARP entry on the host, lxc-testbed.md gotcha 3) and the DHCP one gets
-/// its old lease back from dnsmasq, without any reservation.
+/// static one is reachable at once (no stale ARP entry on the host, lxc-testbed.md gotcha 3). The same MAC alone
+/// does not bring a DHCP lease back: the container's DHCP client sends a client identifier with a DUID made at
+/// first boot (`ff:<iaid>:00:01:00:01:<time>:<mac>`), new in a new rootfs, and dnsmasq keys leases on it (measured:
+/// same MAC, .168 then .169). What stable MACs give is the usual fix without pinning anything in the file: reserve
+/// the address for the MAC the plan shows.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prd6_destroy_then_submit_again_gives_the_same_containers() {
     let Some((_g, e)) = start(4).await else {
@@ -480,6 +513,10 @@ async fn prd6_destroy_then_submit_again_gives_the_same_containers() {
         "  again-st: {node: pxe1, ip_address: 10.77.0.31/24, gateway: 10.77.0.1, features: {nesting: true}}\n\
          \x20 again-dh: {node: pxe2, ip_address: dhcp, features: {keyctl: true}}\n",
     );
+    let mac_dh = planned_mac(&e, "prd6.yaml", &yaml, "again-dh").await;
+    e.testbed
+        .reserve(&mac_dh, "10.77.0.199")
+        .expect("DHCP reservation");
     submit(&e, "prd6.yaml", &yaml).await;
     let names = ["again-st", "again-dh"];
     let first = by_name(&e.wait_running("prd6", &names, UP).await);
@@ -489,8 +526,9 @@ async fn prd6_destroy_then_submit_again_gives_the_same_containers() {
     }
     assert!(before[0].4.contains("nesting=1"), "{:?}", before[0]);
     assert!(before[1].4.contains("keyctl=1"), "{:?}", before[1]);
-    assert!(e.testbed.in_dhcp_range(&before[1].2), "{:?}", before[1]);
+    assert_eq!(before[1].2, "10.77.0.199", "the reserved lease");
     let macs_before = net0_macs(&e, &first, &names).await;
+    assert_eq!(macs_before[1], mac_dh.to_uppercase(), "the planned MAC");
 
     let o = e.pxctl(&["destroy", "prd6", "-y", "--timeout", "5m"]).await;
     assert!(o.ok(), "pxctl destroy: {o:?}\n{}", e.logs());
