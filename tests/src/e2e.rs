@@ -22,7 +22,7 @@ use pxfleet_tls::{Bundle, BundlePaths, Role};
 use tokio::process::{Child, Command};
 use tonic::transport::Channel;
 
-use crate::{describe, run_command, tail, wait_until, Binaries, HarnessError};
+use crate::{api, run_command, tail, wait_until, Binaries, HarnessError};
 
 type Result<T, E = HarnessError> = std::result::Result<T, E>;
 
@@ -726,67 +726,18 @@ impl E2e {
 
     /// Waits until both nodes are `ready`.
     pub async fn wait_nodes_ready(&self, timeout: Duration) -> Result<()> {
-        let deadline = Instant::now() + timeout;
-        let mut last = String::new();
-        while Instant::now() < deadline {
-            if let Ok(mut api) = self.api().await {
-                match api.get_nodes(pb::GetNodesRequest {}).await {
-                    Ok(r) => {
-                        let ready: Vec<String> = r
-                            .into_inner()
-                            .nodes
-                            .into_iter()
-                            .filter(|n| n.status == pb::NodeStatus::Ready as i32)
-                            .map(|n| n.name)
-                            .collect();
-                        if self.nodes.iter().all(|n| ready.contains(&n.name)) {
-                            return Ok(());
-                        }
-                        last = format!("ready: {ready:?}");
-                    }
-                    Err(s) => last = s.to_string(),
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(300)).await;
-        }
-        Err(setup_err(
-            "agents ready",
-            format!("{last}\n{}", self.logs()),
-        ))
+        let names: Vec<String> = self.nodes.iter().map(|n| n.name.clone()).collect();
+        api::wait_nodes_ready(&names, timeout, || self.api(), || self.logs()).await
     }
 
     /// Every container of `fleet` as the controller reports it.
     pub async fn containers(&self, fleet: &str) -> Result<Vec<pb::ContainerInfo>> {
-        let mut api = self.api().await?;
-        Ok(api
-            .get_containers(pb::GetContainersRequest {
-                fleet: fleet.into(),
-                node: String::new(),
-            })
-            .await
-            .map_err(|status| HarnessError::Grpc {
-                call: "GetContainers",
-                status,
-            })?
-            .into_inner()
-            .containers)
+        api::containers(self.api().await?, fleet).await
     }
 
     /// Every operation of `fleet`.
     pub async fn operations(&self, fleet: &str) -> Result<Vec<pb::OperationInfo>> {
-        let mut api = self.api().await?;
-        Ok(api
-            .get_operations(pb::GetOperationsRequest {
-                fleet: fleet.into(),
-                ..Default::default()
-            })
-            .await
-            .map_err(|status| HarnessError::Grpc {
-                call: "GetOperations",
-                status,
-            })?
-            .into_inner()
-            .operations)
+        api::operations(self.api().await?, fleet).await
     }
 
     /// The host pid of `vmid`'s init on `node` (`pct status --verbose`), None when it is not running.
@@ -794,36 +745,15 @@ impl E2e {
         self.pct_status(node, vmid).await.get("pid")?.parse().ok()
     }
 
-    /// Waits until `fleet` has exactly `names`, each running with a node, vm_id and address, not drifted.
+    /// Waits until `fleet` has exactly `names`, each running with a node, vm_id and address. Drift is not
+    /// required to be absent here: a scenario that cares (PRD 6) checks the node's config itself.
     pub async fn wait_running(
         &self,
         fleet: &str,
         names: &[&str],
         timeout: Duration,
     ) -> Vec<pb::ContainerInfo> {
-        let mut want: Vec<String> = names.iter().map(|s| s.to_string()).collect();
-        want.sort();
-        wait_until(
-            &format!("fleet {fleet}: {want:?} running"),
-            timeout,
-            || async {
-                let cs = self.containers(fleet).await.map_err(|e| e.to_string())?;
-                let mut have: Vec<String> = cs.iter().map(|c| c.name.clone()).collect();
-                have.sort();
-                let up = cs.iter().all(|c| {
-                    c.state == pb::ContainerState::Running as i32
-                        && !c.node.is_empty()
-                        && c.vm_id != 0
-                        && !c.addresses.is_empty()
-                });
-                if have == want && up {
-                    Ok(cs)
-                } else {
-                    Err(describe(&cs))
-                }
-            },
-        )
-        .await
+        api::wait_running(fleet, names, timeout, api::is_up, || self.api()).await
     }
 
     /// `pxctl ARGS` as admin from the host namespace.

@@ -22,6 +22,7 @@ use tonic::transport::Channel;
 
 pub use pxfleet_proto::v1;
 
+pub mod api;
 pub mod e2e;
 
 /// How long a one-shot command (init, join, pxctl) may take before the harness gives up.
@@ -588,114 +589,40 @@ impl Cluster {
 
     /// Every container of `fleet`, as the controller reports it.
     pub async fn containers(&self, fleet: &str) -> Result<Vec<pb::ContainerInfo>> {
-        let mut api = self.api().await?;
-        Ok(api
-            .get_containers(pb::GetContainersRequest {
-                fleet: fleet.into(),
-                node: String::new(),
-            })
-            .await
-            .map_err(|status| HarnessError::Grpc {
-                call: "GetContainers",
-                status,
-            })?
-            .into_inner()
-            .containers)
+        api::containers(self.api().await?, fleet).await
     }
 
     pub async fn nodes_info(&self) -> Result<Vec<pb::NodeInfo>> {
-        let mut api = self.api().await?;
-        Ok(api
-            .get_nodes(pb::GetNodesRequest {})
-            .await
-            .map_err(|status| HarnessError::Grpc {
-                call: "GetNodes",
-                status,
-            })?
-            .into_inner()
-            .nodes)
+        api::nodes(self.api().await?).await
     }
 
     pub async fn operations(&self, fleet: &str) -> Result<Vec<pb::OperationInfo>> {
-        let mut api = self.api().await?;
-        Ok(api
-            .get_operations(pb::GetOperationsRequest {
-                fleet: fleet.into(),
-                ..Default::default()
-            })
-            .await
-            .map_err(|status| HarnessError::Grpc {
-                call: "GetOperations",
-                status,
-            })?
-            .into_inner()
-            .operations)
+        api::operations(self.api().await?, fleet).await
     }
 
     /// Waits until every node of the cluster is `ready`.
     pub async fn wait_nodes_ready(&self, timeout: Duration) -> Result<()> {
         let names: Vec<String> = self.nodes.iter().map(|n| n.name.clone()).collect();
-        let deadline = tokio::time::Instant::now() + timeout;
-        let mut last = String::new();
-        while tokio::time::Instant::now() < deadline {
-            match self.nodes_info().await {
-                Ok(nodes) => {
-                    let ready: Vec<&str> = nodes
-                        .iter()
-                        .filter(|n| n.status == pb::NodeStatus::Ready as i32)
-                        .map(|n| n.name.as_str())
-                        .collect();
-                    if names.iter().all(|n| ready.contains(&n.as_str())) {
-                        return Ok(());
-                    }
-                    last = format!("ready: {ready:?}");
-                }
-                Err(e) => last = e.to_string(),
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        let logs: Vec<String> = self
-            .nodes
-            .iter()
-            .map(|n| format!("--- {}:\n{}", n.name, tail(&n.log)))
-            .collect();
-        Err(HarnessError::Setup {
-            what: format!("nodes {names:?} ready within {} s", timeout.as_secs()),
-            message: format!("{last}\n{}", logs.join("\n")),
-        })
+        let logs = || {
+            self.nodes
+                .iter()
+                .map(|n| format!("--- {}:\n{}", n.name, tail(&n.log)))
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        api::wait_nodes_ready(&names, timeout, || self.api(), logs).await
     }
 
-    /// Waits until the fleet has exactly `names` and each is running with a node, a vm_id and an address.
+    /// Waits until the fleet has exactly `names` and each is running with a node, a vm_id and an address,
+    /// and does not differ from what was submitted (not drifted).
     pub async fn wait_running(
         &self,
         fleet: &str,
         names: &[&str],
         timeout: Duration,
     ) -> Vec<pb::ContainerInfo> {
-        let mut want: Vec<String> = names.iter().map(|s| s.to_string()).collect();
-        want.sort();
-        wait_until(
-            &format!("fleet {fleet}: {want:?} running"),
-            timeout,
-            || async {
-                let cs = self.containers(fleet).await.map_err(|e| e.to_string())?;
-                let mut have: Vec<String> = cs.iter().map(|c| c.name.clone()).collect();
-                have.sort();
-                let all_running = cs.iter().all(|c| {
-                    c.state == pb::ContainerState::Running as i32
-                        && !c.node.is_empty()
-                        && c.vm_id != 0
-                        && !c.addresses.is_empty()
-                        && !c.drifted
-                });
-                if have == want && all_running {
-                    Ok(cs)
-                } else {
-                    Err(describe(&cs))
-                }
-            },
-        )
-        .await
+        let up = |c: &pb::ContainerInfo| api::is_up(c) && !c.drifted;
+        api::wait_running(fleet, names, timeout, up, || self.api()).await
     }
 
     /// `pxctl ARGS` with this cluster's admin config; returns (exit code, stdout, stderr).

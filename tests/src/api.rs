@@ -1,0 +1,136 @@
+//! FleetService queries and waits shared by both harnesses (the loopback [`crate::Cluster`] and the LXC
+//! [`crate::e2e::E2e`]): each takes an already connected admin client, so the two differ only in how they
+//! connect and what they print when something does not come up.
+
+use std::future::Future;
+use std::time::Duration;
+
+use pxfleet_proto::v1 as pb;
+use pxfleet_proto::v1::fleet_service_client::FleetServiceClient;
+use tonic::transport::Channel;
+
+use crate::{describe, wait_until, HarnessError, Result};
+
+fn grpc(call: &'static str) -> impl FnOnce(tonic::Status) -> HarnessError {
+    move |status| HarnessError::Grpc { call, status }
+}
+
+/// Every container of `fleet` as the controller reports it.
+pub async fn containers(
+    mut api: FleetServiceClient<Channel>,
+    fleet: &str,
+) -> Result<Vec<pb::ContainerInfo>> {
+    let req = pb::GetContainersRequest {
+        fleet: fleet.into(),
+        node: String::new(),
+    };
+    let resp = api
+        .get_containers(req)
+        .await
+        .map_err(grpc("GetContainers"))?;
+    Ok(resp.into_inner().containers)
+}
+
+/// Every node the controller knows.
+pub async fn nodes(mut api: FleetServiceClient<Channel>) -> Result<Vec<pb::NodeInfo>> {
+    let resp = api
+        .get_nodes(pb::GetNodesRequest {})
+        .await
+        .map_err(grpc("GetNodes"))?;
+    Ok(resp.into_inner().nodes)
+}
+
+/// Every operation of `fleet`.
+pub async fn operations(
+    mut api: FleetServiceClient<Channel>,
+    fleet: &str,
+) -> Result<Vec<pb::OperationInfo>> {
+    let req = pb::GetOperationsRequest {
+        fleet: fleet.into(),
+        ..Default::default()
+    };
+    let resp = api
+        .get_operations(req)
+        .await
+        .map_err(grpc("GetOperations"))?;
+    Ok(resp.into_inner().operations)
+}
+
+/// Polls `connect` + GetNodes until every name in `names` is `ready`; on timeout the error carries the last
+/// answer and `logs()` (the agents' logs, so a failing test says why).
+pub async fn wait_nodes_ready<C, Fut>(
+    names: &[String],
+    timeout: Duration,
+    connect: C,
+    logs: impl FnOnce() -> String,
+) -> Result<()>
+where
+    C: Fn() -> Fut,
+    Fut: Future<Output = Result<FleetServiceClient<Channel>>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut last = String::new();
+    while tokio::time::Instant::now() < deadline {
+        match async { nodes(connect().await?).await }.await {
+            Ok(nodes) => {
+                let ready: Vec<&str> = nodes
+                    .iter()
+                    .filter(|n| n.status == pb::NodeStatus::Ready as i32)
+                    .map(|n| n.name.as_str())
+                    .collect();
+                if names.iter().all(|n| ready.contains(&n.as_str())) {
+                    return Ok(());
+                }
+                last = format!("ready: {ready:?}");
+            }
+            Err(e) => last = e.to_string(),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Err(HarnessError::Setup {
+        what: format!("nodes {names:?} ready within {} s", timeout.as_secs()),
+        message: format!("{last}\n{}", logs()),
+    })
+}
+
+/// Running with a node, a vm_id and an address.
+pub fn is_up(c: &pb::ContainerInfo) -> bool {
+    c.state == pb::ContainerState::Running as i32
+        && !c.node.is_empty()
+        && c.vm_id != 0
+        && !c.addresses.is_empty()
+}
+
+/// Waits until `fleet` has exactly `names` and every one passes `up` (see [`is_up`]); panics after `timeout`
+/// with what was seen instead.
+pub async fn wait_running<C, Fut>(
+    fleet: &str,
+    names: &[&str],
+    timeout: Duration,
+    up: fn(&pb::ContainerInfo) -> bool,
+    connect: C,
+) -> Vec<pb::ContainerInfo>
+where
+    C: Fn() -> Fut,
+    Fut: Future<Output = Result<FleetServiceClient<Channel>>>,
+{
+    let mut want: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+    want.sort();
+    wait_until(
+        &format!("fleet {fleet}: {want:?} running"),
+        timeout,
+        || async {
+            let cs = async { containers(connect().await?, fleet).await }
+                .await
+                .map_err(|e| e.to_string())?;
+            let mut have: Vec<String> = cs.iter().map(|c| c.name.clone()).collect();
+            have.sort();
+            if have == want && cs.iter().all(up) {
+                Ok(cs)
+            } else {
+                Err(describe(&cs))
+            }
+        },
+    )
+    .await
+}
