@@ -182,11 +182,23 @@ fn setup_value(out: &str, key: &str) -> String {
         .to_string()
 }
 
+/// The tests here share one testbed (bridge, dnsmasq) and each may set it up and tear it down: under a plain
+/// `cargo test` they would run at once and race (one's teardown under the other's containers), so each holds
+/// this for its whole run.
+static TESTBED: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn testbed_turn() -> std::sync::MutexGuard<'static, ()> {
+    TESTBED
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 #[test]
 fn real_containers_on_the_lxc_backend() {
     if !usable() {
         return;
     }
+    let _turn = testbed_turn();
     let bridge_existed = sh(&["ip", "link", "show", "pxtbr0"]).status.success();
     let out = ok(&[repo().join("scripts/testbed/setup").to_str().unwrap()]);
     let template = PathBuf::from(setup_value(&out, "TEMPLATE"));
@@ -407,6 +419,7 @@ fn six_concurrent_creates_and_starts() {
     if !usable() {
         return;
     }
+    let _turn = testbed_turn();
     let bridge_existed = sh(&["ip", "link", "show", "pxtbr0"]).status.success();
     let out = ok(&[repo().join("scripts/testbed/setup").to_str().unwrap()]);
     let template = PathBuf::from(setup_value(&out, "TEMPLATE"));
