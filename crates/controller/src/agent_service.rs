@@ -212,7 +212,10 @@ fn handle_message(st: &State, node: &str, msg: pb::AgentMessage) -> Result<(), S
             );
         }
         Some(pb::agent_message::Msg::OperationUpdate(u)) => {
-            st.store.update_node(node, |n| n.last_seen_ms = now)?;
+            st.store.update_node(node, |n| {
+                n.last_seen_ms = now;
+                n.last_op_update_ms = now;
+            })?;
             if driver::on_update(st, node, &u)? {
                 st.sessions.send(
                     node,

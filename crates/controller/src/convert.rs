@@ -568,6 +568,7 @@ pub fn node_status_pb(s: NodeStatus) -> pb::NodeStatus {
         NodeStatus::Ready => pb::NodeStatus::Ready,
         NodeStatus::Down => pb::NodeStatus::Down,
         NodeStatus::Cordoned => pb::NodeStatus::Cordoned,
+        NodeStatus::Stalled => pb::NodeStatus::Stalled,
     }
 }
 

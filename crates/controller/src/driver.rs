@@ -251,12 +251,30 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
     let _ops = state.ops_lock.lock().unwrap_or_else(|p| p.into_inner());
     let started = Instant::now();
     let rc = &state.config.reconciler;
-    let w = load(state)?;
-    // 1. overdue dispatched operations fail (the agent may still finish; its late result is then ignored)
+    let mut w = load(state)?;
+    let mut changed = false;
+    // 1. overdue dispatched operations fail (the agent may still finish; its late result is then ignored);
+    //    ones the agent never acknowledged are sent again (lost on the way, or the agent restarted).
     for op in &w.ops {
+        let unacknowledged = op.state == OpState::Dispatched
+            && op
+                .dispatched_ms
+                .is_some_and(|d| now > d + rc.ack_timeout_secs * 1000);
+        if unacknowledged && op.deadline_ms.is_none_or(|d| now <= d) {
+            let mut op = op.clone();
+            tracing::warn!(op = %op.id, node = %op.node, vm_id = op.vm_id, kind = op.kind.name(),
+                "no acknowledgement from the agent within {} s; sending the operation again", rc.ack_timeout_secs);
+            op.state = OpState::Pending;
+            op.deadline_ms = None;
+            state.store.put_op(&op)?;
+            state.metrics.op_resent();
+            changed = true;
+            continue;
+        }
         if matches!(op.state, OpState::Dispatched | OpState::Running)
             && op.deadline_ms.is_some_and(|d| now > d)
         {
+            changed = true;
             let mut op = op.clone();
             op.state = OpState::Failed;
             op.finished_ms = Some(now);
@@ -266,7 +284,9 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
             tracing::warn!(op = %op.id, node = %op.node, vm_id = op.vm_id, "operation deadline exceeded");
         }
     }
-    let w = load(state)?;
+    if changed {
+        w = load(state)?;
+    }
     let active_seeds: BTreeSet<(String, String)> = w
         .ops
         .iter()
@@ -277,6 +297,7 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
         })
         .collect();
     let mut seeds_now = active_seeds.clone();
+    let mut planned: Vec<Operation> = Vec::new();
     let nodes = state.store.nodes()?;
     // 2. the next operation per container
     for k in &w.keys {
@@ -371,28 +392,44 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
             kind = op.kind.name(), attempt, reason = %op.reason, "operation planned");
         state.store.put_op(&op)?;
         emit(state, &op, "planned");
+        planned.push(op);
     }
-    // 3. dispatch what is due to connected nodes
-    for mut op in state.store.ops()? {
-        if op.state != OpState::Pending
-            || op.not_before_ms > now
-            || !state.sessions.is_connected(&op.node)
-        {
+    // 3. dispatch what is due to connected nodes, in creation order, at most `dispatch_window` in flight per
+    //    node: the rest wait here, not in the agent's queue, so no deadline runs while they wait.
+    let mut in_flight: BTreeMap<&str, u32> = BTreeMap::new();
+    for op in &w.ops {
+        if matches!(op.state, OpState::Dispatched | OpState::Running) {
+            *in_flight.entry(op.node.as_str()).or_default() += 1;
+        }
+    }
+    let mut secrets: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    for op in w.ops.iter().chain(&planned) {
+        if op.state != OpState::Pending || op.not_before_ms > now {
             continue;
         }
+        let busy = in_flight.entry(op.node.as_str()).or_default();
+        if *busy >= rc.dispatch_window || !state.sessions.is_connected(&op.node) {
+            continue;
+        }
+        let mut op = op.clone();
         op.deadline_ms = Some(now + rc.operation_deadline_secs * 1000);
         let password = match &op.kind {
             OperationKind::Create { .. } => {
-                state.store.secrets(&op.fleet)?.get(&op.container).cloned()
+                if !secrets.contains_key(&op.fleet) {
+                    secrets.insert(op.fleet.clone(), state.store.secrets(&op.fleet)?);
+                }
+                secrets[&op.fleet].get(&op.container).cloned()
             }
             _ => None,
         };
         let msg =
             pb::controller_message::Msg::Operation(convert::operation_pb(&op, password.as_deref()));
         if state.sessions.send(&op.node, msg) {
+            *busy += 1;
             op.state = OpState::Dispatched;
             op.dispatched_ms = Some(now);
             state.store.put_op(&op)?;
+            state.metrics.op_dispatched();
             emit(state, &op, "dispatched");
         }
     }
@@ -826,6 +863,112 @@ mod tests {
             Some(pb::operation::Kind::Start(_)) => "start",
             _ => "other",
         }
+    }
+
+    fn ops_in(rx: &mut tokio::sync::mpsc::Receiver<crate::agents::Outbound>) -> Vec<pb::Operation> {
+        let mut out = Vec::new();
+        while let Ok(m) = rx.try_recv() {
+            if let Some(pb::controller_message::Msg::Operation(op)) = m.unwrap().msg {
+                out.push(op);
+            }
+        }
+        out
+    }
+
+    fn many(n: u32) -> Vec<DesiredContainer> {
+        (0..n)
+            .map(|i| {
+                let mut d = web("ubuntu");
+                d.name = format!("c{i:03}");
+                d.container = container(&d.name);
+                d.vm_id = 1000 + i;
+                d
+            })
+            .collect()
+    }
+
+    /// A large submit hands an agent at most `dispatch_window` operations; each result lets the next one
+    /// go, and all of them are dispatched in the end.
+    #[test]
+    fn dispatch_is_windowed_per_node_and_drains() {
+        let st = state();
+        let window = st.config.reconciler.dispatch_window as usize;
+        let (_, mut rx) = st.sessions.register("n1");
+        submit(&st, many(30));
+        pass(&st, now_ms()).unwrap();
+        let first = ops_in(&mut rx);
+        assert_eq!(first.len(), window, "only the window is in flight");
+        let mut created: BTreeSet<u32> = first.iter().map(|o| o.vm_id).collect();
+        let mut in_flight = first;
+        let mut rounds = 0;
+        while let Some(op) = in_flight.pop() {
+            rounds += 1;
+            assert!(rounds < 1000, "does not settle");
+            finish(&st, &op, true, true);
+            pass(&st, now_ms()).unwrap();
+            for next in ops_in(&mut rx) {
+                if kind(&next) == "create" {
+                    assert!(created.insert(next.vm_id), "one create per container");
+                }
+                in_flight.push(next);
+            }
+            assert!(in_flight.len() <= window, "never more than the window");
+        }
+        assert_eq!(created.len(), 30, "every container's create was dispatched");
+    }
+
+    /// An operation the agent never acknowledged (lost in a full queue, or the agent restarted) is sent
+    /// again with the same id after `ack_timeout_secs`; an acknowledged one is not.
+    #[test]
+    fn unacknowledged_operations_are_sent_again() {
+        let st = state();
+        let (_, mut rx) = st.sessions.register("n1");
+        submit(&st, many(2));
+        let t0 = now_ms();
+        pass(&st, t0).unwrap();
+        let sent = ops_in(&mut rx);
+        assert_eq!(sent.len(), 2);
+        // the agent acknowledges the first only
+        let ack = pb::OperationUpdate {
+            op_id: sent[0].op_id.clone(),
+            state: pb::OperationState::Running as i32,
+            message: "received".into(),
+            ..Default::default()
+        };
+        assert!(!on_update(&st, "n1", &ack).unwrap());
+        pass(&st, t0 + 5_000).unwrap();
+        assert!(ops_in(&mut rx).is_empty(), "not yet overdue");
+        let later = t0 + (st.config.reconciler.ack_timeout_secs + 1) * 1000;
+        pass(&st, later).unwrap();
+        let again = ops_in(&mut rx);
+        assert_eq!(again.len(), 1, "{again:?}");
+        assert_eq!(again[0].op_id, sent[1].op_id, "the same operation, same id");
+    }
+
+    /// A node that heartbeats but whose operations do not move is shown stalled, with the reason.
+    #[test]
+    fn a_node_whose_operations_do_not_move_is_stalled() {
+        let st = state();
+        let (_, mut rx) = st.sessions.register("n1");
+        submit(&st, many(3));
+        let t0 = now_ms();
+        pass(&st, t0).unwrap();
+        assert_eq!(ops_in(&mut rx).len(), 3);
+        let ops = st.store.ops().unwrap();
+        let mine: Vec<&Operation> = ops.iter().collect();
+        let mut n = st.store.node("n1").unwrap().unwrap();
+        let stall = st.config.reconciler.stall_secs * 1000;
+        n.last_seen_ms = t0 + stall + 5_000; // heartbeats keep coming
+        let (status, reason) = st.node_health(&n, &mine, t0 + 1_000);
+        assert_eq!(status, crate::model::NodeStatus::Ready, "{reason}");
+        let (status, reason) = st.node_health(&n, &mine, t0 + stall + 5_000);
+        assert_eq!(status, crate::model::NodeStatus::Stalled);
+        assert!(reason.contains("3 operation(s) in flight"), "{reason}");
+        assert!(reason.contains("create of dev/c00"), "{reason}");
+        // an update from the agent counts as movement
+        n.last_op_update_ms = t0 + stall;
+        let (status, _) = st.node_health(&n, &mine, t0 + stall + 5_000);
+        assert_eq!(status, crate::model::NodeStatus::Ready);
     }
 
     #[test]

@@ -527,12 +527,19 @@ impl FleetService for FleetApi {
     ) -> Result<Response<pb::GetNodesResponse>, Status> {
         check_fleet(who(&req).as_ref(), Need::Read)?;
         let observed = self.state.store.all_observed()?;
+        let active: Vec<crate::model::Operation> = self
+            .state
+            .store
+            .ops()?
+            .into_iter()
+            .filter(|o| o.state.is_active())
+            .collect();
         let nodes = self
             .state
             .store
             .nodes()?
             .iter()
-            .map(|n| self.node_info(n, &observed))
+            .map(|n| self.node_info(n, &observed, &active))
             .collect();
         Ok(Response::new(pb::GetNodesResponse { nodes }))
     }
@@ -911,10 +918,15 @@ impl FleetApi {
         &self,
         n: &crate::model::NodeRecord,
         observed: &[crate::model::ObservedContainer],
+        active: &[crate::model::Operation],
     ) -> pb::NodeInfo {
+        let mine: Vec<&crate::model::Operation> =
+            active.iter().filter(|o| o.node == n.name).collect();
+        let (status, status_reason) = self.state.node_health(n, &mine, now_ms());
         pb::NodeInfo {
             name: n.name.clone(),
-            status: convert::node_status_pb(self.state.node_status(n)) as i32,
+            status: convert::node_status_pb(status) as i32,
+            status_reason,
             inventory: Some(convert::inventory_pb(&n.name, &n.inventory)),
             last_heartbeat_unix_ms: n.last_seen_ms as i64,
             cordon_reason: n.cordon_reason.clone(),
@@ -945,7 +957,14 @@ impl FleetApi {
             detail: cordon_reason.unwrap_or_default().to_string(),
         })?;
         let observed = self.state.store.all_observed()?;
-        Ok(self.node_info(&rec, &observed))
+        let active: Vec<crate::model::Operation> = self
+            .state
+            .store
+            .ops()?
+            .into_iter()
+            .filter(|o| o.state.is_active() && o.node == node)
+            .collect();
+        Ok(self.node_info(&rec, &observed, &active))
     }
 }
 

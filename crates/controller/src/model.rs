@@ -66,6 +66,10 @@ pub struct NodeRecord {
     pub cert_serial: String,
     /// Last heartbeat or message, ms since epoch; 0 = never seen.
     pub last_seen_ms: Millis,
+    /// Last operation update (progress or result) from its agent; with operations in flight and none for a
+    /// while the node is `stalled`.
+    #[serde(default)]
+    pub last_op_update_ms: Millis,
     /// When the node enrolled.
     pub enrolled_ms: Millis,
     /// Templates seeded on this node through a successful seed operation: template name -> volid.
@@ -95,6 +99,8 @@ pub enum NodeStatus {
     Ready,
     Down,
     Cordoned,
+    /// Heartbeating, but its operations do not move.
+    Stalled,
 }
 
 impl NodeStatus {
@@ -103,6 +109,7 @@ impl NodeStatus {
             NodeStatus::Ready => "ready",
             NodeStatus::Down => "down",
             NodeStatus::Cordoned => "cordoned",
+            NodeStatus::Stalled => "stalled",
         }
     }
 }

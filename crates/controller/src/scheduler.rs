@@ -178,6 +178,11 @@ impl Candidate {
             NodeStatus::Ready => {}
             NodeStatus::Down => return Err(Refusal::other("node is down")),
             NodeStatus::Cordoned => return Err(Refusal::other("node is cordoned")),
+            NodeStatus::Stalled => {
+                return Err(Refusal::other(
+                    "node is stalled (its operations do not move)",
+                ))
+            }
         }
         if !c.constraints.nodes.is_empty() && !c.constraints.nodes.contains(&self.name) {
             return Err(Refusal::other("not in constraints.nodes"));

@@ -95,6 +95,7 @@ pub fn node(name: &str, memory_free_mib: u64) -> NodeRecord {
         cordon_reason: String::new(),
         cert_serial: String::new(),
         last_seen_ms: 1,
+        last_op_update_ms: 0,
         enrolled_ms: 1,
         seeded: BTreeMap::new(),
         template_digests: BTreeMap::new(),
