@@ -89,6 +89,9 @@ pub struct CtSummary {
     /// PVE lock (`create`, `destroyed`, ...), if any.
     pub lock: Option<String>,
     pub name: String,
+    /// What else the cheap listing says of its configuration (tags, cores, memory, swap, disk size); when
+    /// this or the fields above change, the configuration is read again. Empty when the node tells nothing more.
+    pub listing: String,
 }
 
 /// A container's configuration as key -> stored value (numbers rendered as decimal strings).

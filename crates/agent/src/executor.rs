@@ -4,7 +4,7 @@
 //! running when the agent died (a `lock: create` leftover is destroyed so the re-sent create starts
 //! clean). Every operation is written to be idempotent: it first looks at what exists.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -17,6 +17,9 @@ use crate::ops::{
     CreateOp, OpFailure, OpKind, OpResult, OpUpdate, Operation, TemplateSource, TemplateSpec,
 };
 use crate::seed::{SeedError, Seeder};
+
+/// A quick observation pass reads each container's configuration again at least this often (in passes).
+pub const REREAD_EVERY_PASSES: usize = 10;
 
 /// Something the stream should tell the controller.
 #[derive(Debug, Clone, PartialEq)]
@@ -353,10 +356,20 @@ impl<D: NodeDriver> Executor<D> {
     }
 
     /// A full observation pass: emits the delta against the last snapshot and returns it.
+    ///
+    /// One listing of the node; configurations are read only for containers whose listing moved, new ones, and
+    /// the tenth read longest ago (so hundreds of containers do not cost hundreds of `pct config` calls per
+    /// pass, and a change the listing does not show is still seen within ten passes).
     pub async fn observe_pass(&self) -> Result<Delta, NodeError> {
-        let began = self.snapshot().begin_pass();
-        let all = observe::observe_all(&*self.inner.driver).await?;
-        let delta = self.snapshot().update_pass(all, began);
+        let (began, known) = {
+            let mut s = self.snapshot();
+            (s.begin_pass(), s.reusable(REREAD_EVERY_PASSES))
+        };
+        let (all, read) = observe::observe_changed(&*self.inner.driver, &known).await?;
+        let mut s = self.snapshot();
+        s.mark_read(read, began);
+        let delta = s.update_pass(all, began);
+        drop(s);
         if !delta.is_empty() {
             self.emit(Event::Delta(delta.clone()));
         }
@@ -367,10 +380,17 @@ impl<D: NodeDriver> Executor<D> {
     /// Containers an operation touched while the pass ran keep what the operation reported.
     pub async fn full_observation(&self) -> Result<Vec<ObservedContainer>, NodeError> {
         let began = self.snapshot().begin_pass();
-        let all = observe::observe_all(&*self.inner.driver).await?;
+        let (all, read) = observe::observe_changed(&*self.inner.driver, &BTreeMap::new()).await?;
         let mut snapshot = self.snapshot();
+        snapshot.mark_read(read, began);
         snapshot.update_pass(all, began);
         Ok(snapshot.containers.values().cloned().collect())
+    }
+
+    /// Every container as the snapshot has it (what the passes and operations last saw), without reading
+    /// the node.
+    pub fn known_containers(&self) -> Vec<ObservedContainer> {
+        self.snapshot().containers.values().cloned().collect()
     }
 
     fn snapshot(&self) -> std::sync::MutexGuard<'_, Snapshot> {

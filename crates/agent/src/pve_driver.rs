@@ -214,6 +214,10 @@ impl NodeDriver for PveDriver {
                     pxfleet_pve::parse::RunState::Stopped => "stopped".to_string(),
                     pxfleet_pve::parse::RunState::Other(s) => s,
                 },
+                listing: format!(
+                    "tags={:?} cpus={:?} maxmem={:?} maxswap={:?} maxdisk={:?}",
+                    c.tags, c.cpus, c.maxmem, c.maxswap, c.maxdisk
+                ),
                 lock: c.lock,
                 name: c.name.unwrap_or_else(|| format!("CT{}", c.vmid)),
             })
