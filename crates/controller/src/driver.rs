@@ -518,6 +518,7 @@ pub async fn run(state: std::sync::Arc<State>, shutdown: impl Future<Output = ()
 
 /// Broadcasts a progress event for Watch.
 pub fn emit(state: &State, op: &Operation, message: &str) {
+    state.bump();
     let _ = state.events.send(pb::FleetEvent {
         unix_ms: now_ms() as i64,
         fleet: op.fleet.clone(),
@@ -592,7 +593,7 @@ pub fn on_update(state: &State, node: &str, u: &pb::OperationUpdate) -> Result<b
     tracing::info!(op = %op.id, node, kind = op.kind.name(), state = op.state.as_str(),
         error = op.last_error.as_deref().unwrap_or(""), "operation finished");
     emit(state, &op, op.state.as_str());
-    state.wake.notify_one();
+    state.changed();
     Ok(true)
 }
 

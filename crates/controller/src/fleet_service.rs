@@ -224,7 +224,7 @@ impl FleetApi {
         };
         let rev = st.store.submit(&tx)?;
         driver::pass(st, now_ms())?;
-        st.wake.notify_one();
+        st.changed();
         Ok(rev)
     }
 }
@@ -379,6 +379,10 @@ impl FleetService for FleetApi {
         let stream = async_stream(move |tx| async move {
             let mut last: BTreeMap<String, ContainerStatus> = BTreeMap::new();
             let mut tick = tokio::time::interval(Duration::from_millis(250));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            // Rows are recomputed when something changed (or every 5 s, for time-driven states such as a node
+            // going down), not on every tick: each watcher would otherwise read the whole store 4 times a second.
+            let mut seen: Option<(u64, std::time::Instant)> = None;
             loop {
                 tokio::select! {
                     ev = rx.recv() => match ev {
@@ -387,6 +391,11 @@ impl FleetService for FleetApi {
                         Err(_) => return,
                     },
                     _ = tick.tick() => {
+                        let generation = state.generation();
+                        if seen.is_some_and(|(g, at)| g == generation && at.elapsed() < Duration::from_secs(5)) {
+                            continue;
+                        }
+                        seen = Some((generation, std::time::Instant::now()));
                         let rows = match driver::container_rows(&state) {
                             Ok(r) => r,
                             Err(e) => { let _ = tx.send(Err(e.into())).await; return; }

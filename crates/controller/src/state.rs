@@ -19,8 +19,10 @@ pub struct State {
     pub config: Config,
     pub store: Store,
     pub sessions: Sessions,
-    /// Wakes the reconciler (after an observation, a result, a submit).
+    /// Wakes the reconciler (after an observation, a result, a submit); see [`State::changed`].
     pub wake: Notify,
+    /// Advances whenever containers, operations or observations change, so watchers recompute only then.
+    generation: std::sync::atomic::AtomicU64,
     pub events: broadcast::Sender<pb::FleetEvent>,
     pub metrics: Metrics,
     pub ca: Ca,
@@ -47,6 +49,7 @@ impl State {
             store,
             sessions: Sessions::default(),
             wake: Notify::new(),
+            generation: Default::default(),
             events,
             metrics: Metrics::default(),
             ca,
@@ -55,6 +58,23 @@ impl State {
             fleet_locks: Default::default(),
             placement_lock: tokio::sync::Mutex::new(()),
         })
+    }
+
+    /// Something a watcher or the reconciler cares about changed: wakes the reconciler.
+    pub fn changed(&self) {
+        self.bump();
+        self.wake.notify_one();
+    }
+
+    /// Advances the change generation without waking the reconciler (operation events).
+    pub fn bump(&self) {
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The change generation: equal values mean nothing changed in between.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The lock a submit or destroy of `fleet` holds for its whole duration.
