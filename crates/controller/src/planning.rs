@@ -208,6 +208,9 @@ pub fn prepare(
                     c.datastore_id = prev.container.datastore_id.clone();
                 }
             }
+            if c.node.as_deref() == Some(prev.node.as_str()) && c.datastore_id.is_none() {
+                c.datastore_id = prev.container.datastore_id.clone();
+            }
             if c.vm_id.is_none() {
                 c.vm_id = Some(prev.vm_id);
             }

@@ -1,0 +1,68 @@
+//! Day-2 lifecycle against a real controller, real agents and pvesim nodes (issue 10): what the plan shows is
+//! what happens, and after every successful submit `pxctl plan --detailed-exitcode` exits 0.
+
+use std::time::Duration;
+
+use pxfleet_tests::{describe, fleet_yaml, v1 as pb, wait_until, Cluster};
+
+const UP: Duration = Duration::from_secs(120);
+
+/// `fleet_yaml` without the default `datastore_id`.
+fn fleet_yaml_no_datastore(name: &str, containers: &str) -> String {
+    fleet_yaml(name, containers).replace("  datastore_id: local-lvm\n", "")
+}
+
+/// Writes `yaml`, submits it with pxctl (which must succeed) and returns the file's path.
+async fn submit(c: &Cluster, file: &str, yaml: &str) -> String {
+    let path = c.write_fleet(file, yaml);
+    let path = path.to_str().unwrap().to_string();
+    let (code, out, err) = c.pxctl(&["submit", &path, "-y"]).await;
+    assert_eq!(code, 0, "pxctl submit: {out}\n{err}\n{}", c.logs());
+    path
+}
+
+/// `pxctl plan FILE --detailed-exitcode` exits 0 (nothing left to change) once the nodes' reports caught up.
+async fn plan_is_empty(c: &Cluster, path: &str) {
+    wait_until("plan --detailed-exitcode exits 0", UP, || async {
+        let (code, out, err) = c.pxctl(&["plan", path, "--detailed-exitcode"]).await;
+        if code == 0 {
+            Ok(())
+        } else {
+            Err(format!("exit {code}: {out}\n{err}"))
+        }
+    })
+    .await;
+}
+
+fn failed_ops(ops: &[pb::OperationInfo]) -> Vec<String> {
+    ops.iter()
+        .filter(|o| !o.error.is_empty())
+        .map(|o| format!("{} {}: {}", o.container, o.reason, o.error))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_without_datastore_gets_the_nodes_rootdir_storage() {
+    let c = Cluster::start(2).await.expect("cluster");
+    let yaml = fleet_yaml_no_datastore(
+        "pin",
+        "  app: {node: mk34, vm_id: 1002, memory: 512, disk_size: 4}\n",
+    );
+    // The plan names the storage the scheduler picks, not "(known after apply)".
+    let plan = c.plan(&yaml).await.unwrap();
+    assert!(plan.diagnostics.is_empty(), "{:?}", plan.diagnostics);
+    assert!(
+        plan.plan_json.contains("local-zfs"),
+        "plan: {}",
+        plan.plan_json
+    );
+    let path = submit(&c, "pin.yaml", &yaml).await;
+    let cs = c.wait_running("pin", &["app"], UP).await;
+    assert_eq!(cs[0].node, "mk34", "{}", describe(&cs));
+    let cfg = c.pct_config("mk34", 1002);
+    let rootfs = cfg.get("rootfs").cloned().unwrap_or_default();
+    assert!(rootfs.starts_with("local-zfs:"), "rootfs {rootfs:?}");
+    let ops = c.operations("pin").await.unwrap();
+    assert!(failed_ops(&ops).is_empty(), "{:?}", failed_ops(&ops));
+    plan_is_empty(&c, &path).await;
+}
