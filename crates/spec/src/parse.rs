@@ -229,6 +229,12 @@ impl Cx<'_> {
         self.err(span, path, message, hint);
     }
 
+    /// A known field written with nothing after it (`domain:`), which counts as not given. `gateway` and
+    /// `gateway6` are the exception: an empty one is an error of its own.
+    fn given_empty(e: &Entry, known: &[&str]) -> bool {
+        e.value.is_null() && known.contains(&e.key.as_str()) && !e.key.starts_with("gateway")
+    }
+
     fn unknown_field(&mut self, e: &Entry, path: &str, known: &[&str]) {
         let p = join(path, &e.key);
         if let Some((target, why)) =
@@ -576,6 +582,9 @@ impl Cx<'_> {
         for e in es {
             let p = join(path, &e.key);
             self.record(&p, e.value.span);
+            if Self::given_empty(e, TEMPLATE_FIELDS) {
+                continue;
+            }
             match e.key.as_str() {
                 "url" => match self.string(&e.value, &p) {
                     Some(u) => match syntax::check_template_url(&u) {
@@ -821,6 +830,9 @@ impl Cx<'_> {
                                 for ne in nes {
                                     let np = join(&ip, &ne.key);
                                     self.record(&np, ne.value.span);
+                                    if Self::given_empty(ne, EXTRA_NET_FIELDS) {
+                                        continue;
+                                    }
                                     if ne.key == "name" {
                                         if let Some(s) = self.string(&ne.value, &np) {
                                             if syntax::is_bridge_name(&s) {
@@ -848,6 +860,9 @@ impl Cx<'_> {
                         for de in des {
                             let dp = join(&p, &de.key);
                             self.record(&dp, de.value.span);
+                            if Self::given_empty(de, DNS_FIELDS) {
+                                continue;
+                            }
                             match de.key.as_str() {
                                 "servers" => {
                                     if let Some(list) = self.strings(&de.value, &dp) {
@@ -904,6 +919,9 @@ impl Cx<'_> {
                         for se in ses {
                             let sp = join(&p, &se.key);
                             self.record(&sp, se.value.span);
+                            if Self::given_empty(se, STARTUP_FIELDS) {
+                                continue;
+                            }
                             let v = match se.key.as_str() {
                                 "order" | "up_delay" | "down_delay" => self
                                     .int(&se.value, &sp, 0, i64::from(u32::MAX), "")
@@ -943,6 +961,9 @@ impl Cx<'_> {
                         for ke in kes {
                             let kp = join(&p, &ke.key);
                             self.record(&kp, ke.value.span);
+                            if Self::given_empty(ke, CONSTRAINT_FIELDS) {
+                                continue;
+                            }
                             match ke.key.as_str() {
                                 "nodes" => {
                                     if let Some(list) = self.strings(&ke.value, &kp) {
@@ -1027,6 +1048,9 @@ impl Cx<'_> {
         for e in es {
             let p = join(path, &e.key);
             self.record(&p, e.value.span);
+            if Self::given_empty(e, FEATURE_FIELDS) {
+                continue;
+            }
             match e.key.as_str() {
                 "nesting" => f.nesting = self.boolean(&e.value, &p),
                 "fuse" => f.fuse = self.boolean(&e.value, &p),
@@ -1285,6 +1309,9 @@ impl Cx<'_> {
             for e in es {
                 let p = join(&ip, &e.key);
                 self.record(&p, e.value.span);
+                if Self::given_empty(e, VOLUME_FIELDS) {
+                    continue;
+                }
                 match e.key.as_str() {
                     "datastore_id" => {
                         ds = self.storage_id(&e.value, &p).or_else(|| {
