@@ -66,3 +66,69 @@ async fn node_without_datastore_gets_the_nodes_rootdir_storage() {
     assert!(failed_ops(&ops).is_empty(), "{:?}", failed_ops(&ops));
     plan_is_empty(&c, &path).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mount_point_grows_and_is_added_in_place() {
+    let c = Cluster::start(1).await.expect("cluster");
+    let body = |size: u32, extra: bool| {
+        let mut mps = format!("{{path: /data, size: {size}, datastore_id: local-lvm}}");
+        if extra {
+            mps.push_str(", {path: /logs, size: 2, datastore_id: local-lvm}");
+        }
+        fleet_yaml(
+            "mp",
+            &format!(
+                "  app: {{node: mk33, vm_id: 1200, memory: 512, disk_size: 4, mount_points: [{mps}]}}\n"
+            ),
+        )
+    };
+    let path = submit(&c, "mp.yaml", &body(4, false)).await;
+    c.wait_running("mp", &["app"], UP).await;
+    plan_is_empty(&c, &path).await;
+    let mp0 = |cfg: &std::collections::BTreeMap<String, String>, key: &str| {
+        cfg.get(key).cloned().unwrap_or_default()
+    };
+    assert!(
+        mp0(&c.pct_config("mk33", 1200), "mp0").contains("size=4G"),
+        "{:?}",
+        c.pct_config("mk33", 1200)
+    );
+
+    // 4 -> 6: `pct resize 1200 mp0 6G`, then nothing left to do.
+    let plan = c.plan(&body(6, false)).await.unwrap();
+    assert!(plan.plan_json.contains("\"mp0\""), "{}", plan.plan_json);
+    submit(&c, "mp.yaml", &body(6, false)).await;
+    wait_until("mp0 at 6G", UP, || async {
+        let v = mp0(&c.pct_config("mk33", 1200), "mp0");
+        if v.contains("size=6G") {
+            Ok(())
+        } else {
+            Err(v)
+        }
+    })
+    .await;
+    plan_is_empty(&c, &path).await;
+    let ops = c.operations("mp").await.unwrap();
+    assert!(
+        ops.iter()
+            .any(|o| o.kind == pb::OperationKind::Resize as i32 && o.reason.contains("mp0")),
+        "{ops:?}"
+    );
+    assert!(failed_ops(&ops).is_empty(), "{:?}", failed_ops(&ops));
+
+    // A second mount point is hot-plugged into the running container.
+    submit(&c, "mp.yaml", &body(6, true)).await;
+    wait_until("mp1 /logs added", UP, || async {
+        let v = mp0(&c.pct_config("mk33", 1200), "mp1");
+        if v.contains("mp=/logs") {
+            Ok(())
+        } else {
+            Err(format!("{:?}", c.pct_config("mk33", 1200)))
+        }
+    })
+    .await;
+    plan_is_empty(&c, &path).await;
+    let ops = c.operations("mp").await.unwrap();
+    assert!(failed_ops(&ops).is_empty(), "{:?}", failed_ops(&ops));
+    c.wait_running("mp", &["app"], UP).await;
+}

@@ -486,8 +486,8 @@ pub fn operation_pb(op: &Operation, password: Option<&str>) -> pb::Operation {
             changed_fields: fields.clone(),
             restart_allowed: false,
         }),
-        OperationKind::Resize { disk_gib } => Kind::Resize(pb::ResizeDisk {
-            disk: "rootfs".into(),
+        OperationKind::Resize { disk, disk_gib } => Kind::Resize(pb::ResizeDisk {
+            disk: disk.clone(),
             size_gib: *disk_gib,
         }),
         OperationKind::Start => Kind::Start(pb::StartContainer {}),

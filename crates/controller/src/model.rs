@@ -274,14 +274,21 @@ pub enum OperationKind {
         #[serde(default)]
         fields: Vec<String>,
     },
-    /// `pct resize rootfs`.
+    /// `pct resize <vmid> <disk> <disk_gib>G`.
     Resize {
+        /// `rootfs` or `mpN` (the planner's `Resize.disk`).
+        #[serde(default = "rootfs")]
+        disk: String,
         disk_gib: u64,
     },
     Start,
     Stop,
     /// Stop and `pct destroy --purge`.
     Destroy,
+}
+
+fn rootfs() -> String {
+    "rootfs".into()
 }
 
 impl OperationKind {

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use pxfleet_spec::plan::{ActionKind, FieldChange};
-use pxfleet_spec::{Container, Fleet, MountPoint};
+use pxfleet_spec::{Container, Fleet};
 
 use crate::convert;
 use crate::model::{
@@ -56,9 +56,12 @@ pub fn replace_reason(applied: &Container, desired: &Container) -> Option<&'stat
 pub struct Changes {
     pub updates: Vec<FieldChange>,
     pub drift: Vec<FieldChange>,
+    /// Disks to grow, from the plan's resize actions: (`rootfs` or `mpN`, new size in GiB).
+    pub grow: Vec<(String, u64)>,
 }
 
 impl Changes {
+    /// No field to set (disks to grow aside).
     pub fn is_empty(&self) -> bool {
         self.updates.is_empty() && self.drift.is_empty()
     }
@@ -118,7 +121,7 @@ fn change_text(c: &FieldChange) -> String {
 /// The differences `pct set` can fix between desired `d` and observation `o`, found by the spec planner
 /// ([`pxfleet_spec::plan::plan`]) on this one container. `applied` counts only when it is the same container
 /// (node and vm_id). What the reconciler decides itself is left out of the comparison: replacement (template,
-/// unprivileged, datastore), moves, disk sizes (resize), power and locks.
+/// unprivileged, datastore), moves, power and locks. Disks to grow come from the plan's resize actions.
 pub fn changes(
     d: &DesiredContainer,
     applied: Option<&AppliedContainer>,
@@ -149,17 +152,6 @@ pub fn changes(
     if want.datastore_id.is_some() {
         oc.datastore_id = want.datastore_id.clone();
     }
-    oc.disk_size_gib = want.disk_size as f64;
-    for m in &mut oc.mount_points {
-        let size = want.mount_points.iter().find_map(|w| match w {
-            MountPoint::Volume { size_gib, path, .. } if path == m.mount.path() => Some(*size_gib),
-            _ => None,
-        });
-        if let (Some(size), MountPoint::Volume { size_gib, .. }) = (size, &mut m.mount) {
-            *size_gib = size;
-            m.size_gib = Some(size as f64);
-        }
-    }
     let applied_fleet = applied.map(|a| {
         fleet_of(Container {
             password: None,
@@ -178,6 +170,7 @@ pub fn changes(
         match a.kind {
             ActionKind::Update { changes, .. } => out.updates.extend(changes),
             ActionKind::Repair { drift, .. } => out.drift.extend(drift),
+            ActionKind::Resize { disk, to_gib, .. } => out.grow.push((disk, to_gib.ceil() as u64)),
             _ => {}
         }
     }
@@ -251,15 +244,21 @@ pub fn next_action(v: View<'_>) -> Option<NextAction> {
         kind,
         reason: String::new(),
     };
-    if o.disk_gib < d.container.disk_size {
+    let ch = changes(d, applied, o);
+    if let Some((disk, gib)) = ch.grow.first() {
+        let what = if disk == "rootfs" {
+            "disk_size".to_string()
+        } else {
+            disk.clone()
+        };
         return Some(NextAction {
-            reason: format!("disk_size {} -> {}", o.disk_gib, d.container.disk_size),
+            reason: format!("{what} -> {gib} GiB"),
             ..at(OperationKind::Resize {
-                disk_gib: d.container.disk_size,
+                disk: disk.clone(),
+                disk_gib: *gib,
             })
         });
     }
-    let ch = changes(d, applied, o);
     if !ch.is_empty() {
         return Some(NextAction {
             reason: ch.reason(),
