@@ -132,3 +132,80 @@ async fn mount_point_grows_and_is_added_in_place() {
     assert!(failed_ops(&ops).is_empty(), "{:?}", failed_ops(&ops));
     c.wait_running("mp", &["app"], UP).await;
 }
+
+/// `pct pending` lines that wait for the next start (`new k: v`, `del k: v`).
+fn pending(c: &Cluster, node: &str, vmid: u32) -> Vec<String> {
+    let out = c.pve(node, "pct", &["pending", &vmid.to_string()]);
+    assert_eq!(out.code, 0, "pct pending: {}", out.stderr);
+    out.stdout
+        .lines()
+        .filter(|l| l.starts_with("new ") || l.starts_with("del "))
+        .map(str::to_string)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changes_that_need_a_restart_are_applied_with_the_announced_restart() {
+    let c = Cluster::start(1).await.expect("cluster");
+    let body = |dns: &str, nesting: bool, logs: bool| {
+        let mps = if logs {
+            ", mount_points: [{path: /logs, size: 2, datastore_id: local-lvm}]"
+        } else {
+            ""
+        };
+        fleet_yaml(
+            "rs",
+            &format!(
+                "  app: {{node: mk33, vm_id: 1300, memory: 512, disk_size: 4, dns: {dns}, \
+                 features: {{nesting: {nesting}}}{mps}}}\n"
+            ),
+        )
+    };
+    let path = submit(&c, "rs.yaml", &body("{servers: [10.0.0.1]}", false, true)).await;
+    c.wait_running("rs", &["app"], UP).await;
+    plan_is_empty(&c, &path).await;
+    let started = c.runtime("mk33", 1300).unwrap()["started"].clone();
+
+    // dns servers + domain and nesting: PVE leaves them pending on a running container.
+    let next = body(
+        "{servers: [10.0.0.2], domain: lab.example.org}",
+        true,
+        false,
+    );
+    let plan = c.plan(&next).await.unwrap();
+    assert!(
+        plan.plan_json.contains("\"restart_required\": true"),
+        "{}",
+        plan.plan_json
+    );
+    submit(&c, "rs.yaml", &next).await;
+    wait_until("applied with a restart", UP, || async {
+        let cfg = c.pct_config("mk33", 1300);
+        let rt = c.runtime("mk33", 1300).unwrap();
+        let p = pending(&c, "mk33", 1300);
+        if cfg.get("nameserver").map(String::as_str) == Some("10.0.0.2")
+            && cfg.get("searchdomain").map(String::as_str) == Some("lab.example.org")
+            && cfg.get("features").is_some_and(|f| f.contains("nesting=1"))
+            && !cfg.contains_key("mp0")
+            && p.is_empty()
+            && rt["started"] != started
+            && rt["running"] == true
+        {
+            Ok(())
+        } else {
+            Err(format!("{cfg:?} pending {p:?} runtime {rt}"))
+        }
+    })
+    .await;
+    // the removed mount point's volume is kept by PVE, detached
+    let cfg = c.pct_config("mk33", 1300);
+    assert!(
+        cfg.get("unused0")
+            .is_some_and(|v| v.contains("vm-1300-disk")),
+        "{cfg:?}"
+    );
+    c.wait_running("rs", &["app"], UP).await;
+    plan_is_empty(&c, &path).await;
+    let ops = c.operations("rs").await.unwrap();
+    assert!(failed_ops(&ops).is_empty(), "{:?}", failed_ops(&ops));
+}

@@ -292,6 +292,17 @@ impl NodeDriver for PveDriver {
         self.node.unlock(vmid).await.map_err(node_err)
     }
 
+    async fn pending(&self, vmid: u32) -> Result<Vec<String>, NodeError> {
+        self.node.pending_keys(vmid).await.map_err(node_err)
+    }
+
+    async fn reboot(&self, vmid: u32, timeout_secs: u32) -> Result<(), NodeError> {
+        self.node
+            .reboot(vmid, Duration::from_secs(timeout_secs.into()))
+            .await
+            .map_err(node_err)
+    }
+
     async fn migrate(&self, vmid: u32, target: &str, restart: bool) -> Result<(), NodeError> {
         self.node
             .migrate(vmid, target, restart)

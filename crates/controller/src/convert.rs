@@ -479,12 +479,13 @@ pub fn operation_pb(op: &Operation, password: Option<&str>) -> pb::Operation {
             container,
             template,
             fields,
+            restart,
         } => Kind::Update(pb::UpdateContainer {
             spec: Some(container_spec(
                 &op.fleet, container, op.vm_id, template, None,
             )),
             changed_fields: fields.clone(),
-            restart_allowed: false,
+            restart_allowed: *restart,
         }),
         OperationKind::Resize { disk, disk_gib } => Kind::Resize(pb::ResizeDisk {
             disk: disk.clone(),

@@ -273,6 +273,10 @@ pub enum OperationKind {
         /// included; sent to the agent as `changed_fields`.
         #[serde(default)]
         fields: Vec<String>,
+        /// The plan announced a restart ("(then restarted)"): the agent restarts the running container when
+        /// PVE leaves changes pending.
+        #[serde(default)]
+        restart: bool,
     },
     /// `pct resize <vmid> <disk> <disk_gib>G`.
     Resize {

@@ -58,6 +58,8 @@ pub struct Changes {
     pub drift: Vec<FieldChange>,
     /// Disks to grow, from the plan's resize actions: (`rootfs` or `mpN`, new size in GiB).
     pub grow: Vec<(String, u64)>,
+    /// The plan's update or repair needs a restart of the running container (it says "(then restarted)").
+    pub restart: bool,
 }
 
 impl Changes {
@@ -168,8 +170,20 @@ pub fn changes(
     let mut out = Changes::default();
     for a in plan.actions {
         match a.kind {
-            ActionKind::Update { changes, .. } => out.updates.extend(changes),
-            ActionKind::Repair { drift, .. } => out.drift.extend(drift),
+            ActionKind::Update {
+                changes,
+                restart_required,
+            } => {
+                out.updates.extend(changes);
+                out.restart |= restart_required;
+            }
+            ActionKind::Repair {
+                drift,
+                restart_required,
+            } => {
+                out.drift.extend(drift);
+                out.restart |= restart_required;
+            }
             ActionKind::Resize { disk, to_gib, .. } => out.grow.push((disk, to_gib.ceil() as u64)),
             _ => {}
         }
@@ -266,6 +280,7 @@ pub fn next_action(v: View<'_>) -> Option<NextAction> {
                 container: Box::new(d.container.clone()),
                 template: d.template.clone(),
                 fields: ch.fields(),
+                restart: ch.restart,
             })
         });
     }

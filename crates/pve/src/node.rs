@@ -225,6 +225,32 @@ impl Node {
         .await
     }
 
+    /// `GET .../lxc/{vmid}/pending`: the keys whose new value or deletion waits for the next start.
+    pub async fn pending_keys(&self, vmid: u32) -> Result<Vec<String>, PveError> {
+        #[derive(serde::Deserialize)]
+        struct Entry {
+            key: String,
+            #[serde(default)]
+            pending: Option<serde_json::Value>,
+            #[serde(default)]
+            delete: Option<serde_json::Value>,
+        }
+        self.get(
+            &format!("{}/pending", self.lxc_path(vmid)),
+            &[],
+            Some(vmid),
+            |s| {
+                let all: Vec<Entry> = parse_json("GET /nodes/{node}/lxc/{vmid}/pending", s)?;
+                Ok(all
+                    .into_iter()
+                    .filter(|e| e.pending.is_some() || e.delete.is_some())
+                    .map(|e| e.key)
+                    .collect())
+            },
+        )
+        .await
+    }
+
     /// `GET .../lxc/{vmid}/status/current`.
     pub async fn status(&self, vmid: u32) -> Result<ContainerStatus, PveError> {
         self.get(
@@ -481,6 +507,23 @@ impl Node {
             Ok(_) | Err(PveError::AlreadyRunning { .. }) => Ok(()),
             Err(e) => Err(e),
         }
+    }
+
+    /// `pct reboot --timeout N`: clean shutdown (killed after the timeout), then start; PVE applies the
+    /// pending changes on the way. Only for a running CT (PVE says `VM <vmid> not running` otherwise).
+    pub async fn reboot(&self, vmid: u32, timeout: Duration) -> Result<(), PveError> {
+        let secs = timeout.as_secs().max(1);
+        let cmd = self.pct(
+            vec![
+                "reboot".into(),
+                vmid.to_string(),
+                "--timeout".into(),
+                secs.to_string(),
+            ],
+            timeout + self.timeouts.power,
+        );
+        self.exec(cmd, Some(vmid)).await?;
+        Ok(())
     }
 
     /// `pct stop` (hard); a CT that is not running counts as stopped.
