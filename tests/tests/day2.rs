@@ -209,3 +209,51 @@ async fn changes_that_need_a_restart_are_applied_with_the_announced_restart() {
     let ops = c.operations("rs").await.unwrap();
     assert!(failed_ops(&ops).is_empty(), "{:?}", failed_ops(&ops));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drift_set_by_hand_is_repaired_on_the_node() {
+    let c = Cluster::start(1).await.expect("cluster");
+    let yaml = fleet_yaml(
+        "drift",
+        "  app: {node: mk33, vm_id: 1400, memory: 512, disk_size: 4}\n",
+    );
+    let path = submit(&c, "drift.yaml", &yaml).await;
+    c.wait_running("drift", &["app"], UP).await;
+    plan_is_empty(&c, &path).await;
+
+    let started = c.runtime("mk33", 1400).unwrap()["started"].clone();
+    // Behind pxfleet's back: nesting on (pending: the container runs), memory changed (at once).
+    let out = c.pve(
+        "mk33",
+        "pct",
+        &["set", "1400", "--features", "nesting=1", "--memory", "768"],
+    );
+    assert_eq!(out.code, 0, "pct set: {}", out.stderr);
+    wait_until("drift repaired on the node", UP, || async {
+        let cfg = c.pct_config("mk33", 1400);
+        let p = pending(&c, "mk33", 1400);
+        let current = c
+            .pve("mk33", "pct", &["config", "1400", "--current"])
+            .stdout;
+        if !cfg.contains_key("features")
+            && !current.contains("nesting")
+            && cfg.get("memory").map(String::as_str) == Some("512")
+            && p.is_empty()
+        {
+            Ok(())
+        } else {
+            Err(format!("{cfg:?} pending {p:?}"))
+        }
+    })
+    .await;
+    c.wait_running("drift", &["app"], UP).await;
+    plan_is_empty(&c, &path).await;
+    // The pending change was dropped (`pct set --revert`): no restart was needed.
+    assert_eq!(c.runtime("mk33", 1400).unwrap()["started"], started);
+    // Converged: the reconciler stops issuing repairs.
+    let n = c.operations("drift").await.unwrap().len();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let ops = c.operations("drift").await.unwrap();
+    assert_eq!(ops.len(), n, "repairs keep coming: {ops:?}");
+    assert!(failed_ops(&ops).is_empty(), "{:?}", failed_ops(&ops));
+}

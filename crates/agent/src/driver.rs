@@ -212,8 +212,19 @@ pub trait NodeDriver: Send + Sync + 'static {
     fn unlock(&self, vmid: u32) -> impl Future<Output = Result<(), NodeError>> + Send;
     /// Keys whose change waits for the next start (`pct pending`). The default: none (a driver that applies
     /// every change at once).
-    fn pending(&self, _vmid: u32) -> impl Future<Output = Result<Vec<String>, NodeError>> + Send {
+    fn pending(
+        &self,
+        _vmid: u32,
+    ) -> impl Future<Output = Result<Vec<pxfleet_pve::PendingKey>, NodeError>> + Send {
         async { Ok(Vec::new()) }
+    }
+    /// Drops pending changes of `keys` (`pct set --revert`). The default: nothing to drop.
+    fn revert(
+        &self,
+        _vmid: u32,
+        _keys: &[String],
+    ) -> impl Future<Output = Result<(), NodeError>> + Send {
+        async { Ok(()) }
     }
     /// Restart a running container so that pending changes apply (`pct reboot`). The default: a clean
     /// shutdown, then a start.

@@ -389,8 +389,16 @@ impl<D: NodeDriver> Executor<D> {
             } => {
                 let cfg = self.existing(*vmid).await?;
                 let mark = check_managed(*vmid, &cfg, expect.as_ref())?;
-                let (options, delete) =
+                let (mut options, mut delete) =
                     plan_update(&mark, &cfg, desired, tags, description.as_deref());
+                // `pct config` shows pending values merged in: where the file wants what is in effect now, drop
+                // the pending change (a `pct set` made by hand on the running container) instead of piling
+                // another one on it.
+                let revert = revert_pending(&d.pending(*vmid).await?, &mut options, &mut delete);
+                if !revert.is_empty() {
+                    self.progress(&op.id, format!("pct set --revert {}", revert.join(",")));
+                    d.revert(*vmid, &revert).await?;
+                }
                 if !options.is_empty() || !delete.is_empty() {
                     let keys: Vec<&str> = options
                         .iter()
@@ -407,21 +415,22 @@ impl<D: NodeDriver> Executor<D> {
                 } else {
                     Vec::new()
                 };
-                let message = match (pending.is_empty(), *restart) {
-                    (true, _) if options.is_empty() && delete.is_empty() => {
+                let keys: Vec<&str> = pending.iter().map(|p| p.key.as_str()).collect();
+                let message = match (keys.is_empty(), *restart) {
+                    (true, _) if options.is_empty() && delete.is_empty() && revert.is_empty() => {
                         return ok("nothing to change", self.observed(*vmid).await)
                     }
                     (true, _) => "updated".to_string(),
                     (false, true) => {
-                        self.progress(&op.id, format!("pct reboot: {} pending", pending.join(" ")));
+                        self.progress(&op.id, format!("pct reboot: {} pending", keys.join(" ")));
                         d.reboot(*vmid, REBOOT_TIMEOUT_SECS).await?;
                         let cfg = self.existing(*vmid).await?;
                         self.wait_for_addresses(&op.id, *vmid, &cfg).await;
-                        format!("updated and restarted ({} applied)", pending.join(" "))
+                        format!("updated and restarted ({} applied)", keys.join(" "))
                     }
                     (false, false) => format!(
                         "updated; pending until the next restart: {}",
-                        pending.join(" ")
+                        keys.join(" ")
                     ),
                 };
                 ok(message, self.observed(*vmid).await)
@@ -877,6 +886,33 @@ fn plan_update(
     (set, delete)
 }
 
+/// Takes out of `options` / `delete` what would only undo a pending change (the file wants the value in effect
+/// now) and returns those keys, to be reverted instead.
+fn revert_pending(
+    pending: &[pxfleet_pve::PendingKey],
+    options: &mut Vec<(String, String)>,
+    delete: &mut Vec<String>,
+) -> Vec<String> {
+    let mut revert = Vec::new();
+    for p in pending {
+        if p.current.is_none() {
+            if let Some(i) = delete.iter().position(|k| *k == p.key) {
+                delete.remove(i);
+                revert.push(p.key.clone());
+            }
+        }
+        let now = p.current.as_deref().map(str::trim_end);
+        if let Some(i) = options
+            .iter()
+            .position(|(k, v)| *k == p.key && Some(v.trim_end()) == now)
+        {
+            options.remove(i);
+            revert.push(p.key.clone());
+        }
+    }
+    revert
+}
+
 /// `mp0` ... `mp255`.
 fn is_mp_key(key: &str) -> bool {
     key.strip_prefix("mp")
@@ -918,6 +954,35 @@ mod tests {
         );
         assert_eq!(disk_size_bytes("local:subvol-1,size=1.5T"), Some(3 << 39));
         assert_eq!(disk_size_bytes("local:x"), None);
+    }
+
+    #[test]
+    fn a_pending_change_the_file_does_not_want_is_reverted_not_piled_on() {
+        let pend =
+            |key: &str, current: Option<&str>, pending: Option<&str>| pxfleet_pve::PendingKey {
+                key: key.into(),
+                current: current.map(String::from),
+                pending: pending.map(String::from),
+                delete: pending.is_none(),
+            };
+        // features=nesting=1 set by hand (pending only), nameserver changed by hand (pending), cores by
+        // the file (no pending entry)
+        let pending = vec![
+            pend("features", None, Some("nesting=1")),
+            pend("nameserver", Some("10.0.0.1"), Some("10.0.0.9")),
+        ];
+        let mut options = vec![
+            ("nameserver".to_string(), "10.0.0.1".to_string()),
+            ("cores".to_string(), "2".to_string()),
+        ];
+        let mut delete = vec!["features".to_string()];
+        let revert = revert_pending(&pending, &mut options, &mut delete);
+        assert_eq!(
+            revert,
+            vec!["features".to_string(), "nameserver".to_string()]
+        );
+        assert_eq!(options, vec![("cores".to_string(), "2".to_string())]);
+        assert!(delete.is_empty());
     }
 
     #[test]

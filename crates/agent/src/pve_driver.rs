@@ -292,8 +292,16 @@ impl NodeDriver for PveDriver {
         self.node.unlock(vmid).await.map_err(node_err)
     }
 
-    async fn pending(&self, vmid: u32) -> Result<Vec<String>, NodeError> {
-        self.node.pending_keys(vmid).await.map_err(node_err)
+    async fn pending(&self, vmid: u32) -> Result<Vec<pxfleet_pve::PendingKey>, NodeError> {
+        self.node.pending(vmid).await.map_err(node_err)
+    }
+
+    async fn revert(&self, vmid: u32, keys: &[String]) -> Result<(), NodeError> {
+        let change = ConfigChange {
+            revert: keys.iter().cloned().collect(),
+            ..ConfigChange::default()
+        };
+        self.node.set(vmid, &change).await.map_err(node_err)
     }
 
     async fn reboot(&self, vmid: u32, timeout_secs: u32) -> Result<(), NodeError> {

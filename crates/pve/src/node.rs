@@ -124,6 +124,18 @@ impl std::fmt::Debug for Node {
 /// A file name used only to ask `pvesm path` where a storage keeps templates.
 const TEMPLATE_PROBE: &str = "pxfleet-probe.tar.zst";
 
+/// One key of `pct pending` that waits for the next start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PendingKey {
+    pub key: String,
+    /// The value in effect now (`None`: not set).
+    pub current: Option<String>,
+    /// The value it will have (`None` when it is only deleted).
+    pub pending: Option<String>,
+    /// It will be deleted.
+    pub delete: bool,
+}
+
 impl Node {
     /// `name` is the PVE node name used in API paths (`/nodes/<name>/...`).
     pub fn new(name: impl Into<String>, runner: Arc<dyn Runner>) -> Self {
@@ -226,15 +238,21 @@ impl Node {
     }
 
     /// `GET .../lxc/{vmid}/pending`: the keys whose new value or deletion waits for the next start.
-    pub async fn pending_keys(&self, vmid: u32) -> Result<Vec<String>, PveError> {
+    pub async fn pending(&self, vmid: u32) -> Result<Vec<PendingKey>, PveError> {
         #[derive(serde::Deserialize)]
         struct Entry {
             key: String,
+            #[serde(default)]
+            value: Option<serde_json::Value>,
             #[serde(default)]
             pending: Option<serde_json::Value>,
             #[serde(default)]
             delete: Option<serde_json::Value>,
         }
+        let text = |v: serde_json::Value| match v {
+            serde_json::Value::String(s) => s,
+            v => v.to_string(),
+        };
         self.get(
             &format!("{}/pending", self.lxc_path(vmid)),
             &[],
@@ -244,7 +262,12 @@ impl Node {
                 Ok(all
                     .into_iter()
                     .filter(|e| e.pending.is_some() || e.delete.is_some())
-                    .map(|e| e.key)
+                    .map(|e| PendingKey {
+                        key: e.key,
+                        current: e.value.map(text),
+                        pending: e.pending.map(text),
+                        delete: e.delete.is_some(),
+                    })
                     .collect())
             },
         )
