@@ -257,3 +257,61 @@ async fn drift_set_by_hand_is_repaired_on_the_node() {
     assert_eq!(ops.len(), n, "repairs keep coming: {ops:?}");
     assert!(failed_ops(&ops).is_empty(), "{:?}", failed_ops(&ops));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn container_moved_by_hand_is_adopted_where_it_is() {
+    let c = Cluster::start(2).await.expect("cluster");
+    let yaml = fleet_yaml("adopt", "  app: {memory: 512, disk_size: 4}\n");
+    let path = submit(&c, "adopt.yaml", &yaml).await;
+    let cs = c.wait_running("adopt", &["app"], UP).await;
+    let (from, vm_id) = (cs[0].node.clone(), cs[0].vm_id);
+    let to = if from == "mk33" { "mk34" } else { "mk33" };
+    let net0 = c.pct_config(&from, vm_id)["net0"].clone();
+    plan_is_empty(&c, &path).await;
+
+    // Someone migrates it by hand.
+    let out = c.pve(
+        &from,
+        "pct",
+        &["migrate", &vm_id.to_string(), to, "--restart"],
+    );
+    assert_eq!(out.code, 0, "pct migrate: {}", out.stderr);
+    let cs = wait_until("adopted on the new node", UP, || async {
+        let cs = c.containers("adopt").await.map_err(|e| e.to_string())?;
+        if cs.len() == 1
+            && cs[0].node == to
+            && cs[0].state == pb::ContainerState::Running as i32
+            && !cs[0].drifted
+        {
+            Ok(cs)
+        } else {
+            Err(describe(&cs))
+        }
+    })
+    .await;
+    assert_eq!(cs[0].vm_id, vm_id);
+    plan_is_empty(&c, &path).await;
+    // Neither destroyed nor recreated: same vm_id and MAC on the new node, nothing left on the old one.
+    assert_eq!(c.pct_config(to, vm_id)["net0"], net0);
+    assert!(c.vmids_on(&from).is_empty(), "{:?}", c.vmids_on(&from));
+    let ops = c.operations("adopt").await.unwrap();
+    assert!(
+        !ops.iter()
+            .any(|o| o.kind == pb::OperationKind::Destroy as i32),
+        "{ops:?}"
+    );
+    // (A recreate may be tried while the old node already reports it gone and the new one not yet: PVE
+    // refuses it, the vm_id being taken in the cluster.)
+    assert_eq!(
+        ops.iter()
+            .filter(|o| o.kind == pb::OperationKind::Create as i32
+                && o.state == pb::OperationState::Succeeded as i32)
+            .count(),
+        1,
+        "{ops:?}"
+    );
+    // A resubmit keeps it there.
+    submit(&c, "adopt.yaml", &yaml).await;
+    plan_is_empty(&c, &path).await;
+    assert_eq!(c.containers("adopt").await.unwrap()[0].node, to);
+}

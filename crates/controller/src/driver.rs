@@ -246,6 +246,48 @@ fn unpinned_url(t: &Template) -> Option<&str> {
     }
 }
 
+/// Adopts `o` where it is when [`crate::reconciler::adopt_node`] says so: the desired (and applied) node
+/// follow it. Returns the updated records.
+fn adopt(
+    state: &State,
+    d: &DesiredContainer,
+    a: Option<&AppliedContainer>,
+    o: &ObservedContainer,
+) -> Result<Option<(DesiredContainer, Option<AppliedContainer>)>, StoreError> {
+    let Some(node) = crate::reconciler::adopt_node(d, o) else {
+        return Ok(None);
+    };
+    let datastore = o.config.as_ref().and_then(|c| c.datastore_id.clone());
+    if !state
+        .store
+        .adopt_desired(&d.fleet, &d.name, node, datastore.as_deref())?
+    {
+        return Ok(None);
+    }
+    tracing::info!(fleet = %d.fleet, container = %d.name, from = %d.node, to = %node, vm_id = o.vm_id,
+        "container moved outside pxfleet: adopted where it is");
+    let mut d = d.clone();
+    d.node = node.to_string();
+    d.container.node = Some(node.to_string());
+    if let Some(ds) = &datastore {
+        d.container.datastore_id = Some(ds.clone());
+    }
+    let a = match a {
+        Some(a) if a.vm_id == o.vm_id => {
+            let mut a = a.clone();
+            a.node = node.to_string();
+            a.container.node = Some(node.to_string());
+            if let Some(ds) = &datastore {
+                a.container.datastore_id = Some(ds.clone());
+            }
+            state.store.put_applied(&a)?;
+            Some(a)
+        }
+        _ => None,
+    };
+    Ok(Some((d, a)))
+}
+
 /// One reconcile pass at time `now`.
 pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
     let _ops = state.ops_lock.lock().unwrap_or_else(|p| p.into_inner());
@@ -302,6 +344,15 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
                 continue;
             }
         }
+        // A container moved by hand that the file does not pin: adopted where it is, not moved back.
+        let adopted = match (d, o) {
+            (Some(d), Some(o)) => adopt(state, d, a, o)?,
+            _ => None,
+        };
+        let (d, a) = match &adopted {
+            Some((nd, na)) => (Some(nd), na.as_ref().or(a)),
+            None => (d, a),
+        };
         let view = View {
             desired: d,
             applied: a,
@@ -762,6 +813,7 @@ mod tests {
             container: c,
             template: t,
             revision: 0,
+            node_pinned: true,
         }
     }
 

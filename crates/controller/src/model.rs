@@ -195,6 +195,10 @@ pub struct DesiredContainer {
     pub template: Template,
     /// The fleet revision that last changed this container; a new revision resets failed attempts.
     pub revision: u64,
+    /// The file names the node (`node:`); otherwise the scheduler chose it, and a container moved to another
+    /// node by hand is adopted there instead of being moved back.
+    #[serde(default)]
+    pub node_pinned: bool,
 }
 
 /// What was last successfully applied to a node for a container (created, updated). The reconciler compares

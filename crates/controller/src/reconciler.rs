@@ -191,6 +191,16 @@ pub fn changes(
     out
 }
 
+/// Where a container the file does not pin to a node is adopted: found on another node than desired (moved by
+/// hand) under its vm_id, on a node its `constraints.nodes` allow. Such a container is never destroyed and
+/// recreated by the reconciler on its own (no submit planned it); the desired node follows it.
+pub fn adopt_node<'a>(d: &DesiredContainer, o: &'a ObservedContainer) -> Option<&'a str> {
+    let allowed =
+        d.container.constraints.nodes.is_empty() || d.container.constraints.nodes.contains(&o.node);
+    (!d.node_pinned && o.node != d.node && o.vm_id == d.vm_id && o.lock.is_none() && allowed)
+        .then_some(o.node.as_str())
+}
+
 /// The one next operation for a container, or None when it is as desired (or must wait: a locked container).
 pub fn next_action(v: View<'_>) -> Option<NextAction> {
     let destroy = |o: &ObservedContainer, reason: String| NextAction {
@@ -348,6 +358,7 @@ mod tests {
             container: c,
             template: template(),
             revision: 1,
+            node_pinned: true,
         }
     }
 
@@ -460,6 +471,28 @@ mod tests {
             ..o.clone()
         };
         assert_eq!(kind(view(Some(&d2), Some(&a), Some(&locked), true)), None);
+    }
+
+    #[test]
+    fn a_container_moved_by_hand_is_adopted_only_when_the_file_does_not_pin_its_node() {
+        let mut d = desired();
+        let moved = ObservedContainer {
+            node: "n2".into(),
+            ..observed(&d)
+        };
+        // pinned by the file: not adopted (the reconciler's own move applies)
+        assert_eq!(adopt_node(&d, &moved), None);
+        d.node_pinned = false;
+        assert_eq!(adopt_node(&d, &moved), Some("n2"));
+        // where it should be, or another vm_id, or a node the constraints exclude: not adopted
+        assert_eq!(adopt_node(&d, &observed(&d)), None);
+        let other = ObservedContainer {
+            vm_id: 1001,
+            ..moved.clone()
+        };
+        assert_eq!(adopt_node(&d, &other), None);
+        d.container.constraints.nodes = vec!["n1".into(), "n3".into()];
+        assert_eq!(adopt_node(&d, &moved), None);
     }
 
     #[test]
