@@ -315,3 +315,65 @@ async fn container_moved_by_hand_is_adopted_where_it_is() {
     plan_is_empty(&c, &path).await;
     assert_eq!(c.containers("adopt").await.unwrap()[0].node, to);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changing_node_migrates_keeping_vm_id_mac_and_volumes() {
+    let c = Cluster::start(2).await.expect("cluster");
+    let body = |node: &str| {
+        fleet_yaml(
+            "mv",
+            &format!(
+                "  app: {{node: {node}, vm_id: 1500, memory: 512, disk_size: 4, \
+                 mount_points: [{{path: /data, size: 2, datastore_id: local-lvm}}]}}\n"
+            ),
+        )
+    };
+    let path = submit(&c, "mv.yaml", &body("mk33")).await;
+    c.wait_running("mv", &["app"], UP).await;
+    plan_is_empty(&c, &path).await;
+    let before = c.pct_config("mk33", 1500);
+
+    let plan = c.plan(&body("mk34")).await.unwrap();
+    assert!(plan.plan_json.contains("\"move\""), "{}", plan.plan_json);
+    submit(&c, "mv.yaml", &body("mk34")).await;
+    let cs = wait_until("running on mk34", UP, || async {
+        let cs = c.containers("mv").await.map_err(|e| e.to_string())?;
+        if cs.len() == 1
+            && cs[0].node == "mk34"
+            && cs[0].state == pb::ContainerState::Running as i32
+            && !cs[0].drifted
+        {
+            Ok(cs)
+        } else {
+            Err(describe(&cs))
+        }
+    })
+    .await;
+    assert_eq!(cs[0].vm_id, 1500);
+    plan_is_empty(&c, &path).await;
+    // The same container: config (MAC, volumes) moved with it, nothing left behind.
+    let after = c.pct_config("mk34", 1500);
+    for k in ["net0", "rootfs", "mp0"] {
+        assert_eq!(after.get(k), before.get(k), "{k}");
+    }
+    assert!(c.vmids_on("mk33").is_empty());
+    let vols = c.pve("mk34", "pvesm", &["list", "local-lvm", "--vmid", "1500"]);
+    assert!(
+        vols.stdout.contains("vm-1500-disk-0") && vols.stdout.contains("vm-1500-disk-1"),
+        "{}",
+        vols.stdout
+    );
+    let ops = c.operations("mv").await.unwrap();
+    assert!(
+        ops.iter()
+            .any(|o| o.kind == pb::OperationKind::Migrate as i32 && o.node == "mk33"),
+        "{ops:?}"
+    );
+    assert!(
+        !ops.iter()
+            .any(|o| o.kind == pb::OperationKind::Destroy as i32
+                || (o.kind == pb::OperationKind::Create as i32 && o.node == "mk34")),
+        "{ops:?}"
+    );
+    assert!(failed_ops(&ops).is_empty(), "{:?}", failed_ops(&ops));
+}

@@ -501,6 +501,10 @@ pub fn operation_pb(op: &Operation, password: Option<&str>) -> pb::Operation {
             name: op.container.clone(),
             purge: true,
         }),
+        OperationKind::Migrate { target, restart } => Kind::Migrate(pb::MigrateContainer {
+            target_node: target.clone(),
+            restart: *restart,
+        }),
     };
     pb::Operation {
         op_id: op.id.clone(),
@@ -520,6 +524,7 @@ pub fn op_kind_pb(k: &OperationKind) -> pb::OperationKind {
         OperationKind::Start => pb::OperationKind::Start,
         OperationKind::Stop => pb::OperationKind::Stop,
         OperationKind::Destroy => pb::OperationKind::Destroy,
+        OperationKind::Migrate { .. } => pb::OperationKind::Migrate,
     }
 }
 

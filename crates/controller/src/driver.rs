@@ -717,6 +717,48 @@ fn apply_success(state: &State, op: &Operation, observed_sent: bool) -> Result<(
                 n.seeded.insert(name.clone(), volid.clone());
             })?;
         }
+        OperationKind::Migrate { target, restart } => {
+            // Until the target reports it, assume it is there as it was (the source may already have reported
+            // it gone), so the next pass neither recreates it on the target nor moves it again.
+            let applied = store
+                .applied(&op.fleet, &op.container)?
+                .filter(|a| a.node == op.node && a.vm_id == op.vm_id);
+            let seen = store
+                .all_observed()?
+                .into_iter()
+                .find(|o| o.node == op.node && o.vm_id == op.vm_id);
+            let moved = seen.or_else(|| {
+                applied.as_ref().map(|a| ObservedContainer {
+                    node: op.node.clone(),
+                    vm_id: op.vm_id,
+                    hostname: a.container.hostname.clone(),
+                    running: *restart,
+                    managed: Some(ManagedBy {
+                        fleet: op.fleet.clone(),
+                        name: op.container.clone(),
+                    }),
+                    cores: a.container.cores,
+                    memory_mib: a.container.memory,
+                    swap_mib: a.container.swap,
+                    disk_gib: a.container.disk_size,
+                    ..Default::default()
+                })
+            });
+            let already = store
+                .all_observed()?
+                .into_iter()
+                .any(|o| o.node == *target && o.vm_id == op.vm_id);
+            store.set_observed(&op.node, op.vm_id, None)?;
+            if let (Some(mut o), false) = (moved, already) {
+                o.node = target.clone();
+                store.set_observed(target, op.vm_id, Some(&o))?;
+            }
+            if let Some(mut a) = applied {
+                a.node = target.clone();
+                a.container.node = Some(target.clone());
+                store.put_applied(&a)?;
+            }
+        }
         OperationKind::Resize { .. } | OperationKind::Start | OperationKind::Stop => {}
     }
     Ok(())

@@ -293,6 +293,12 @@ pub enum OperationKind {
     Stop,
     /// Stop and `pct destroy --purge`.
     Destroy,
+    /// `pct migrate <vmid> <target>` (`--restart` for a running container): the container, its volumes,
+    /// vm_id and MACs move to `target`. Runs on the source node.
+    Migrate {
+        target: String,
+        restart: bool,
+    },
 }
 
 fn rootfs() -> String {
@@ -309,6 +315,7 @@ impl OperationKind {
             OperationKind::Start => "start",
             OperationKind::Stop => "stop",
             OperationKind::Destroy => "destroy",
+            OperationKind::Migrate { .. } => "migrate",
         }
     }
 }

@@ -239,10 +239,19 @@ pub fn next_action(v: View<'_>) -> Option<NextAction> {
         });
     };
     if o.node != d.node {
-        return Some(destroy(
-            o,
-            format!("moves from {} to {}: replace", o.node, d.node),
-        ));
+        if o.lock.is_some() {
+            return None;
+        }
+        // The plan's move: `pct migrate`, the container keeps its vm_id, MACs and data.
+        return Some(NextAction {
+            node: o.node.clone(),
+            vm_id: o.vm_id,
+            kind: OperationKind::Migrate {
+                target: d.node.clone(),
+                restart: o.running,
+            },
+            reason: format!("moves from {} to {}", o.node, d.node),
+        });
     }
     if o.vm_id != d.vm_id {
         return Some(destroy(
@@ -456,11 +465,26 @@ mod tests {
             (act.kind.name(), act.reason.as_str()),
             ("destroy", "template changed: replace")
         );
-        // moved to another node: destroy on the old one
+        // moved to another node: migrated from the old one (restarted: it runs), not replaced
         let mut d6 = d.clone();
         d6.node = "n2".into();
         let act = next_action(view(Some(&d6), Some(&a), Some(&o), true)).unwrap();
-        assert_eq!((act.kind.name(), act.node.as_str()), ("destroy", "n1"));
+        assert_eq!(act.node, "n1");
+        assert_eq!(
+            act.kind,
+            OperationKind::Migrate {
+                target: "n2".into(),
+                restart: true
+            }
+        );
+        let act = next_action(view(Some(&d6), Some(&a), Some(&stopped), true)).unwrap();
+        assert_eq!(
+            act.kind,
+            OperationKind::Migrate {
+                target: "n2".into(),
+                restart: false
+            }
+        );
         // left the fleet: destroy
         assert_eq!(kind(view(None, Some(&a), Some(&o), true)), Some("destroy"));
         // left the fleet and already gone: nothing
