@@ -377,3 +377,84 @@ async fn changing_node_migrates_keeping_vm_id_mac_and_volumes() {
     );
     assert!(failed_ops(&ops).is_empty(), "{:?}", failed_ops(&ops));
 }
+
+/// The fleet's containers by name, once they match `want` (name -> (state, node)).
+async fn wait_states(
+    c: &Cluster,
+    fleet: &str,
+    want: &[(&str, pb::ContainerState, &str)],
+) -> Vec<pb::ContainerInfo> {
+    wait_until(&format!("{fleet}: {want:?}"), UP, || async {
+        let cs = c.containers(fleet).await.map_err(|e| e.to_string())?;
+        let ok = cs.len() == want.len()
+            && want.iter().all(|(n, s, node)| {
+                cs.iter()
+                    .any(|x| x.name == *n && x.state == *s as i32 && x.node == *node && !x.drifted)
+            });
+        if ok {
+            Ok(cs)
+        } else {
+            Err(describe(&cs))
+        }
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopped_containers_stay_stopped_and_move_offline() {
+    let c = Cluster::start(2).await.expect("cluster");
+    let body = |state_a: &str, node_a: &str| {
+        fleet_yaml(
+            "pw",
+            &format!(
+                "  a: {{node: {node_a}, vm_id: 1600, memory: 512, disk_size: 4, state: {state_a}}}\n  \
+                 b: {{node: mk33, vm_id: 1601, memory: 512, disk_size: 4}}\n"
+            ),
+        )
+    };
+    use pb::ContainerState::{Running, Stopped};
+    // Created stopped, never started; the submit returns (the fleet settles with a stopped).
+    let path = submit(&c, "pw.yaml", &body("stopped", "mk33")).await;
+    wait_states(&c, "pw", &[("a", Stopped, "mk33"), ("b", Running, "mk33")]).await;
+    let runs = |node: &str| c.runtime(node, 1600).is_some_and(|r| r["running"] == true);
+    assert!(!runs("mk33"), "a was started");
+    plan_is_empty(&c, &path).await;
+
+    // Started by hand: stopped again (drift repair keeps the desired power state).
+    let out = c.pve("mk33", "pct", &["start", "1600"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    wait_until("a stopped again", UP, || async {
+        let rt = c.runtime("mk33", 1600).unwrap();
+        if rt["running"] == false {
+            Ok(())
+        } else {
+            Err(rt.to_string())
+        }
+    })
+    .await;
+    wait_states(&c, "pw", &[("a", Stopped, "mk33"), ("b", Running, "mk33")]).await;
+    plan_is_empty(&c, &path).await;
+
+    // Moved while stopped: an offline migrate, still stopped on mk34.
+    submit(&c, "pw.yaml", &body("stopped", "mk34")).await;
+    wait_states(&c, "pw", &[("a", Stopped, "mk34"), ("b", Running, "mk33")]).await;
+    plan_is_empty(&c, &path).await;
+    assert!(!runs("mk34"), "a was started on mk34");
+
+    // state: running starts it.
+    submit(&c, "pw.yaml", &body("running", "mk34")).await;
+    wait_states(&c, "pw", &[("a", Running, "mk34"), ("b", Running, "mk33")]).await;
+    plan_is_empty(&c, &path).await;
+    let ops = c.operations("pw").await.unwrap();
+    assert!(failed_ops(&ops).is_empty(), "{:?}", failed_ops(&ops));
+    assert!(
+        ops.iter()
+            .any(|o| o.kind == pb::OperationKind::Migrate as i32),
+        "{ops:?}"
+    );
+    assert!(
+        !ops.iter()
+            .any(|o| o.kind == pb::OperationKind::Destroy as i32),
+        "{ops:?}"
+    );
+}

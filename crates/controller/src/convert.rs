@@ -473,7 +473,7 @@ pub fn operation_pb(op: &Operation, password: Option<&str>) -> pb::Operation {
             spec: Some(container_spec(
                 &op.fleet, container, op.vm_id, template, password,
             )),
-            start: true,
+            start: container.state.is_running(),
         }),
         OperationKind::Update {
             container,

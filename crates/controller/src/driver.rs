@@ -674,7 +674,7 @@ fn apply_success(state: &State, op: &Operation, observed_sent: bool) -> Result<(
                     node: op.node.clone(),
                     vm_id: op.vm_id,
                     hostname: container.hostname.clone(),
-                    running: true,
+                    running: container.state.is_running(),
                     managed: Some(ManagedBy {
                         fleet: op.fleet.clone(),
                         name: op.container.clone(),

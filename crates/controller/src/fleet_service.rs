@@ -395,6 +395,7 @@ impl FleetService for FleetApi {
                         let revision = state.store.fleet(&fleet).ok().flatten().map(|f| f.revision).unwrap_or(0);
                         let settled = rows.iter().all(|r| match r.status {
                             ContainerStatus::Running | ContainerStatus::Failed => r.desired.is_some(),
+                            ContainerStatus::Stopped => r.desired.as_ref().is_some_and(|d| !d.container.state.is_running()),
                             _ => false,
                         }) && !state.store.ops().map(|ops| ops.iter().any(|o| o.fleet == fleet && o.state.is_active())).unwrap_or(true);
                         for row in &rows {

@@ -303,10 +303,17 @@ pub fn next_action(v: View<'_>) -> Option<NextAction> {
             })
         });
     }
-    if !o.running {
+    let want_running = d.container.state.is_running();
+    if !o.running && want_running {
         return Some(NextAction {
             reason: "stopped: start".into(),
             ..at(OperationKind::Start)
+        });
+    }
+    if o.running && !want_running {
+        return Some(NextAction {
+            reason: "state stopped: stop".into(),
+            ..at(OperationKind::Stop)
         });
     }
     None

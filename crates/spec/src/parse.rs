@@ -74,6 +74,7 @@ pub(crate) const CONTAINER_FIELDS: &[&str] = &[
     "labels",
     "constraints",
     "mount_points",
+    "state",
 ];
 const FEATURE_FIELDS: &[&str] = &["nesting", "fuse", "keyctl", "mount"];
 const DNS_FIELDS: &[&str] = &["servers", "domain"];
@@ -940,6 +941,17 @@ impl Cx<'_> {
                     }
                 }
                 "start_on_boot" => c.start_on_boot = self.boolean(n, &p),
+                "state" => match self.string(n, &p).as_deref() {
+                    Some("running") => c.state = Some(DesiredState::Running),
+                    Some("stopped") => c.state = Some(DesiredState::Stopped),
+                    Some(other) => self.err(
+                        n.span,
+                        &p,
+                        format!("state {} is not running or stopped", quote(other)),
+                        Some("`state: running` (the default) or `state: stopped`"),
+                    ),
+                    None => {}
+                },
                 "protection" => c.protection = self.boolean(n, &p),
                 "tags" => {
                     if let Some(list) = self.strings(n, &p) {
@@ -1552,6 +1564,7 @@ impl Cx<'_> {
             password: c.password,
             startup,
             start_on_boot: c.start_on_boot.unwrap_or(false),
+            state: c.state.unwrap_or_default(),
             protection: c.protection.unwrap_or(false),
             tags: c.tags.unwrap_or_default(),
             description: c.description,
@@ -1827,6 +1840,7 @@ struct ContainerInput {
     password: Option<Secret>,
     startup: StartupInput,
     start_on_boot: Option<bool>,
+    state: Option<DesiredState>,
     protection: Option<bool>,
     tags: Option<Vec<String>>,
     description: Option<String>,
@@ -1896,6 +1910,7 @@ impl ContainerInput {
                 down_delay: or(self.startup.down_delay, &d.startup.down_delay),
             },
             start_on_boot: or(self.start_on_boot, &d.start_on_boot),
+            state: or(self.state, &d.state),
             protection: or(self.protection, &d.protection),
             tags: or(self.tags, &d.tags),
             description: or(self.description, &d.description),
