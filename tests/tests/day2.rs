@@ -458,3 +458,66 @@ async fn stopped_containers_stay_stopped_and_move_offline() {
         "{ops:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pxctl_stop_start_restart_record_revisions() {
+    let c = Cluster::start(1).await.expect("cluster");
+    let yaml = fleet_yaml(
+        "pc",
+        "  a: {vm_id: 1700, memory: 512, disk_size: 4}\n  b: {vm_id: 1701, memory: 512, disk_size: 4}\n",
+    );
+    submit(&c, "pc.yaml", &yaml).await;
+    c.wait_running("pc", &["a", "b"], UP).await;
+    use pb::ContainerState::{Running, Stopped};
+    let revisions = |v: serde_json::Value| v.as_array().map(Vec::len).unwrap_or_default();
+    let before = revisions(c.pxctl_json(&["history", "--fleet", "pc"]).await);
+
+    let (code, out, err) = c.pxctl(&["stop", "pc", "a"]).await;
+    assert_eq!(code, 0, "pxctl stop: {out}\n{err}\n{}", c.logs());
+    wait_states(&c, "pc", &[("a", Stopped, "mk33"), ("b", Running, "mk33")]).await;
+    assert!(c.runtime("mk33", 1700).unwrap()["running"] == false);
+    assert_eq!(
+        revisions(c.pxctl_json(&["history", "--fleet", "pc"]).await),
+        before + 1
+    );
+    // Stays stopped: started by hand, stopped again.
+    assert_eq!(c.pve("mk33", "pct", &["start", "1700"]).code, 0);
+    wait_until("a stopped again", UP, || async {
+        let rt = c.runtime("mk33", 1700).unwrap();
+        if rt["running"] == false {
+            Ok(())
+        } else {
+            Err(rt.to_string())
+        }
+    })
+    .await;
+
+    let (code, out, err) = c.pxctl(&["start", "pc"]).await;
+    assert_eq!(code, 0, "pxctl start: {out}\n{err}");
+    c.wait_running("pc", &["a", "b"], UP).await;
+
+    let started = c.runtime("mk33", 1701).unwrap()["started"].clone();
+    let (code, out, err) = c.pxctl(&["restart", "pc", "b"]).await;
+    assert_eq!(code, 0, "pxctl restart: {out}\n{err}");
+    wait_until("b restarted", UP, || async {
+        let rt = c.runtime("mk33", 1701).unwrap();
+        if rt["running"] == true && rt["started"] != started {
+            Ok(())
+        } else {
+            Err(rt.to_string())
+        }
+    })
+    .await;
+    c.wait_running("pc", &["a", "b"], UP).await;
+    assert_eq!(
+        revisions(c.pxctl_json(&["history", "--fleet", "pc"]).await),
+        before + 3
+    );
+    // The file (state running) matches again: nothing to do.
+    let path = c.write_fleet("pc.yaml", &yaml);
+    plan_is_empty(&c, path.to_str().unwrap()).await;
+    // Unknown container: refused, naming it.
+    let (code, _, err) = c.pxctl(&["stop", "pc", "nope"]).await;
+    assert_ne!(code, 0);
+    assert!(err.contains("nope"), "{err}");
+}

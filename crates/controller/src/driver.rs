@@ -288,6 +288,52 @@ fn adopt(
     Ok(Some((d, a)))
 }
 
+/// `pxctl restart`: a stop operation (of revision `revision`) for each of `names` of `fleet` that runs and has
+/// no operation in flight; the reconciler starts them again, their desired state being running.
+pub fn queue_restarts(
+    state: &State,
+    fleet: &str,
+    names: &[String],
+    revision: u64,
+) -> Result<(), StoreError> {
+    let _ops = state.ops_lock.lock().unwrap_or_else(|p| p.into_inner());
+    let w = load(state)?;
+    let now = now_ms();
+    for name in names {
+        let k = (fleet.to_string(), name.clone());
+        if w.latest.get(&k).is_some_and(|op| op.state.is_active()) {
+            continue;
+        }
+        let Some(o) = pick(w.observed.get(&k), w.desired.get(&k), w.applied.get(&k)) else {
+            continue;
+        };
+        if !o.running || o.lock.is_some() {
+            continue;
+        }
+        let op = Operation {
+            id: crate::model::new_id(),
+            fleet: fleet.to_string(),
+            container: name.clone(),
+            node: o.node.clone(),
+            vm_id: o.vm_id,
+            kind: OperationKind::Stop,
+            attempt: 1,
+            state: OpState::Pending,
+            created_ms: now,
+            not_before_ms: now,
+            dispatched_ms: None,
+            deadline_ms: None,
+            finished_ms: None,
+            last_error: None,
+            revision,
+            reason: "restart: stop, then start".into(),
+        };
+        state.store.put_op(&op)?;
+        emit(state, &op, "planned");
+    }
+    Ok(())
+}
+
 /// One reconcile pass at time `now`.
 pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
     let _ops = state.ops_lock.lock().unwrap_or_else(|p| p.into_inner());
