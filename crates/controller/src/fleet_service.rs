@@ -703,11 +703,6 @@ impl FleetService for FleetApi {
             pb::PowerAction::Restart => "restart",
             _ => "start",
         };
-        // A restart of a running container: stopped here, started again by the reconciler (its state is
-        // running). Queued before the revision's pass so nothing else is planned for it meanwhile.
-        if action == pb::PowerAction::Restart {
-            driver::queue_restarts(&self.state, &r.fleet, &chosen, head.revision + 1)?;
-        }
         let revision = self.store_revision(
             &author,
             &fleet,
@@ -716,6 +711,12 @@ impl FleetService for FleetApi {
             verb,
             None,
         )?;
+        // A restart of a running container: stopped here, started again by the reconciler (its state is
+        // running). Only once the revision is stored, so a refused one stops nothing.
+        if action == pb::PowerAction::Restart {
+            driver::queue_restarts(&self.state, &r.fleet, &chosen, revision)?;
+            self.state.wake.notify_one();
+        }
         tracing::info!(fleet = %r.fleet, revision, action = verb, containers = ?chosen, "power state changed");
         Ok(Response::new(pb::DestroyResponse {
             revision,
