@@ -296,6 +296,25 @@ impl NodeDriver for PveDriver {
         self.node.unlock(vmid).await.map_err(node_err)
     }
 
+    async fn pending(&self, vmid: u32) -> Result<Vec<pxfleet_pve::PendingKey>, NodeError> {
+        self.node.pending(vmid).await.map_err(node_err)
+    }
+
+    async fn revert(&self, vmid: u32, keys: &[String]) -> Result<(), NodeError> {
+        let change = ConfigChange {
+            revert: keys.iter().cloned().collect(),
+            ..ConfigChange::default()
+        };
+        self.node.set(vmid, &change).await.map_err(node_err)
+    }
+
+    async fn reboot(&self, vmid: u32, timeout_secs: u32) -> Result<(), NodeError> {
+        self.node
+            .reboot(vmid, Duration::from_secs(timeout_secs.into()))
+            .await
+            .map_err(node_err)
+    }
+
     async fn migrate(&self, vmid: u32, target: &str, restart: bool) -> Result<(), NodeError> {
         self.node
             .migrate(vmid, target, restart)

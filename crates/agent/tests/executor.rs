@@ -274,6 +274,7 @@ async fn update_and_resize_change_only_what_differs() {
             ],
             tags: vec!["web".into()],
             description: Some("Web server".into()),
+            restart: false,
         },
     };
     succeeded(&r.exec.execute(upd).await);

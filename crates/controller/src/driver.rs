@@ -246,6 +246,94 @@ fn unpinned_url(t: &Template) -> Option<&str> {
     }
 }
 
+/// Adopts `o` where it is when [`crate::reconciler::adopt_node`] says so: the desired (and applied) node
+/// follow it. Returns the updated records.
+fn adopt(
+    state: &State,
+    d: &DesiredContainer,
+    a: Option<&AppliedContainer>,
+    o: &ObservedContainer,
+) -> Result<Option<(DesiredContainer, Option<AppliedContainer>)>, StoreError> {
+    let Some(node) = crate::reconciler::adopt_node(d, o) else {
+        return Ok(None);
+    };
+    let datastore = o.config.as_ref().and_then(|c| c.datastore_id.clone());
+    if !state
+        .store
+        .adopt_desired(&d.fleet, &d.name, node, datastore.as_deref())?
+    {
+        return Ok(None);
+    }
+    tracing::info!(fleet = %d.fleet, container = %d.name, from = %d.node, to = %node, vm_id = o.vm_id,
+        "container moved outside pxfleet: adopted where it is");
+    let mut d = d.clone();
+    d.node = node.to_string();
+    d.container.node = Some(node.to_string());
+    if let Some(ds) = &datastore {
+        d.container.datastore_id = Some(ds.clone());
+    }
+    let a = match a {
+        Some(a) if a.vm_id == o.vm_id => {
+            let mut a = a.clone();
+            a.node = node.to_string();
+            a.container.node = Some(node.to_string());
+            if let Some(ds) = &datastore {
+                a.container.datastore_id = Some(ds.clone());
+            }
+            state.store.put_applied(&a)?;
+            Some(a)
+        }
+        _ => None,
+    };
+    Ok(Some((d, a)))
+}
+
+/// `pxctl restart`: a stop operation (of revision `revision`) for each of `names` of `fleet` that runs and has
+/// no operation in flight; the reconciler starts them again, their desired state being running.
+pub fn queue_restarts(
+    state: &State,
+    fleet: &str,
+    names: &[String],
+    revision: u64,
+) -> Result<(), StoreError> {
+    let _ops = state.ops_lock.lock().unwrap_or_else(|p| p.into_inner());
+    let w = load(state)?;
+    let now = now_ms();
+    for name in names {
+        let k = (fleet.to_string(), name.clone());
+        if w.latest.get(&k).is_some_and(|op| op.state.is_active()) {
+            continue;
+        }
+        let Some(o) = pick(w.observed.get(&k), w.desired.get(&k), w.applied.get(&k)) else {
+            continue;
+        };
+        if !o.running || o.lock.is_some() {
+            continue;
+        }
+        let op = Operation {
+            id: crate::model::new_id(),
+            fleet: fleet.to_string(),
+            container: name.clone(),
+            node: o.node.clone(),
+            vm_id: o.vm_id,
+            kind: OperationKind::Stop,
+            attempt: 1,
+            state: OpState::Pending,
+            created_ms: now,
+            not_before_ms: now,
+            dispatched_ms: None,
+            deadline_ms: None,
+            finished_ms: None,
+            last_error: None,
+            revision,
+            reason: "restart: stop, then start".into(),
+        };
+        state.store.put_op(&op)?;
+        emit(state, &op, "planned");
+    }
+    Ok(())
+}
+
 /// One reconcile pass at time `now`.
 pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
     let _ops = state.ops_lock.lock().unwrap_or_else(|p| p.into_inner());
@@ -323,6 +411,15 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
                 continue;
             }
         }
+        // A container moved by hand that the file does not pin: adopted where it is, not moved back.
+        let adopted = match (d, o) {
+            (Some(d), Some(o)) => adopt(state, d, a, o)?,
+            _ => None,
+        };
+        let (d, a) = match &adopted {
+            Some((nd, na)) => (Some(nd), na.as_ref().or(a)),
+            None => (d, a),
+        };
         let view = View {
             desired: d,
             applied: a,
@@ -661,7 +758,7 @@ fn apply_success(state: &State, op: &Operation, observed_sent: bool) -> Result<(
                     node: op.node.clone(),
                     vm_id: op.vm_id,
                     hostname: container.hostname.clone(),
-                    running: true,
+                    running: container.state.is_running(),
                     managed: Some(ManagedBy {
                         fleet: op.fleet.clone(),
                         name: op.container.clone(),
@@ -703,6 +800,48 @@ fn apply_success(state: &State, op: &Operation, observed_sent: bool) -> Result<(
             store.update_node(&op.node, |n| {
                 n.seeded.insert(name.clone(), volid.clone());
             })?;
+        }
+        OperationKind::Migrate { target, restart } => {
+            // Until the target reports it, assume it is there as it was (the source may already have reported
+            // it gone), so the next pass neither recreates it on the target nor moves it again.
+            let applied = store
+                .applied(&op.fleet, &op.container)?
+                .filter(|a| a.node == op.node && a.vm_id == op.vm_id);
+            let seen = store
+                .all_observed()?
+                .into_iter()
+                .find(|o| o.node == op.node && o.vm_id == op.vm_id);
+            let moved = seen.or_else(|| {
+                applied.as_ref().map(|a| ObservedContainer {
+                    node: op.node.clone(),
+                    vm_id: op.vm_id,
+                    hostname: a.container.hostname.clone(),
+                    running: *restart,
+                    managed: Some(ManagedBy {
+                        fleet: op.fleet.clone(),
+                        name: op.container.clone(),
+                    }),
+                    cores: a.container.cores,
+                    memory_mib: a.container.memory,
+                    swap_mib: a.container.swap,
+                    disk_gib: a.container.disk_size,
+                    ..Default::default()
+                })
+            });
+            let already = store
+                .all_observed()?
+                .into_iter()
+                .any(|o| o.node == *target && o.vm_id == op.vm_id);
+            store.set_observed(&op.node, op.vm_id, None)?;
+            if let (Some(mut o), false) = (moved, already) {
+                o.node = target.clone();
+                store.set_observed(target, op.vm_id, Some(&o))?;
+            }
+            if let Some(mut a) = applied {
+                a.node = target.clone();
+                a.container.node = Some(target.clone());
+                store.put_applied(&a)?;
+            }
         }
         OperationKind::Resize { .. } | OperationKind::Start | OperationKind::Stop => {}
     }
@@ -800,6 +939,7 @@ mod tests {
             container: c,
             template: t,
             revision: 0,
+            node_pinned: true,
         }
     }
 

@@ -51,6 +51,7 @@ pub fn container(name: &str) -> Container {
         password: None,
         startup: None,
         start_on_boot: false,
+        state: Default::default(),
         protection: false,
         tags: vec![],
         description: None,
