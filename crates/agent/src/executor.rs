@@ -276,7 +276,13 @@ impl<D: NodeDriver> Executor<D> {
         tracing::info!(op_id = %op.id, kind = op.kind_name(), vmid = ?op.vmid(), "operation started");
         let outcome = self.perform(op).await;
         if let Some(vmid) = op.vmid() {
-            self.observe_vmid(vmid).await;
+            match &outcome {
+                // The operation read the container back at its end: that is the observation.
+                Ok(r) if r.container.is_some() => {
+                    self.record_observed(vmid, r.container.as_deref().cloned())
+                }
+                _ => self.observe_vmid(vmid).await,
+            }
         }
         match outcome {
             Ok(result) => {
@@ -343,18 +349,16 @@ impl<D: NodeDriver> Executor<D> {
     /// Re-observes one container and emits the delta, if any.
     async fn observe_vmid(&self, vmid: u32) {
         match observe::observe_one(&*self.inner.driver, vmid).await {
-            Ok(now) => {
-                let delta = self
-                    .inner
-                    .snapshot
-                    .lock()
-                    .expect("snapshot lock")
-                    .update_one(vmid, now);
-                if !delta.is_empty() {
-                    self.emit(Event::Delta(delta));
-                }
-            }
+            Ok(now) => self.record_observed(vmid, now),
             Err(e) => tracing::warn!(vmid, error = %e, "cannot observe container after operation"),
+        }
+    }
+
+    /// Records what an operation saw of one container and emits the delta, if any.
+    fn record_observed(&self, vmid: u32, now: Option<ObservedContainer>) {
+        let delta = self.snapshot().update_one(vmid, now);
+        if !delta.is_empty() {
+            self.emit(Event::Delta(delta));
         }
     }
 
@@ -634,10 +638,8 @@ impl<D: NodeDriver> Executor<D> {
             }
             return Err(e.into());
         }
-        let cfg = d.config(vmid).await?.ok_or_else(|| OpFailure {
-            error: format!("CT {vmid} does not exist after create"),
-            retryable: true,
-        })?;
+        // What was asked for is what was created (pct create fails otherwise): no need to read it back here.
+        let cfg: CtConfig = args.options.iter().cloned().collect();
         if c.start {
             self.progress(op_id, format!("starting CT {vmid}"));
             d.start(vmid).await?;

@@ -22,11 +22,16 @@ use crate::driver::{
 /// A PVE node reached through its command-line tools.
 pub struct PveDriver {
     node: Node,
+    /// Storage -> its template directory (`pvesm path`): asked once per storage, not once per create.
+    template_dirs: std::sync::Mutex<BTreeMap<String, PathBuf>>,
 }
 
 impl PveDriver {
     pub fn new(node: Node) -> Self {
-        PveDriver { node }
+        PveDriver {
+            node,
+            template_dirs: Default::default(),
+        }
     }
 
     /// The node described by the agent config: tools in `pve_bin_dir`, `env` passed to them.
@@ -415,7 +420,15 @@ impl NodeDriver for PveDriver {
     }
 
     async fn template_dir(&self, storage: &str) -> Result<PathBuf, NodeError> {
-        self.node.template_dir(storage).await.map_err(node_err)
+        if let Some(dir) = self.template_dirs.lock().expect("template dirs").get(storage) {
+            return Ok(dir.clone());
+        }
+        let dir = self.node.template_dir(storage).await.map_err(node_err)?;
+        self.template_dirs
+            .lock()
+            .expect("template dirs")
+            .insert(storage.to_string(), dir.clone());
+        Ok(dir)
     }
 
     async fn pveam_download(&self, storage: &str, name: &str) -> Result<(), NodeError> {
