@@ -162,6 +162,9 @@ pub struct CreateArgs {
     pub options: Vec<(String, String)>,
     /// SSH public keys (key text, one per entry).
     pub ssh_public_keys: Vec<String>,
+    /// The caller starts the container right after: a driver that has to start it anyway (to set the
+    /// password inside) may leave it running instead of stopping it, and says so.
+    pub start_after: bool,
 }
 
 /// A root password; `Debug` never shows it and it is never serialised into the journal.
@@ -181,11 +184,12 @@ pub trait NodeDriver: Send + Sync + 'static {
     /// A container's config, `None` when it does not exist on this node.
     fn config(&self, vmid: u32)
         -> impl Future<Output = Result<Option<CtConfig>, NodeError>> + Send;
+    /// Creates the container; `Ok(true)` when it was left running (see [`CreateArgs::start_after`]).
     fn create(
         &self,
         args: &CreateArgs,
         password: Option<&Secret>,
-    ) -> impl Future<Output = Result<(), NodeError>> + Send;
+    ) -> impl Future<Output = Result<bool, NodeError>> + Send;
     /// `pct set` with options and deletions.
     fn set(
         &self,

@@ -627,22 +627,28 @@ impl<D: NodeDriver> Executor<D> {
             ostemplate,
             options,
             ssh_public_keys: c.ssh_public_keys.clone(),
+            start_after: c.start,
         };
         self.progress(op_id, format!("creating CT {vmid}"));
-        if let Err(e) = d.create(&args, c.password.as_ref()).await {
-            // PVE removes a failed create's config itself, but a killed tool may leave the lock behind.
-            if let Ok(Some(cfg)) = d.config(vmid).await {
-                if is_half_made(&cfg) {
-                    let _ = self.cleanup(vmid).await;
+        let running = match d.create(&args, c.password.as_ref()).await {
+            Ok(running) => running,
+            Err(e) => {
+                // PVE removes a failed create's config itself, but a killed tool may leave the lock behind.
+                if let Ok(Some(cfg)) = d.config(vmid).await {
+                    if is_half_made(&cfg) {
+                        let _ = self.cleanup(vmid).await;
+                    }
                 }
+                return Err(e.into());
             }
-            return Err(e.into());
-        }
+        };
         // What was asked for is what was created (pct create fails otherwise): no need to read it back here.
         let cfg: CtConfig = args.options.iter().cloned().collect();
         if c.start {
-            self.progress(op_id, format!("starting CT {vmid}"));
-            d.start(vmid).await?;
+            if !running {
+                self.progress(op_id, format!("starting CT {vmid}"));
+                d.start(vmid).await?;
+            }
             self.wait_for_addresses(op_id, vmid, &cfg).await;
         }
         ok("created", self.observed(vmid).await)

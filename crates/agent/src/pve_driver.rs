@@ -237,21 +237,29 @@ impl NodeDriver for PveDriver {
         }
     }
 
-    async fn create(&self, args: &CreateArgs, password: Option<&Secret>) -> Result<(), NodeError> {
+    async fn create(
+        &self,
+        args: &CreateArgs,
+        password: Option<&Secret>,
+    ) -> Result<bool, NodeError> {
         let spec = create_spec(args)?;
         self.node.create(&spec).await.map_err(node_err)?;
-        if let Some(pw) = password {
-            // PVE sets a password only inside a running container (chpasswd on stdin, never argv).
-            let vmid = args.vmid;
-            self.node.start(vmid).await.map_err(node_err)?;
-            let set = self
-                .node
-                .set_root_password(vmid, &pxfleet_pve::Secret::new(pw.0.clone()))
-                .await;
-            self.node.stop(vmid).await.map_err(node_err)?;
-            set.map_err(node_err)?;
+        let Some(pw) = password else {
+            return Ok(false);
+        };
+        // PVE sets a password only inside a running container (chpasswd on stdin, never argv).
+        let vmid = args.vmid;
+        self.node.start(vmid).await.map_err(node_err)?;
+        let set = self
+            .node
+            .set_root_password(vmid, &pxfleet_pve::Secret::new(pw.0.clone()))
+            .await;
+        if set.is_ok() && args.start_after {
+            return Ok(true); // it would be started again right away
         }
-        Ok(())
+        self.node.stop(vmid).await.map_err(node_err)?;
+        set.map_err(node_err)?;
+        Ok(false)
     }
 
     async fn set(
@@ -420,7 +428,12 @@ impl NodeDriver for PveDriver {
     }
 
     async fn template_dir(&self, storage: &str) -> Result<PathBuf, NodeError> {
-        if let Some(dir) = self.template_dirs.lock().expect("template dirs").get(storage) {
+        if let Some(dir) = self
+            .template_dirs
+            .lock()
+            .expect("template dirs")
+            .get(storage)
+        {
             return Ok(dir.clone());
         }
         let dir = self.node.template_dir(storage).await.map_err(node_err)?;
@@ -464,6 +477,7 @@ mod tests {
                 ("mp0".into(), "local-zfs:8,mp=/data,backup=1".into()),
             ],
             ssh_public_keys: vec!["ssh-ed25519 AAAA x".into()],
+            start_after: false,
         };
         let s = create_spec(&args).unwrap();
         assert_eq!(s.rootfs.storage, "local-zfs");

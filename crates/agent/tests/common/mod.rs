@@ -123,7 +123,11 @@ impl NodeDriver for FakeNode {
             .get(&vmid)
             .map(|c| c.1.clone()))
     }
-    async fn create(&self, args: &CreateArgs, password: Option<&Secret>) -> Result<(), NodeError> {
+    async fn create(
+        &self,
+        args: &CreateArgs,
+        password: Option<&Secret>,
+    ) -> Result<bool, NodeError> {
         self.call(format!("create {}", args.vmid));
         {
             let mut s = self.state.lock().unwrap();
@@ -172,7 +176,7 @@ impl NodeDriver for FakeNode {
             .unwrap()
             .cts
             .insert(args.vmid, ("stopped".into(), cfg));
-        Ok(())
+        Ok(false)
     }
     async fn set(
         &self,
