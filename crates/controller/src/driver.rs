@@ -342,12 +342,21 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
     let mut w = load(state)?;
     let mut changed = false;
     // 1. overdue dispatched operations fail (the agent may still finish; its late result is then ignored);
-    //    ones the agent never acknowledged are sent again (lost on the way, or the agent restarted).
+    //    ones the agent never acknowledged are sent again (lost on the way, or the agent restarted), but only
+    //    while its node has sent no operation update at all for `ack_timeout_secs`: the agent acknowledges on
+    //    arrival and its stream is in order, so a node whose updates keep coming has the operation, and a
+    //    controller slow to read them must not answer with re-sends (that fed on itself at 10,000 containers).
+    let ack_ms = rc.ack_timeout_secs * 1000;
+    let node_quiet: BTreeMap<String, bool> = state
+        .store
+        .nodes()?
+        .into_iter()
+        .map(|n| (n.name, n.last_op_update_ms + ack_ms < now))
+        .collect();
     for op in &w.ops {
         let unacknowledged = op.state == OpState::Dispatched
-            && op
-                .dispatched_ms
-                .is_some_and(|d| now > d + rc.ack_timeout_secs * 1000);
+            && op.dispatched_ms.is_some_and(|d| now > d + ack_ms)
+            && node_quiet.get(&op.node).copied().unwrap_or(true);
         if unacknowledged && op.deadline_ms.is_none_or(|d| now <= d) {
             let mut op = op.clone();
             tracing::warn!(op = %op.id, node = %op.node, vm_id = op.vm_id, kind = op.kind.name(),
@@ -1080,6 +1089,17 @@ mod tests {
         pass(&st, t0 + 5_000).unwrap();
         assert!(ops_in(&mut rx).is_empty(), "not yet overdue");
         let later = t0 + (st.config.reconciler.ack_timeout_secs + 1) * 1000;
+        // the node keeps sending updates (for other operations): it has the operation, no re-send
+        st.store
+            .update_node("n1", |n| n.last_op_update_ms = later - 1_000)
+            .unwrap();
+        pass(&st, later).unwrap();
+        assert!(
+            ops_in(&mut rx).is_empty(),
+            "a node that talks is not re-sent to"
+        );
+        // silent for the whole timeout: sent again
+        let later = later + st.config.reconciler.ack_timeout_secs * 1000;
         pass(&st, later).unwrap();
         let again = ops_in(&mut rx);
         assert_eq!(again.len(), 1, "{again:?}");
