@@ -242,8 +242,25 @@ pub async fn wait_converged(
                         cs.iter()
                             .any(|x| &x.name == n && api::is_up(x) && !x.drifted)
                     });
-                if up {
+                // and the nodes agree: each one exists and runs there (pvesim's runtime record)
+                let stopped: Vec<&str> = cs
+                    .iter()
+                    .filter(|x| {
+                        c.runtime(&x.node, x.vm_id)
+                            .and_then(|rt| rt.get("running").and_then(|b| b.as_bool()))
+                            != Some(true)
+                    })
+                    .map(|x| x.name.as_str())
+                    .collect();
+                if up && stopped.is_empty() {
                     return Ok(start.elapsed().as_secs_f64());
+                }
+                if up {
+                    last = format!(
+                        "the controller says all up; not running on their nodes: {stopped:?}"
+                    );
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                    continue;
                 }
                 let ok = cs.iter().filter(|x| api::is_up(x) && !x.drifted).count();
                 let errors: Vec<String> = cs

@@ -38,7 +38,8 @@ fn fleet(
     n: usize,
 ) -> (String, String, PathBuf, Vec<String>) {
     let name = format!("{prefix}-{run}");
-    let (b, names) = body("c", n);
+    // hostnames are unique cluster-wide: each fleet's containers are named after it
+    let (b, names) = body(&name, n);
     let yaml = fleet_yaml(&name, &b);
     let file = c.write_fleet(&format!("{name}.yaml"), &yaml);
     (name, yaml, file, names)
@@ -174,12 +175,24 @@ async fn agent_killed_during_creates_starts_and_destroys() {
 
 /// A PVE-side fault: `plan` (a pvesim fault plan) on every node while a fleet of 9 is created.
 async fn pve_fault(c: &Cluster, what: &str, prefix: &str, plan: &str) -> Row {
+    let hang_secs = plan
+        .contains("[[hang]]")
+        .then(|| {
+            plan.split("seconds = ")
+                .nth(1)?
+                .lines()
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .flatten();
     let mut row = Row {
         fault: what.into(),
         runs: vec![],
     };
     for run in 0..runs() {
         for n in &c.nodes {
+            let _ = std::fs::remove_file(n.sim.join("faults-fired.json"));
             std::fs::write(n.sim.join("faults.toml"), plan).unwrap();
         }
         let (name, yaml, file, names) = fleet(c, prefix, run, 9);
@@ -189,14 +202,59 @@ async fn pve_fault(c: &Cluster, what: &str, prefix: &str, plan: &str) -> Row {
         let secs = wait_converged(c, &name, &names, CONVERGE)
             .await
             .map(|_| t0.elapsed().as_secs_f64());
+        // how often the fault fired (pvesim counts it per node): a fault that never fired proves nothing
+        let fired: u64 = c
+            .nodes
+            .iter()
+            .filter_map(|n| std::fs::read_to_string(n.sim.join("faults-fired.json")).ok())
+            .filter_map(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .filter_map(|v| {
+                v.get("counts")?
+                    .as_object()
+                    .map(|m| m.values().filter_map(|x| x.as_u64()).sum::<u64>())
+            })
+            .sum();
         for n in &c.nodes {
             let _ = std::fs::remove_file(n.sim.join("faults.toml"));
         }
         let mut r = check(c, &name, Some(&file), &names, secs).await;
+        eprintln!("run {run}: {what}: fired {fired} time(s)");
+        if fired == 0 {
+            r.converged = false;
+            r.detail.push_str("  the fault never fired\n");
+        }
+        if let Some(secs) = hang_secs {
+            // the hung worker (pvesim's forked `sleep`) died with its process group
+            let left = sleeping(secs);
+            if !left.is_empty() {
+                r.converged = false;
+                r.detail
+                    .push_str(&format!("  hung workers outlived the timeout: {left:?}\n"));
+            }
+        }
         clean(c, &name, &mut r).await;
         row.runs.push(r);
     }
     row
+}
+
+/// Live processes (not zombies) whose command line is `sleep SECS`.
+fn sleeping(secs: u64) -> Vec<u32> {
+    let want = format!("sleep\0{secs}\0");
+    std::fs::read_dir("/proc")
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+                .filter(|pid| {
+                    std::fs::read(format!("/proc/{pid}/cmdline"))
+                        .is_ok_and(|c| c == want.as_bytes())
+                        && std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+                            s.rsplit_once(')')
+                                .is_some_and(|(_, r)| !r.trim_start().starts_with('Z'))
+                        })
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -227,7 +285,7 @@ async fn pve_side_faults() {
         (
             "pct create hangs past the agent's timeout",
             "hang",
-            "[[hang]]\ncommand = \"pct create\"\nseconds = 120\ncount = 1\n",
+            "[[hang]]\ncommand = \"pct create\"\nseconds = 127\ncount = 1\n",
         ),
         (
             "pvesh returns garbage",
