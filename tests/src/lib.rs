@@ -23,6 +23,7 @@ use tonic::transport::Channel;
 pub use pxfleet_proto::v1;
 
 pub mod api;
+pub mod dev;
 pub mod e2e;
 pub mod faults;
 
