@@ -25,6 +25,7 @@ pub use pxfleet_proto::v1;
 pub mod api;
 pub mod dev;
 pub mod e2e;
+pub mod faults;
 
 /// How long a one-shot command (init, join, pxctl) may take before the harness gives up.
 pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(120);
@@ -127,6 +128,8 @@ pub struct ClusterOptions {
     pub create_latency_ms: u64,
     /// Template file names placed in every node's `local` template cache.
     pub preseed_templates: Vec<String>,
+    /// The agents' `command_timeout_secs` (their default when unset).
+    pub command_timeout_secs: Option<u64>,
 }
 
 impl Default for ClusterOptions {
@@ -139,6 +142,7 @@ impl Default for ClusterOptions {
                 .iter()
                 .map(|s| s.to_string())
                 .collect(),
+            command_timeout_secs: None,
         }
     }
 }
@@ -466,6 +470,12 @@ impl Cluster {
         doc.insert("heartbeat_secs".into(), toml::Value::Integer(1));
         doc.insert("observe_secs".into(), toml::Value::Integer(1));
         doc.insert("address_wait_secs".into(), toml::Value::Integer(5));
+        if let Some(t) = self.options.command_timeout_secs {
+            doc.insert(
+                "command_timeout_secs".into(),
+                toml::Value::Integer(t as i64),
+            );
+        }
         let mut env = toml::Table::new();
         env.insert("PVESIM_STATE".into(), n.sim.display().to_string().into());
         doc.insert("env".into(), toml::Value::Table(env));

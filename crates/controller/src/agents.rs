@@ -74,6 +74,12 @@ impl Sessions {
         v
     }
 
+    /// Drops every session (at shutdown): each Connect response stream ends, so its agent closes the connection
+    /// and the server's graceful shutdown does not wait for streams that never end.
+    pub fn close_all(&self) {
+        self.by_node.lock().expect("sessions lock").clear();
+    }
+
     /// Queues a message for a node without waiting; false when the node has no session or its queue is full.
     pub fn send(&self, node: &str, msg: pb::controller_message::Msg) -> bool {
         let tx = match self.by_node.lock().expect("sessions lock").get(node) {

@@ -7,6 +7,7 @@ pub mod agents;
 pub mod authz;
 pub mod config;
 pub mod convert;
+pub mod datadir;
 pub mod dev;
 pub mod driver;
 pub mod fleet_service;

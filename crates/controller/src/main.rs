@@ -64,6 +64,10 @@ async fn main() -> anyhow::Result<()> {
         }
         Cmd::Run { config } => {
             let cfg = Config::load(&config)?;
+            // a second controller on a held data dir is refused before it touches the listen addresses
+            drop(pxfleet_controller::datadir::DataDirLock::acquire(
+                &cfg.data_dir,
+            )?);
             let listener = tokio::net::TcpListener::bind(cfg.listen)
                 .await
                 .with_context(|| format!("binding {}", cfg.listen))?;

@@ -11,6 +11,7 @@ use tokio::net::TcpListener;
 
 use crate::agent_service::AgentApi;
 use crate::config::Config;
+use crate::datadir::{self, DataDirError, DataDirLock};
 use crate::fleet_service::FleetApi;
 use crate::pki::{self, PkiError};
 use crate::state::State;
@@ -20,6 +21,8 @@ use crate::store::{Store, StoreError};
 pub enum ServerError {
     #[error(transparent)]
     Pki(#[from] PkiError),
+    #[error(transparent)]
+    DataDir(#[from] DataDirError),
     #[error("opening the database in {path}: {source}")]
     Store {
         path: std::path::PathBuf,
@@ -34,18 +37,40 @@ pub enum ServerError {
     Metrics(#[source] std::io::Error),
 }
 
-/// Serves until `shutdown` resolves. Tests pass listeners bound to 127.0.0.1:0.
+/// How long shutdown waits for the last task holding the controller's state (and so the store) to end.
+const RELEASE_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Serves until `shutdown` resolves. Tests pass listeners bound to 127.0.0.1:0. Refuses at once when another
+/// controller holds the data directory; returns only after the store is closed (sled's lock released), so a
+/// restart on the same data directory, in this process or another, opens it cleanly.
 pub async fn run(
     config: Config,
     listener: TcpListener,
     metrics_listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServerError> {
+    let dir_lock = DataDirLock::acquire(&config.data_dir)?;
     let db = config.db_path();
     let store = Store::open(&db).map_err(|source| ServerError::Store {
         path: db.clone(),
         source,
     })?;
+    let result = serve(config, store, listener, metrics_listener, shutdown).await;
+    // `serve` dropped its state; tasks it spawned may still hold a clone for a moment.
+    let released = datadir::wait_store_released(&db, RELEASE_LIMIT).await;
+    drop(dir_lock);
+    result?;
+    released?;
+    Ok(())
+}
+
+async fn serve(
+    config: Config,
+    store: Store,
+    listener: TcpListener,
+    metrics_listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServerError> {
     let (ca, server_bundle) = pki::load(&config)?;
     let revoked: Vec<Serial> = store
         .serials()?
@@ -58,6 +83,7 @@ pub async fn run(
     let state = State::new(config, store, ca, revocations);
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stop_tx = Arc::new(stop_tx);
     let stopped = move || {
         let mut rx = stop_rx.clone();
         async move {
@@ -65,16 +91,35 @@ pub async fn run(
         }
     };
     let reconciler = tokio::spawn(crate::driver::run(state.clone(), stopped()));
-    let scrape_state = state.clone();
+    let scrape_state = Arc::downgrade(&state);
     let metrics = tokio::spawn(crate::metrics::serve(
         metrics_listener,
-        move || scrape_state.scrape(),
+        move || {
+            scrape_state
+                .upgrade()
+                .map(|s| s.scrape())
+                .unwrap_or_default()
+        },
         stopped(),
     ));
-    tokio::spawn(async move {
-        shutdown.await;
-        let _ = stop_tx.send(true);
-    });
+    {
+        let stop_tx = stop_tx.clone();
+        tokio::spawn(async move {
+            shutdown.await;
+            let _ = stop_tx.send(true);
+        });
+    }
+    {
+        // End the agents' Connect streams at shutdown, so graceful shutdown does not wait for them.
+        let state = Arc::downgrade(&state);
+        let stopped = stopped();
+        tokio::spawn(async move {
+            stopped.await;
+            if let Some(state) = state.upgrade() {
+                state.sessions.close_all();
+            }
+        });
+    }
     tracing::info!(addr = ?listener.local_addr().ok(), "pxcontroller serving");
     let router = tonic::transport::Server::builder()
         .add_service(FleetServiceServer::new(FleetApi {
@@ -84,9 +129,13 @@ pub async fn run(
             state: state.clone(),
         }));
     let served = pxfleet_tls::serve_tls(router, listener, tls, stopped()).await;
+    // also when serving failed before the shutdown signal
+    let _ = stop_tx.send(true);
     let _ = reconciler.await;
     let metrics_result = metrics.await;
-    state.store.flush().await?;
+    let flushed = state.store.flush().await;
+    drop(state);
+    flushed?;
     served?;
     if let Ok(Err(e)) = metrics_result {
         return Err(ServerError::Metrics(e));

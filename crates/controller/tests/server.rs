@@ -655,6 +655,48 @@ async fn down_node_gets_its_operations_when_it_returns_and_restart_keeps_state()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_controller_on_a_held_data_dir_is_refused_and_a_stopped_one_lets_go() {
+    let env = start().await;
+    // the first one serves (and so holds the data dir)
+    let mut admin = env.admin().await;
+    admin.get_nodes(pb::GetNodesRequest {}).await.unwrap();
+    let config = Config {
+        data_dir: env._dir.path().to_path_buf(),
+        ..Config::default()
+    };
+    let second = pxfleet_controller::run(
+        config,
+        TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        std::future::pending(),
+    );
+    // refused at once: the shutdown future never resolves, so only a refusal returns
+    let err = tokio::time::timeout(Duration::from_secs(30), second)
+        .await
+        .expect("the second controller must not start serving")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("is in use by another pxcontroller")
+            && err.contains(&format!("pid {}?", std::process::id())),
+        "{err}"
+    );
+    // the first one still serves
+    admin.get_nodes(pb::GetNodesRequest {}).await.unwrap();
+    drop(admin);
+    // once stopped, its store is closed: sled's lock is free and a restart works
+    let (dir, fp) = env.stop().await;
+    assert!(pxfleet_controller::datadir::store_lock_free(&dir.path().join("db")).unwrap());
+    let env = start_in(dir, fp).await;
+    env.admin()
+        .await
+        .get_nodes(pb::GetNodesRequest {})
+        .await
+        .unwrap();
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn describe_history_and_nodes_carry_observed_source_and_serial() {
     let env = start().await;
     let node_bundle = env.enroll("n1").await;

@@ -4,6 +4,11 @@
 //! a [`Runner`] turns it into an [`Output`]. [`ProcessRunner`] spawns real processes with tokio (never through a
 //! shell, always with a timeout, killed when dropped); [`crate::scripted::ScriptedRunner`] answers from a script in
 //! unit tests.
+//!
+//! Each child runs in a process group of its own; on timeout (or when the run is dropped) the whole group is
+//! killed, so a tool's own children (a `pct` that forked a helper holding our pipes) do not outlive it. The
+//! timeout counts monotonic wall-clock time: a paused agent (SIGSTOP, a VM freeze) that resumes may find a
+//! command timed out that was itself not slow.
 
 use std::fmt;
 use std::future::Future;
@@ -277,7 +282,9 @@ impl ProcessRunner {
             })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .kill_on_drop(true);
+            .kill_on_drop(true)
+            // its own process group (pgid = its pid), so a timeout can kill its children too
+            .process_group(0);
         for (k, v) in self.env.iter().chain(cmd.env.iter()) {
             c.env(k, v);
         }
@@ -286,6 +293,10 @@ impl ProcessRunner {
             argv: shown.clone(),
             source,
         })?;
+        let mut group = GroupGuard {
+            pgid: child.id(),
+            shown: &shown,
+        };
         let stdin_data = cmd.stdin.clone();
         let mut stdin = child.stdin.take();
         if let (Some(data), Some(mut pipe)) = (stdin_data, stdin.take()) {
@@ -297,9 +308,15 @@ impl ProcessRunner {
             });
         }
         let work = child.wait_with_output();
-        match tokio::time::timeout(cmd.timeout, work).await {
+        let finished = tokio::time::timeout(cmd.timeout, work).await;
+        if finished.is_ok() {
+            // reaped: the group id may be reused from now on, and what the child left running is its business
+            group.pgid = None;
+        }
+        drop(group);
+        match finished {
             Err(_) => {
-                tracing::warn!(command = %shown, "timed out, killed");
+                tracing::warn!(command = %shown, "timed out, its process group killed");
                 Err(RunError::Timeout {
                     argv: shown,
                     after: cmd.timeout,
@@ -317,6 +334,31 @@ impl ProcessRunner {
                 };
                 tracing::debug!(command = %shown, status = ?output.status, "finished");
                 Ok(output)
+            }
+        }
+    }
+}
+
+/// Kills a child's process group when dropped, unless the child was reaped first (`pgid` cleared): on timeout,
+/// and when the run's future is dropped halfway.
+struct GroupGuard<'a> {
+    pgid: Option<u32>,
+    shown: &'a str,
+}
+
+impl Drop for GroupGuard<'_> {
+    fn drop(&mut self) {
+        let Some(pgid) = self
+            .pgid
+            .and_then(|p| i32::try_from(p).ok())
+            .and_then(rustix::process::Pid::from_raw)
+        else {
+            return;
+        };
+        if let Err(e) = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL) {
+            // ESRCH: the group is already gone
+            if e != rustix::io::Errno::SRCH {
+                tracing::warn!(command = %self.shown, error = %e, "killing the process group failed");
             }
         }
     }

@@ -100,6 +100,81 @@ async fn timeout_kills_the_child() {
     assert!(e.to_string().contains("sleep 30"));
 }
 
+/// Whether `pid` is a live process (a zombie awaiting its reaper counts as gone).
+fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // "PID (comm) STATE ...": the state follows the last ')'
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X'])),
+        Err(_) => false,
+    }
+}
+
+#[tokio::test]
+async fn timeout_kills_the_whole_process_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("grandchild.pid");
+    // the child forks a grandchild that sleeps past the timeout and holds the output pipes
+    let script = format!("sleep 300 & echo $! > {}; wait", pid_file.display());
+    let e = ProcessRunner::new()
+        .run(
+            Command::new(which("sh"))
+                .args(["-c", &script])
+                .timeout(Duration::from_millis(500)),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(e, RunError::Timeout { .. }), "{e:?}");
+    let pid: u32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // SIGKILL is delivered at once; allow its reaper a moment
+    let mut gone = false;
+    for _ in 0..100 {
+        if !alive(pid) {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(gone, "grandchild {pid} outlived the timeout");
+}
+
+#[tokio::test]
+async fn a_finished_command_leaves_what_it_started_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("daemon.pid");
+    // a tool that starts a daemon and exits at once (as `pct start` leaves lxc-start running); the daemon's
+    // output goes elsewhere so the runner does not wait for it
+    let script = format!(
+        "sleep 300 >/dev/null 2>&1 & echo $! > {}",
+        pid_file.display()
+    );
+    let out = ProcessRunner::new()
+        .run(
+            Command::new(which("sh"))
+                .args(["-c", &script])
+                .timeout(Duration::from_secs(30)),
+        )
+        .await
+        .unwrap();
+    assert!(out.success(), "{out:?}");
+    let pid: u32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(alive(pid), "the daemon {pid} was killed");
+    // clean up through a command, as everything else here
+    ProcessRunner::new()
+        .run(Command::new(which("kill")).arg(pid.to_string()))
+        .await
+        .unwrap();
+}
+
 #[tokio::test]
 async fn spawn_error_redacts() {
     let r = ProcessRunner::new();

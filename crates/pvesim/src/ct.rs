@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 
 use crate::ctconf::CtConf;
 use crate::error::{Result, SimError};
+use crate::faults;
 use crate::lock::{self, Held};
 use crate::node::{write_file, Node, GIB};
 use crate::schema::{self, parse_property_string, property_format};
@@ -84,7 +85,18 @@ pub fn write_conf(node: &Node, vmid: u32, c: &CtConf) -> Result<()> {
     write_file(&conf_path(node, vmid), &c.write())
 }
 
-fn check_lock(c: &CtConf) -> Result<()> {
+/// The `ct_locked` fault: the CT is taken to carry its lock.
+fn fault_lock(node: &Node, vmid: u32) -> Result<()> {
+    if let Some(f) = &node.cfg.faults.ct_locked {
+        if f.vmid.is_none_or(|v| v == vmid) && faults::fire(node, "ct_locked", f.count)? {
+            return Err(SimError::die(format!("CT is locked ({})", f.lock)));
+        }
+    }
+    Ok(())
+}
+
+fn check_lock(node: &Node, vmid: u32, c: &CtConf) -> Result<()> {
+    fault_lock(node, vmid)?;
     match c.lock() {
         Some(l) => Err(SimError::die(format!("CT is locked ({l})"))),
         None => Ok(()),
@@ -115,6 +127,11 @@ pub fn lock_ct(node: &Node, vmid: u32, create: bool, err: &mut String) -> Result
         }
     }
     let timeout = Duration::from_secs(if create { 5 } else { 10 });
+    if let Some(f) = &node.cfg.faults.lock_held {
+        if f.vmid.is_none_or(|v| v == vmid) && faults::fire(node, "lock_held", f.count)? {
+            busy = Some(Instant::now() + timeout + Duration::from_secs(1));
+        }
+    }
     lock::lock_config(node.cluster(), vmid, timeout, busy, err)
 }
 
@@ -513,6 +530,10 @@ pub fn create(
             )?)
         });
         if let Err(e) = r {
+            if matches!(e, SimError::Killed(_)) {
+                // died halfway: disks and the `lock: create` config stay
+                return Err(e);
+            }
             if crate::lxc::is_lxc(node) {
                 crate::lxc::forget(node, vmid);
             }
@@ -607,6 +628,14 @@ fn create_body(
                 text.clone()
             },
         );
+    }
+    if let Some(f) = &node.cfg.faults.half_create {
+        if faults::fire(node, "half_create", f.count)? {
+            return Err(SimError::Killed(format!(
+                "unable to create CT {vmid} - {}",
+                f.message
+            )));
+        }
     }
     if let Some(f) = &node.cfg.faults.fail_creates {
         let fire = with_faults(node, |s| {
@@ -749,7 +778,7 @@ pub fn set(node: &Node, vmid: u32, p: &BTreeMap<String, String>, err: &mut Strin
         }
     }
     if !(changes.len() == 1 && changes.contains_key("lock")) {
-        check_lock(&conf)?;
+        check_lock(node, vmid, &conf)?;
     }
     if changes.contains_key("unprivileged") {
         return Err(SimError::param(
@@ -945,7 +974,9 @@ pub fn start(
     }
     task::run_task(node, out, "vzstart", &vmid.to_string(), |_log| {
         if !skiplock && conf.lock().map(|l| l != "mounted").unwrap_or(false) {
-            check_lock(&conf)?;
+            check_lock(node, vmid, &conf)?;
+        } else if !skiplock {
+            fault_lock(node, vmid)?;
         }
         if conf.opts.get("template").map(|t| t == "1").unwrap_or(false) {
             return Err(SimError::die("you can't start a CT if it's a template"));
@@ -985,7 +1016,9 @@ pub fn stop(
     let ttype = if shutdown { "vzshutdown" } else { "vzstop" };
     task::run_task(node, out, ttype, &vmid.to_string(), |_log| {
         if !skiplock && conf.lock().map(|l| l != "mounted").unwrap_or(false) {
-            check_lock(&conf)?;
+            check_lock(node, vmid, &conf)?;
+        } else if !skiplock {
+            fault_lock(node, vmid)?;
         }
         sleep_ms(node.cfg.latency.stop_ms);
         if crate::lxc::is_lxc(node) {
@@ -996,6 +1029,28 @@ pub fn stop(
         rt.pid = 0;
         save_runtime(node, vmid, &rt)
     })
+}
+
+/// A power loss (`pvesim reboot`, memory backend): every container of the node is stopped at once, without a
+/// task; configs, disks and locks stay as they were. Returns the vmids that were running.
+pub fn power_loss(node: &Node) -> Result<Vec<u32>> {
+    if crate::lxc::is_lxc(node) {
+        return Err(SimError::Usage(
+            "reboot simulates a power loss on the memory backend only".into(),
+        ));
+    }
+    let mut stopped = Vec::new();
+    for (vmid, _) in list(node) {
+        let mut rt = runtime(node, vmid);
+        if rt.running {
+            rt.running = false;
+            rt.started = 0;
+            rt.pid = 0;
+            save_runtime(node, vmid, &rt)?;
+            stopped.push(vmid);
+        }
+    }
+    Ok(stopped)
 }
 
 /// `pct shutdown [--timeout S] [--forceStop 1]`. On the memory backend a shutdown slower than the timeout (latency
@@ -1031,7 +1086,7 @@ pub fn reboot(node: &Node, vmid: u32, out: &mut String, err: &mut String) -> Res
         return Err(SimError::die(format!("VM {vmid} not running")));
     }
     task::run_task(node, out, "vzreboot", &vmid.to_string(), |_log| {
-        check_lock(&conf)?;
+        check_lock(node, vmid, &conf)?;
         sleep_ms(node.cfg.latency.stop_ms + node.cfg.latency.start_ms);
         apply_pending(&mut conf);
         write_conf(node, vmid, &conf)?;
@@ -1099,7 +1154,7 @@ pub fn destroy(
                 "can't remove CT {vmid} - protection mode enabled"
             )));
         }
-        check_lock(conf)?;
+        check_lock(node, vmid, conf)?;
         if runtime(node, vmid).running && !force {
             return Err(SimError::die(format!(
                 "unable to destroy CT {vmid} - container is running"
@@ -1160,7 +1215,7 @@ pub fn resize(
 ) -> Result<TaskOutcome> {
     let _held = lock_ct(node, vmid, false, err)?;
     let (mut conf, _) = read_conf(node, vmid)?;
-    check_lock(&conf)?;
+    check_lock(node, vmid, &conf)?;
     let Some(cur) = conf.opts.get(disk).cloned() else {
         return Err(SimError::die(format!(
             "unable to parse config line '{disk}'"
@@ -1266,7 +1321,7 @@ pub fn migrate(
     let peer = node.peer(target)?;
     let _held = lock_ct(node, vmid, false, err)?;
     let (mut conf, _) = read_conf(node, vmid)?;
-    check_lock(&conf)?;
+    check_lock(node, vmid, &conf)?;
     let rt = runtime(node, vmid);
     if rt.running && !restart && !online {
         return Err(SimError::die(

@@ -18,6 +18,9 @@ pub enum SimError {
     /// A plain Perl `die "message\n"`: the message on stderr, exit 255.
     #[error("{0}")]
     Die(String),
+    /// The `half_create` fault: the tool died halfway and nothing was cleaned up. Rendered like [`SimError::Die`].
+    #[error("{0}")]
+    Killed(String),
     /// pvesh: `No '<cmd>' handler defined for '<path>'`, exit 1.
     #[error("No '{cmd}' handler defined for '{path}'")]
     NoHandler { cmd: String, path: String },

@@ -7,6 +7,7 @@
 pub mod ct;
 pub mod ctconf;
 pub mod error;
+pub mod faults;
 pub mod getopt;
 pub mod json;
 pub mod lock;
@@ -49,7 +50,7 @@ impl Outcome {
 /// The names the binary answers to.
 pub const TOOLS: [&str; 4] = ["pct", "pvesh", "pvesm", "pveam"];
 
-const USAGE: &str = "usage: pvesim init --state DIR --node NAME [--cluster DIR] [--config FILE] [--bin-dir DIR]\n                   [--backend memory|lxc] [--netns NS]\n       pvesim install-links --bin-dir DIR\n       pvesim <pct|pvesh|pvesm|pveam> ARGS...   (node from PVESIM_STATE=DIR)\n";
+const USAGE: &str = "usage: pvesim init --state DIR --node NAME [--cluster DIR] [--config FILE] [--bin-dir DIR]\n                   [--backend memory|lxc] [--netns NS]\n       pvesim install-links --bin-dir DIR\n       pvesim reboot --state DIR   (power loss: every container stopped)\n       pvesim <pct|pvesh|pvesm|pveam> ARGS...   (node from PVESIM_STATE=DIR)\n";
 
 /// Runs one invocation: `argv0` is the name the binary was started as, `args` the rest, `env` the
 /// environment (only `PVESIM_STATE` is read). Tests call this in-process. Stdin is empty; see [`run_io`].
@@ -75,6 +76,7 @@ pub fn run_io(
         Some(t) if TOOLS.contains(&t) => run_tool(t, &args[1..], env, stdin),
         Some("init") => finish(init_cmd(&args[1..], argv0)),
         Some("install-links") => finish(links_cmd(&args[1..], argv0)),
+        Some("reboot") => finish(reboot_cmd(&args[1..])),
         Some("-h" | "--help" | "help") => Outcome {
             stdout: USAGE.into(),
             stderr: String::new(),
@@ -161,6 +163,21 @@ fn init_cmd(args: &[String], argv0: &str) -> Result<String> {
     ))
 }
 
+/// `pvesim reboot --state DIR`: the node loses power and comes back; every container is stopped.
+fn reboot_cmd(args: &[String]) -> Result<String> {
+    let f = flags(args, &["state"])?;
+    let state = f
+        .get("state")
+        .ok_or_else(|| SimError::Usage("reboot needs --state DIR".into()))?;
+    let node = Node::load(Path::new(state))?;
+    let stopped = ct::power_loss(&node)?;
+    Ok(format!(
+        "node '{}' rebooted; {} container(s) stopped\n",
+        node.name(),
+        stopped.len()
+    ))
+}
+
 fn links_cmd(args: &[String], argv0: &str) -> Result<String> {
     let f = flags(args, &["bin-dir"])?;
     let b = f
@@ -179,15 +196,29 @@ fn run_tool(
     let Some(state) = env.get("PVESIM_STATE").filter(|s| !s.is_empty()) else {
         return Outcome::err(&format!("pvesim: {tool}: set PVESIM_STATE to a node state directory (made by `pvesim init`)\n"), 2);
     };
-    let node = match Node::load(Path::new(state)) {
+    let mut node = match Node::load(Path::new(state)) {
         Ok(n) => n,
         Err(e) => return Outcome::err(&e.render(None), 2),
     };
+    if let Err(e) = faults::apply_plan(&mut node, env) {
+        return Outcome::err(&e.render(None), 2);
+    }
     let line = format!("{tool} {}", args.join(" "));
     for s in &node.cfg.faults.slow {
         if line.starts_with(&s.command) {
             std::thread::sleep(std::time::Duration::from_millis(s.ms));
         }
+    }
+    match faults::before_invocation(&node, &line) {
+        Ok(Some(garbage)) => {
+            return Outcome {
+                stdout: garbage,
+                stderr: String::new(),
+                code: 0,
+            }
+        }
+        Ok(None) => {}
+        Err(e) => return Outcome::err(&e.render(None), 2),
     }
     tracing::debug!(node = node.name(), %line, "invocation");
     let out = match tool {

@@ -121,7 +121,90 @@ pub struct Slow {
     pub ms: u64,
 }
 
-/// Injected faults.
+/// `pct create` dies halfway (as when its worker is killed): the disks are allocated, the config is left with only
+/// `lock: create`, nothing is cleaned up, and the tool exits 255 with `message`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HalfCreate {
+    /// How many creates die (the later ones work); unset: every one.
+    #[serde(default)]
+    pub count: Option<u32>,
+    #[serde(default = "default_half_create_message")]
+    pub message: String,
+}
+
+fn default_half_create_message() -> String {
+    "worker killed halfway (simulated)".into()
+}
+
+/// The config lock of a CT is held by someone else: commands that take it wait PVE's timeout (5 s for create,
+/// 10 s otherwise) and fail with `can't lock file '/run/lock/lxc/pve-config-<vmid>.lock' - got timeout`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LockHeld {
+    /// Only this CT; unset: any.
+    #[serde(default)]
+    pub vmid: Option<u32>,
+    /// How many lock attempts fail; unset: every one.
+    #[serde(default)]
+    pub count: Option<u32>,
+}
+
+/// An existing CT carries a lock (`backup`, `snapshot`, ...): commands that check it fail with
+/// `CT is locked (<lock>)`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CtLocked {
+    #[serde(default = "default_ct_lock")]
+    pub lock: String,
+    #[serde(default)]
+    pub vmid: Option<u32>,
+    #[serde(default)]
+    pub count: Option<u32>,
+}
+
+fn default_ct_lock() -> String {
+    "backup".into()
+}
+
+/// These storages are full: allocating a volume fails with the storage tool's out-of-space message.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct StorageFull {
+    pub storages: Vec<String>,
+    #[serde(default)]
+    pub count: Option<u32>,
+}
+
+/// Invocations whose `tool subcommand ...` line starts with `command` hang for `seconds` in a forked child (the
+/// way PVE's CLI waits for its worker), then run normally; a caller's timeout must kill the whole group.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Hang {
+    pub command: String,
+    pub seconds: u64,
+    #[serde(default)]
+    pub count: Option<u32>,
+}
+
+/// Invocations whose line starts with `command` print `text` on stdout and exit 0 without doing anything
+/// (a proxy's error page, a truncated answer).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Garbage {
+    pub command: String,
+    #[serde(default = "default_garbage")]
+    pub text: String,
+    #[serde(default)]
+    pub count: Option<u32>,
+}
+
+fn default_garbage() -> String {
+    "<html><body>502 Bad Gateway</body></html>\n{\"data\":[{\"vmid\":".into()
+}
+
+/// Injected faults: `[faults]` in `node.toml`, replaced by a fault plan file when one is given (see
+/// [`crate::faults`]). Each fault with a `count` fires that many times on this node, then no more.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct FaultsCfg {
@@ -131,6 +214,18 @@ pub struct FaultsCfg {
     pub lock_vmid: Option<LockVmid>,
     #[serde(default)]
     pub slow: Vec<Slow>,
+    #[serde(default)]
+    pub half_create: Option<HalfCreate>,
+    #[serde(default)]
+    pub lock_held: Option<LockHeld>,
+    #[serde(default)]
+    pub ct_locked: Option<CtLocked>,
+    #[serde(default)]
+    pub storage_full: Option<StorageFull>,
+    #[serde(default)]
+    pub hang: Vec<Hang>,
+    #[serde(default)]
+    pub garbage: Vec<Garbage>,
 }
 
 /// `node.toml` in the state directory.

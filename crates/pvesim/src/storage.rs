@@ -155,7 +155,14 @@ pub fn alloc(
         }
         n += 1;
     };
-    let used = used(node, &st);
+    let mut used = used(node, &st);
+    if let Some(f) = &node.cfg.faults.storage_full {
+        if f.storages.iter().any(|s| s == sid)
+            && crate::faults::fire(node, "storage_full", f.count)?
+        {
+            used = st.capacity;
+        }
+    }
     if used.saturating_add(size) > st.capacity {
         let free = st.capacity.saturating_sub(used);
         return Err(SimError::die(match st.kind.as_str() {

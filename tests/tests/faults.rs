@@ -1,0 +1,481 @@
+//! The fault suite (issue 12): real processes (pxcontroller, pxagent, pvesim nodes), a fault at a random moment
+//! (seed printed), then the checks of [`pxfleet_tests::faults::check`] against the nodes themselves. Ignored in
+//! the default `cargo test`: `scripts/faults [--runs N]` runs them (`--ignored`) and prints the table.
+//! `PXFLEET_FAULT_RUNS`, `PXFLEET_FAULT_CONTAINERS`, `PXFLEET_FAULT_SEED` and `PXFLEET_FAULT_REPORT` steer them.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use pxfleet_tests::faults::{
+    self, body, check, containers, destroy, runs, wait_converged, Rng, Row,
+};
+use pxfleet_tests::{fleet_yaml, v1 as pb, Cluster, ClusterOptions};
+
+const CONVERGE: Duration = Duration::from_secs(240);
+/// The agents' command timeout in these clusters: short, so a hanging `pct` is killed soon.
+const COMMAND_TIMEOUT_SECS: u64 = 8;
+
+async fn cluster(create_latency_ms: u64) -> Cluster {
+    Cluster::start_with(ClusterOptions {
+        nodes: 3,
+        create_latency_ms,
+        command_timeout_secs: Some(COMMAND_TIMEOUT_SECS),
+        ..ClusterOptions::default()
+    })
+    .await
+    .expect("cluster")
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// The fleet file of run `run` of a fault: `n` unplaced containers.
+fn fleet(
+    c: &Cluster,
+    prefix: &str,
+    run: usize,
+    n: usize,
+) -> (String, String, PathBuf, Vec<String>) {
+    let name = format!("{prefix}-{run}");
+    // hostnames are unique cluster-wide: each fleet's containers are named after it
+    let (b, names) = body(&name, n);
+    let yaml = fleet_yaml(&name, &b);
+    let file = c.write_fleet(&format!("{name}.yaml"), &yaml);
+    (name, yaml, file, names)
+}
+
+async fn revisions(c: &Cluster, fleet: &str) -> usize {
+    let Ok(mut api) = c.api().await else {
+        return 0;
+    };
+    api.history(pb::HistoryRequest {
+        fleet: fleet.into(),
+        limit: 0,
+    })
+    .await
+    .map(|h| h.into_inner().revisions.len())
+    .unwrap_or(0)
+}
+
+/// Cleans up after a run so the next one has room; a failure is part of the run's result.
+async fn clean(c: &Cluster, fleet: &str, r: &mut faults::RunResult) {
+    if let Err(e) = destroy(c, fleet, CONVERGE).await {
+        r.converged = false;
+        r.detail.push_str(&format!("  cleanup: {e}\n"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "fault suite: scripts/faults"]
+async fn controller_killed_during_a_submit() {
+    let what = "controller kill -9 during a submit";
+    let mut c = cluster(100).await;
+    let mut rng = Rng::from_env(what);
+    let mut row = Row {
+        fault: what.into(),
+        runs: vec![],
+    };
+    for run in 0..runs() {
+        let (name, yaml, file, names) = fleet(&c, "ck", run, containers());
+        // half the runs kill within the Submit call itself, the others while its operations are dispatched
+        let delay = if rng.below(2) == 0 {
+            rng.below(200)
+        } else {
+            rng.below(3000)
+        };
+        let mut api = c.api().await.unwrap();
+        let req = pb::SubmitRequest {
+            file_name: "fleet.yaml".into(),
+            source: yaml.clone(),
+            ..Default::default()
+        };
+        let submit = tokio::spawn(async move { api.submit(req).await });
+        tokio::time::sleep(ms(delay)).await;
+        c.kill_controller().await;
+        let t0 = Instant::now();
+        c.start_controller().await.expect("controller restarts");
+        let answered = matches!(submit.await, Ok(Ok(_)));
+        // a user whose submit got no answer submits again (it is refused or a no-op if it had gone through)
+        let stored = revisions(&c, &name).await;
+        if stored == 0 {
+            let r = c.submit(&yaml).await.expect("submit again");
+            assert!(r.diagnostics.is_empty(), "{:?}", r.diagnostics);
+        }
+        eprintln!(
+            "run {run}: killed {delay} ms into the submit (answered: {answered}, stored: {stored})"
+        );
+        let secs = wait_converged(&c, &name, &names, CONVERGE)
+            .await
+            .map(|_| t0.elapsed().as_secs_f64());
+        let mut r = check(&c, &name, Some(&file), &names, secs).await;
+        clean(&c, &name, &mut r).await;
+        row.runs.push(r);
+    }
+    row.finish();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "fault suite: scripts/faults"]
+async fn agent_killed_during_creates_starts_and_destroys() {
+    let mut c = cluster(300).await;
+    let mut rng = Rng::from_env("agent kill -9");
+    let mut create = Row {
+        fault: "agent kill -9 during creates/starts".into(),
+        runs: vec![],
+    };
+    let mut gone = Row {
+        fault: "agent kill -9 during destroys".into(),
+        runs: vec![],
+    };
+    let nodes: Vec<String> = c.nodes.iter().map(|n| n.name.clone()).collect();
+    for run in 0..runs() {
+        let (name, yaml, file, names) = fleet(&c, "ak", run, containers());
+        let r = c.submit(&yaml).await.expect("submit");
+        assert!(r.diagnostics.is_empty(), "{:?}", r.diagnostics);
+        let delay = rng.below(4000);
+        let node = nodes[rng.below(nodes.len() as u64) as usize].clone();
+        tokio::time::sleep(ms(delay)).await;
+        c.kill_agent(&node).await;
+        tokio::time::sleep(ms(500)).await;
+        c.start_agent(&node).expect("agent restarts");
+        let t0 = Instant::now();
+        eprintln!("run {run}: agent {node} killed {delay} ms into the creates");
+        let secs = wait_converged(&c, &name, &names, CONVERGE)
+            .await
+            .map(|_| t0.elapsed().as_secs_f64());
+        create
+            .runs
+            .push(check(&c, &name, Some(&file), &names, secs).await);
+
+        // destroys
+        let mut api = c.api().await.unwrap();
+        api.destroy(pb::DestroyRequest {
+            fleet: name.clone(),
+            ..Default::default()
+        })
+        .await
+        .expect("destroy");
+        let delay = rng.below(1500);
+        let node = nodes[rng.below(nodes.len() as u64) as usize].clone();
+        tokio::time::sleep(ms(delay)).await;
+        c.kill_agent(&node).await;
+        tokio::time::sleep(ms(500)).await;
+        c.start_agent(&node).expect("agent restarts");
+        let t0 = Instant::now();
+        eprintln!("run {run}: agent {node} killed {delay} ms into the destroys");
+        let secs = faults::wait_gone(&c, &name, CONVERGE)
+            .await
+            .map(|_| t0.elapsed().as_secs_f64());
+        gone.runs.push(check(&c, &name, None, &[], secs).await);
+    }
+    create.finish();
+    gone.finish();
+}
+
+/// A PVE-side fault: `plan` (a pvesim fault plan) on every node while a fleet of 9 is created.
+async fn pve_fault(c: &Cluster, what: &str, prefix: &str, plan: &str) -> Row {
+    let hang_secs = plan
+        .contains("[[hang]]")
+        .then(|| {
+            plan.split("seconds = ")
+                .nth(1)?
+                .lines()
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .flatten();
+    let mut row = Row {
+        fault: what.into(),
+        runs: vec![],
+    };
+    for run in 0..runs() {
+        for n in &c.nodes {
+            let _ = std::fs::remove_file(n.sim.join("faults-fired.json"));
+            std::fs::write(n.sim.join("faults.toml"), plan).unwrap();
+        }
+        let (name, yaml, file, names) = fleet(c, prefix, run, 9);
+        let t0 = Instant::now();
+        let r = c.submit(&yaml).await.expect("submit");
+        assert!(r.diagnostics.is_empty(), "{:?}", r.diagnostics);
+        let secs = wait_converged(c, &name, &names, CONVERGE)
+            .await
+            .map(|_| t0.elapsed().as_secs_f64());
+        // how often the fault fired (pvesim counts it per node): a fault that never fired proves nothing
+        let fired: u64 = c
+            .nodes
+            .iter()
+            .filter_map(|n| std::fs::read_to_string(n.sim.join("faults-fired.json")).ok())
+            .filter_map(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .filter_map(|v| {
+                v.get("counts")?
+                    .as_object()
+                    .map(|m| m.values().filter_map(|x| x.as_u64()).sum::<u64>())
+            })
+            .sum();
+        for n in &c.nodes {
+            let _ = std::fs::remove_file(n.sim.join("faults.toml"));
+        }
+        let mut r = check(c, &name, Some(&file), &names, secs).await;
+        eprintln!("run {run}: {what}: fired {fired} time(s)");
+        if fired == 0 {
+            r.converged = false;
+            r.detail.push_str("  the fault never fired\n");
+        }
+        if let Some(secs) = hang_secs {
+            // the hung worker (pvesim's forked `sleep`) died with its process group
+            let left = sleeping(secs);
+            if !left.is_empty() {
+                r.converged = false;
+                r.detail
+                    .push_str(&format!("  hung workers outlived the timeout: {left:?}\n"));
+            }
+        }
+        clean(c, &name, &mut r).await;
+        row.runs.push(r);
+    }
+    row
+}
+
+/// Live processes (not zombies) whose command line is `sleep SECS`.
+fn sleeping(secs: u64) -> Vec<u32> {
+    let want = format!("sleep\0{secs}\0");
+    std::fs::read_dir("/proc")
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+                .filter(|pid| {
+                    std::fs::read(format!("/proc/{pid}/cmdline"))
+                        .is_ok_and(|c| c == want.as_bytes())
+                        && std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+                            s.rsplit_once(')')
+                                .is_some_and(|(_, r)| !r.trim_start().starts_with('Z'))
+                        })
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "fault suite: scripts/faults"]
+async fn pve_side_faults() {
+    let c = cluster(100).await;
+    let cases = [
+        (
+            "pct create dies halfway (lock: create left)",
+            "half",
+            "[half_create]\ncount = 1\n",
+        ),
+        (
+            "config lock held (got timeout)",
+            "lockheld",
+            "[lock_held]\ncount = 1\n",
+        ),
+        (
+            "CT is locked (backup)",
+            "locked",
+            "[ct_locked]\nlock = \"backup\"\ncount = 2\n",
+        ),
+        (
+            "storage full (once per node)",
+            "full",
+            "[storage_full]\nstorages = [\"local-lvm\"]\ncount = 1\n",
+        ),
+        (
+            "pct create hangs past the agent's timeout",
+            "hang",
+            "[[hang]]\ncommand = \"pct create\"\nseconds = 127\ncount = 1\n",
+        ),
+        (
+            "pvesh returns garbage",
+            "garbage",
+            "[[garbage]]\ncommand = \"pvesh get\"\ncount = 3\n",
+        ),
+    ];
+    let mut rows = Vec::new();
+    for (what, prefix, plan) in cases {
+        eprintln!("fault suite: {what}");
+        rows.push(pve_fault(&c, what, prefix, plan).await);
+    }
+    // every row is printed before the first failure is reported
+    for r in &rows {
+        eprintln!("{}", r.line());
+    }
+    for r in &rows {
+        r.finish();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "fault suite: scripts/faults"]
+async fn node_reboot_then_agent_restart() {
+    let what = "node reboots (all CTs stopped), agent restarts";
+    let mut c = cluster(0).await;
+    let mut rng = Rng::from_env(what);
+    let mut row = Row {
+        fault: what.into(),
+        runs: vec![],
+    };
+    let nodes: Vec<String> = c.nodes.iter().map(|n| n.name.clone()).collect();
+    for run in 0..runs() {
+        let (name, yaml, file, names) = fleet(&c, "boot", run, 9);
+        c.submit(&yaml).await.expect("submit");
+        wait_converged(&c, &name, &names, CONVERGE)
+            .await
+            .expect("converged before the reboot");
+        let node = nodes[rng.below(nodes.len() as u64) as usize].clone();
+        c.kill_agent(&node).await;
+        let sim = c.node(&node).sim.display().to_string();
+        pxfleet_tests::run_command(
+            &c.bins.pvesim,
+            &["reboot".into(), "--state".into(), sim],
+            &[],
+        )
+        .await
+        .expect("pvesim reboot");
+        c.start_agent(&node).expect("agent restarts");
+        let t0 = Instant::now();
+        // the controller learns the containers stopped before it can converge again
+        tokio::time::sleep(ms(1500)).await;
+        let secs = wait_converged(&c, &name, &names, CONVERGE)
+            .await
+            .map(|_| t0.elapsed().as_secs_f64());
+        let mut r = check(&c, &name, Some(&file), &names, secs).await;
+        let stopped: Vec<u32> = c
+            .vmids_on(&node)
+            .into_iter()
+            .filter(|v| {
+                c.runtime(&node, *v)
+                    .and_then(|rt| rt.get("running").and_then(|b| b.as_bool()))
+                    != Some(true)
+            })
+            .collect();
+        if !stopped.is_empty() {
+            r.converged = false;
+            r.detail
+                .push_str(&format!("  still stopped on {node}: {stopped:?}\n"));
+        }
+        clean(&c, &name, &mut r).await;
+        row.runs.push(r);
+    }
+    row.finish();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "fault suite: scripts/faults"]
+async fn concurrent_submits_one_wins_and_parallel_fleets_all_converge() {
+    let c = cluster(100).await;
+    let mut same = Row {
+        fault: "two pxctl submits of one fleet at once".into(),
+        runs: vec![],
+    };
+    let mut parallel = Row {
+        fault: "5 fleets submitted in parallel".into(),
+        runs: vec![],
+    };
+    for run in 0..runs() {
+        let (name, _yaml, file, names) = fleet(&c, "twice", run, 9);
+        let f = file.display().to_string();
+        let t0 = Instant::now();
+        let argv = ["submit", f.as_str(), "-y", "--no-wait"];
+        let (a, b) = tokio::join!(c.pxctl(&argv), c.pxctl(&argv));
+        let secs = wait_converged(&c, &name, &names, CONVERGE)
+            .await
+            .map(|_| t0.elapsed().as_secs_f64());
+        let mut r = check(&c, &name, Some(&file), &names, secs).await;
+        // one wins; the other is refused with the revision error, or (when it planned after the first stored)
+        // found nothing to do; never two revisions
+        let wins = [&a, &b].iter().filter(|o| o.0 == 0).count();
+        let refused = [&a, &b]
+            .iter()
+            .filter(|o| o.0 != 0 && o.2.contains("revision"))
+            .count();
+        let revs = revisions(&c, &name).await;
+        if revs != 1 || wins + refused != 2 || wins == 0 {
+            r.converged = false;
+            r.detail.push_str(&format!(
+                "  revisions {revs}; submit A exit {} ({}), B exit {} ({})\n",
+                a.0,
+                a.2.trim(),
+                b.0,
+                b.2.trim()
+            ));
+        }
+        eprintln!(
+            "run {run}: submit exits {} / {}; {}",
+            a.0,
+            b.0,
+            [a.2.trim(), b.2.trim()].join(" | ")
+        );
+        clean(&c, &name, &mut r).await;
+        same.runs.push(r);
+
+        // N different fleets at once
+        let fleets: Vec<_> = (0..5)
+            .map(|i| fleet(&c, &format!("par{i}"), run, 6))
+            .collect();
+        let t0 = Instant::now();
+        let submits = fleets.iter().map(|(_, yaml, _, _)| c.submit(yaml));
+        for s in futures_join_all(submits).await {
+            let s = s.expect("submit");
+            assert!(s.diagnostics.is_empty(), "{:?}", s.diagnostics);
+        }
+        let mut all = faults::RunResult {
+            converged: true,
+            ..Default::default()
+        };
+        for (name, _, file, names) in &fleets {
+            let secs = wait_converged(&c, name, names, CONVERGE)
+                .await
+                .map(|_| t0.elapsed().as_secs_f64());
+            let r = check(&c, name, Some(file), names, secs).await;
+            all.converged &= r.converged;
+            all.duplicates += r.duplicates;
+            all.lost += r.lost;
+            all.orphans += r.orphans;
+            all.secs = all.secs.max(r.secs);
+            all.detail.push_str(&r.detail);
+        }
+        for (name, _, _, _) in &fleets {
+            clean(&c, name, &mut all).await;
+        }
+        parallel.runs.push(all);
+    }
+    same.finish();
+    parallel.finish();
+}
+
+/// Awaits every future (in order), concurrently.
+async fn futures_join_all<F: std::future::Future>(fs: impl Iterator<Item = F>) -> Vec<F::Output> {
+    let handles: Vec<_> = fs.map(Box::pin).collect();
+    let mut out = Vec::with_capacity(handles.len());
+    let mut pending: Vec<_> = handles.into_iter().map(Some).collect();
+    let mut results: Vec<Option<F::Output>> = (0..pending.len()).map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut done = true;
+        for (i, slot) in pending.iter_mut().enumerate() {
+            if let Some(f) = slot {
+                match f.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => {
+                        results[i] = Some(v);
+                        *slot = None;
+                    }
+                    std::task::Poll::Pending => done = false,
+                }
+            }
+        }
+        if done {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    })
+    .await;
+    out.extend(
+        results
+            .into_iter()
+            .map(|r| r.expect("every future finished")),
+    );
+    out
+}
