@@ -545,8 +545,9 @@ async fn run_in(
     let bench_rss = procstat::peak_rss_bytes(std::process::id())?;
 
     drop(api);
-    ctl.stop(Duration::from_secs(30)).await;
+    // Agents first: the controller's graceful shutdown waits for open agent streams.
     agents.stop().await;
+    ctl.stop(Duration::from_secs(30)).await;
     let ops = read_ops(&data_dir.join("db"))?;
     let operations = ops.len();
     let operations_failed = ops
