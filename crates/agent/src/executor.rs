@@ -246,6 +246,9 @@ impl<D: NodeDriver> Executor<D> {
         if let Err(e) = self.inner.journal.record(op, OpState::Received).await {
             return self.finish_failed(op, e.into()).await;
         }
+        // Tells the controller the operation arrived (it re-sends one it hears nothing about), also while it
+        // waits below for a free slot.
+        self.progress(&op.id, "received");
         let _permit = self
             .inner
             .permits
@@ -259,6 +262,9 @@ impl<D: NodeDriver> Executor<D> {
         };
         if let Err(e) = self.inner.journal.record(op, OpState::Running).await {
             return self.finish_failed(op, e.into()).await;
+        }
+        if let Some(vmid) = op.vmid() {
+            self.snapshot().touch(vmid);
         }
         self.progress(&op.id, format!("{} started", op.kind_name()));
         tracing::info!(op_id = %op.id, kind = op.kind_name(), vmid = ?op.vmid(), "operation started");
@@ -348,13 +354,9 @@ impl<D: NodeDriver> Executor<D> {
 
     /// A full observation pass: emits the delta against the last snapshot and returns it.
     pub async fn observe_pass(&self) -> Result<Delta, NodeError> {
+        let began = self.snapshot().begin_pass();
         let all = observe::observe_all(&*self.inner.driver).await?;
-        let delta = self
-            .inner
-            .snapshot
-            .lock()
-            .expect("snapshot lock")
-            .update(all);
+        let delta = self.snapshot().update_pass(all, began);
         if !delta.is_empty() {
             self.emit(Event::Delta(delta.clone()));
         }
@@ -362,14 +364,17 @@ impl<D: NodeDriver> Executor<D> {
     }
 
     /// A full observation for a hello / resync: returns every container (no event emitted).
+    /// Containers an operation touched while the pass ran keep what the operation reported.
     pub async fn full_observation(&self) -> Result<Vec<ObservedContainer>, NodeError> {
+        let began = self.snapshot().begin_pass();
         let all = observe::observe_all(&*self.inner.driver).await?;
-        self.inner
-            .snapshot
-            .lock()
-            .expect("snapshot lock")
-            .update(all.clone());
-        Ok(all)
+        let mut snapshot = self.snapshot();
+        snapshot.update_pass(all, began);
+        Ok(snapshot.containers.values().cloned().collect())
+    }
+
+    fn snapshot(&self) -> std::sync::MutexGuard<'_, Snapshot> {
+        self.inner.snapshot.lock().expect("snapshot lock")
     }
 
     async fn perform(&self, op: &Operation) -> Outcome {

@@ -25,6 +25,12 @@ pub enum JournalError {
         #[source]
         source: sled::Error,
     },
+    #[error("journal flush for operation {op_id}: {source}")]
+    Flush {
+        op_id: String,
+        #[source]
+        source: pxfleet_common::FlushError,
+    },
     #[error("journal entry for operation {op_id} is unreadable: {source}")]
     Decode {
         op_id: String,
@@ -59,7 +65,8 @@ pub struct Journal {
     ops: sled::Tree,
     /// Operation ids whose final update the controller acknowledged.
     acked: sled::Tree,
-    db: sled::Db,
+    /// Group commit: never `flush_async` (concurrent calls deadlock in sled 0.34).
+    flusher: pxfleet_common::Flusher,
 }
 
 impl Journal {
@@ -68,6 +75,8 @@ impl Journal {
         let db = sled::Config::new()
             .path(dir)
             .mode(sled::Mode::LowSpace)
+            // The journal holds a few hundred small entries; sled's default 1 GiB cache is for databases.
+            .cache_capacity(8 << 20)
             .open()
             .map_err(|source| JournalError::Open {
                 path: dir.to_path_buf(),
@@ -81,7 +90,12 @@ impl Journal {
             path: dir.to_path_buf(),
             source,
         })?;
-        Ok(Journal { ops, acked, db })
+        let flusher = pxfleet_common::Flusher::new(db, "journal");
+        Ok(Journal {
+            ops,
+            acked,
+            flusher,
+        })
     }
 
     pub fn get(&self, op_id: &str) -> Result<Option<JournalEntry>, JournalError> {
@@ -114,11 +128,10 @@ impl Journal {
                 op_id: op.id.clone(),
                 source,
             })?;
-        self.db
-            .flush_async()
+        self.flusher
+            .flush()
             .await
-            .map_err(|source| JournalError::Db {
-                action: "flush",
+            .map_err(|source| JournalError::Flush {
                 op_id: op.id.clone(),
                 source,
             })?;
@@ -266,6 +279,32 @@ mod tests {
         assert!(j.get("op-3").unwrap().is_none());
         let raw = std::fs::read_dir(dir.path()).unwrap().count();
         assert!(raw > 0);
+    }
+
+    /// Regression: every operation task records (and flushes) as it arrives. With sled's `flush_async` a
+    /// burst of about ten of them at once lost wake-ups and the agent stopped running operations for good.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn a_burst_of_concurrent_records_all_complete() {
+        let dir = tempfile::tempdir().unwrap();
+        let j = Journal::open(dir.path()).unwrap();
+        for round in 0..10 {
+            let tasks = (0..100).map(|i| {
+                let j = j.clone();
+                tokio::spawn(async move {
+                    let op = create_op(&format!("op-{round}-{i}"));
+                    j.record(&op, OpState::Received).await?;
+                    j.record(&op, OpState::Running).await
+                })
+            });
+            let all = futures::future::join_all(tasks);
+            let results = tokio::time::timeout(std::time::Duration::from_secs(60), all)
+                .await
+                .unwrap_or_else(|_| panic!("round {round}: journal records never completed"));
+            for r in results {
+                r.unwrap().unwrap();
+            }
+        }
+        assert_eq!(j.entries().unwrap().len(), 1000);
     }
 
     #[tokio::test]

@@ -41,15 +41,57 @@ impl Delta {
 }
 
 /// The last snapshot sent, to compute deltas against.
+///
+/// A pass over every container takes a while (one `pct config` per container), and operations run meanwhile.
+/// What a pass read of a container an operation touched after the pass began is older than what the operation
+/// reported, so a pass never overrides it: otherwise a create finishing during a pass would be reported as
+/// removed again, and the controller would plan to create it a second time.
 #[derive(Debug, Default, Clone)]
 pub struct Snapshot {
     pub containers: BTreeMap<u32, ObservedContainer>,
+    /// Advances with every pass start and every per-container change.
+    epoch: u64,
+    /// vmid -> the epoch of the last time an operation touched it.
+    touched: BTreeMap<u32, u64>,
 }
 
 impl Snapshot {
+    /// Marks the start of a pass over the whole node; hand the value to [`Snapshot::update_pass`].
+    pub fn begin_pass(&mut self) -> u64 {
+        self.epoch += 1;
+        self.epoch
+    }
+
+    /// Notes that an operation is changing `vmid`, so a pass already under way does not report it.
+    pub fn touch(&mut self, vmid: u32) {
+        self.epoch += 1;
+        self.touched.insert(vmid, self.epoch);
+    }
+
+    /// Replaces the snapshot with what the pass begun at `began` saw, except for containers touched since
+    /// (their current entry is kept), and returns what changed.
+    pub fn update_pass(&mut self, seen: Vec<ObservedContainer>, began: u64) -> Delta {
+        let fresh = |vmid: &u32| self.touched.get(vmid).is_some_and(|&t| t >= began);
+        let mut now: BTreeMap<u32, ObservedContainer> = seen
+            .into_iter()
+            .filter(|c| !fresh(&c.vmid))
+            .map(|c| (c.vmid, c))
+            .collect();
+        for (vmid, c) in &self.containers {
+            if fresh(vmid) {
+                now.insert(*vmid, c.clone());
+            }
+        }
+        self.touched.retain(|_, &mut t| t >= began);
+        self.replace(now)
+    }
+
     /// Replaces the snapshot with `now` and returns what changed.
     pub fn update(&mut self, now: Vec<ObservedContainer>) -> Delta {
-        let now: BTreeMap<u32, ObservedContainer> = now.into_iter().map(|c| (c.vmid, c)).collect();
+        self.replace(now.into_iter().map(|c| (c.vmid, c)).collect())
+    }
+
+    fn replace(&mut self, now: BTreeMap<u32, ObservedContainer>) -> Delta {
         let removed = self
             .containers
             .keys()
@@ -65,8 +107,9 @@ impl Snapshot {
         Delta { changed, removed }
     }
 
-    /// Records one container's new state (or its absence) and returns the delta for it.
+    /// Records one container's new state (or its absence) after an operation and returns the delta for it.
     pub fn update_one(&mut self, vmid: u32, now: Option<ObservedContainer>) -> Delta {
+        self.touch(vmid);
         match now {
             Some(c) => {
                 if self.containers.get(&vmid) == Some(&c) {
@@ -208,6 +251,33 @@ mod tests {
             config: CtConfig::new(),
             addresses: vec![],
         }
+    }
+
+    /// Regression: a create that finished while a pass was reading the node was reported as removed by that
+    /// pass, and the controller planned to create it again.
+    #[test]
+    fn a_pass_does_not_undo_what_an_operation_reported_meanwhile() {
+        let mut s = Snapshot::default();
+        s.update(vec![
+            ct(100, "running"),
+            ct(101, "running"),
+            ct(102, "running"),
+        ]);
+        let began = s.begin_pass();
+        // during the pass: 103 is created, 101 destroyed by operations; 102 vanished by hand
+        s.update_one(103, Some(ct(103, "running")));
+        s.update_one(101, None);
+        // the pass read the node before those operations ended
+        let d = s.update_pass(vec![ct(100, "running"), ct(101, "running")], began);
+        assert!(d.changed.is_empty(), "{d:?}");
+        assert_eq!(d.removed, vec![102], "only the one no operation touched");
+        let vmids: Vec<u32> = s.containers.keys().copied().collect();
+        assert_eq!(vmids, vec![100, 103]);
+        // the next pass sees the node as it is and overrides as usual
+        let began = s.begin_pass();
+        let d = s.update_pass(vec![ct(100, "stopped")], began);
+        assert_eq!(d.changed, vec![ct(100, "stopped")]);
+        assert_eq!(d.removed, vec![103]);
     }
 
     #[test]

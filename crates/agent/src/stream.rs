@@ -5,11 +5,11 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pxfleet_proto::v1::{self, agent_message, controller_message};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 use tokio_stream::wrappers::ReceiverStream;
 
 use crate::config::AgentConfig;
@@ -157,6 +157,10 @@ enum SessionError {
     Closed,
 }
 
+/// One connected session. Four loops share the stream, each waiting only on its own work, so none of them
+/// holds up another: reading the controller's messages (operations, acks) never waits for a send or for the
+/// node, sending executor events never waits for `pvesh`, and the node is read (heartbeat status, inventory
+/// after operations, periodic observation, full resync) off the message paths.
 async fn session<D: NodeDriver>(
     config: &AgentConfig,
     exec: &Executor<D>,
@@ -166,130 +170,256 @@ async fn session<D: NodeDriver>(
 ) -> Result<(), SessionError> {
     let channel = pxfleet_tls::connect(&config.controller, tls.clone()).await?;
     let mut client = v1::agent_service_client::AgentServiceClient::new(channel);
-    let (tx, rx) = mpsc::channel::<v1::AgentMessage>(256);
+    let (tx, rx) = mpsc::channel::<v1::AgentMessage>(OUTBOUND_QUEUE);
     // Discard updates queued before this session: the hello below carries the journal's view.
     while events.try_recv().is_ok() {}
     let (hello_msg, facts) = hello(config, exec).await?;
     tx.send(hello_msg).await.map_err(|_| SessionError::Closed)?;
     // What the controller last heard of the node's template caches and storages.
-    let mut sent_inventory = (convert::templates(&facts), convert::storages(&facts));
-    let mut incoming = client.connect(ReceiverStream::new(rx)).await?.into_inner();
+    let sent_inventory = (convert::templates(&facts), convert::storages(&facts));
+    let incoming = client.connect(ReceiverStream::new(rx)).await?.into_inner();
     tracing::info!(controller = %config.controller, node = %config.node, "connected; hello sent");
     backoff.reset();
-    let mut heartbeat = tokio::time::interval(config.heartbeat());
-    heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut observe = tokio::time::interval(config.observe_interval());
+    let shared = Shared {
+        config,
+        exec,
+        out: Outbox { tx },
+        vmids: Mutex::new(HashMap::new()),
+        heartbeat_every: Mutex::new(config.heartbeat()),
+        heartbeat_changed: Notify::new(),
+        inventory_dirty: Notify::new(),
+    };
+    tokio::select! {
+        r = read_loop(&shared, incoming) => r,
+        r = event_loop(&shared, events) => r,
+        r = heartbeat_loop(&shared) => r,
+        r = node_loop(&shared, sent_inventory) => r,
+    }
+}
+
+/// Messages the agent queues for the controller. Bounded: when the controller reads slowly the loop that
+/// sends waits, never the one that reads.
+const OUTBOUND_QUEUE: usize = 1024;
+
+/// Shortest gap between two inventory reads after operations: a burst of finished operations costs one
+/// `pvesh`/`pvesm` round, not one per operation.
+const INVENTORY_COALESCE: Duration = Duration::from_millis(500);
+
+struct Outbox {
+    tx: mpsc::Sender<v1::AgentMessage>,
+}
+
+impl Outbox {
+    async fn send(&self, m: agent_message::Msg) -> Result<(), SessionError> {
+        self.tx
+            .send(v1::AgentMessage { msg: Some(m) })
+            .await
+            .map_err(|_| SessionError::Closed)
+    }
+}
+
+/// What the loops of one session share.
+struct Shared<'a, D: NodeDriver> {
+    config: &'a AgentConfig,
+    exec: &'a Executor<D>,
+    out: Outbox,
+    /// Operation id -> vm_id, for updates (the controller's message carries it; seeds have none).
+    vmids: Mutex<HashMap<String, u32>>,
+    heartbeat_every: Mutex<Duration>,
+    heartbeat_changed: Notify,
+    /// Set when an operation finished: templates or free space may have changed.
+    inventory_dirty: Notify,
+}
+
+impl<D: NodeDriver> Shared<'_, D> {
+    fn node(&self) -> &str {
+        &self.config.node
+    }
+}
+
+/// Reads the controller's messages: operations go to the executor at once (it queues them behind its
+/// parallelism), acks to the journal.
+async fn read_loop<D: NodeDriver>(
+    sh: &Shared<'_, D>,
+    mut incoming: tonic::Streaming<v1::ControllerMessage>,
+) -> Result<(), SessionError> {
+    loop {
+        let Some(msg) = incoming.message().await? else {
+            return Ok(());
+        };
+        match msg.msg {
+            Some(controller_message::Msg::Welcome(w)) => {
+                tracing::info!(node = %w.node, protocol = w.protocol_version, "welcomed by controller");
+                if w.heartbeat_interval_seconds > 0 {
+                    *sh.heartbeat_every.lock().expect("heartbeat lock") =
+                        Duration::from_secs(w.heartbeat_interval_seconds.into());
+                    sh.heartbeat_changed.notify_one();
+                }
+            }
+            Some(controller_message::Msg::Operation(op)) => {
+                let vmid = op.vm_id;
+                match convert::operation_from_proto(op) {
+                    Ok(op) => {
+                        sh.vmids
+                            .lock()
+                            .expect("vmids lock")
+                            .insert(op.id.clone(), op.vmid().unwrap_or(vmid));
+                        sh.exec.submit(op);
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "refusing an operation");
+                        let u = OpUpdate::Failed {
+                            op_id: e.op_id.clone(),
+                            failure: OpFailure {
+                                error: e.to_string(),
+                                retryable: false,
+                            },
+                        };
+                        let m = convert::update_to_proto(&u, vmid, sh.node());
+                        // Not awaited here: the reply goes out through the queue without holding up reading.
+                        if sh
+                            .out
+                            .tx
+                            .try_send(v1::AgentMessage {
+                                msg: Some(agent_message::Msg::OperationUpdate(m)),
+                            })
+                            .is_err()
+                        {
+                            tracing::warn!(op_id = %e.op_id, "outbound queue full; the refusal is sent when the controller re-sends the operation");
+                        }
+                    }
+                }
+            }
+            Some(controller_message::Msg::Cancel(c)) => {
+                tracing::warn!(op_id = %c.op_id, reason = %c.reason, "cancel requested; operations run to completion (they are idempotent and short)");
+            }
+            Some(controller_message::Msg::Ack(a)) => {
+                for id in &a.op_ids {
+                    sh.exec.journal().ack(id)?;
+                    sh.vmids.lock().expect("vmids lock").remove(id);
+                }
+            }
+            None => {}
+        }
+    }
+}
+
+/// Sends what the executor reports (operation progress and results, observation deltas) as it comes.
+async fn event_loop<D: NodeDriver>(
+    sh: &Shared<'_, D>,
+    events: &mut mpsc::UnboundedReceiver<Event>,
+) -> Result<(), SessionError> {
+    loop {
+        let Some(ev) = events.recv().await else {
+            return Err(SessionError::Closed);
+        };
+        match ev {
+            Event::Op(u) => {
+                let vmid = sh
+                    .vmids
+                    .lock()
+                    .expect("vmids lock")
+                    .get(u.op_id())
+                    .copied()
+                    .unwrap_or(0);
+                let m = convert::update_to_proto(&u, vmid, sh.node());
+                sh.out.send(agent_message::Msg::OperationUpdate(m)).await?;
+                if u.is_final() {
+                    sh.inventory_dirty.notify_one();
+                }
+            }
+            Event::Delta(d) => {
+                sh.out
+                    .send(agent_message::Msg::Observation(v1::Observation {
+                        full: false,
+                        containers: d
+                            .changed
+                            .iter()
+                            .map(|c| convert::observed_to_proto(c, sh.node()))
+                            .collect(),
+                        removed_vm_ids: d.removed.clone(),
+                        templates: vec![],
+                        storages: vec![],
+                        unix_ms: convert::now_ms(),
+                    }))
+                    .await?;
+            }
+        }
+    }
+}
+
+/// Heartbeats at the controller's interval, with the node's free memory (a slow node status read delays only
+/// this loop).
+async fn heartbeat_loop<D: NodeDriver>(sh: &Shared<'_, D>) -> Result<(), SessionError> {
+    let mut seq = 0u64;
+    loop {
+        let every = *sh.heartbeat_every.lock().expect("heartbeat lock");
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = sh.heartbeat_changed.notified() => break,
+            }
+            seq += 1;
+            let memory_free_bytes = match sh.exec.driver().memory_free_bytes().await {
+                Ok(b) => b,
+                Err(e) => {
+                    tracing::debug!(error = %e, "node status for the heartbeat failed");
+                    0 // the controller keeps its last value
+                }
+            };
+            sh.out
+                .send(agent_message::Msg::Heartbeat(v1::Heartbeat {
+                    seq,
+                    unix_ms: convert::now_ms(),
+                    running_operations: sh.exec.in_flight() as u32,
+                    memory_free_bytes,
+                }))
+                .await?;
+        }
+    }
+}
+
+/// Reads the node in the background: the inventory after operations finished (coalesced), the periodic
+/// observation pass, and the full resync.
+async fn node_loop<D: NodeDriver>(
+    sh: &Shared<'_, D>,
+    mut sent_inventory: InventoryView,
+) -> Result<(), SessionError> {
+    let mut observe = tokio::time::interval(sh.config.observe_interval());
+    observe.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     observe.reset();
     let mut resync = tokio::time::interval(FULL_RESYNC);
     resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     resync.reset();
-    let mut seq = 0u64;
-    let mut vmids: HashMap<String, u32> = HashMap::new();
-    let send = |m: agent_message::Msg| {
-        let tx = tx.clone();
-        async move {
-            tx.send(v1::AgentMessage { msg: Some(m) })
-                .await
-                .map_err(|_| SessionError::Closed)
-        }
-    };
     loop {
         tokio::select! {
-            msg = incoming.message() => {
-                let Some(msg) = msg? else { return Ok(()) };
-                match msg.msg {
-                    Some(controller_message::Msg::Welcome(w)) => {
-                        tracing::info!(node = %w.node, protocol = w.protocol_version, "welcomed by controller");
-                        if w.heartbeat_interval_seconds > 0 {
-                            heartbeat = tokio::time::interval(Duration::from_secs(w.heartbeat_interval_seconds.into()));
-                            heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            _ = sh.inventory_dirty.notified() => {
+                // Let the rest of a burst finish first; notifications meanwhile are folded into this read.
+                tokio::time::sleep(INVENTORY_COALESCE).await;
+                match sh.exec.driver().facts().await {
+                    Ok(facts) => {
+                        if let Some(obs) = inventory_delta(&facts, &mut sent_inventory) {
+                            sh.out.send(agent_message::Msg::Observation(obs)).await?;
                         }
                     }
-                    Some(controller_message::Msg::Operation(op)) => {
-                        let vmid = op.vm_id;
-                        match convert::operation_from_proto(op) {
-                            Ok(op) => {
-                                vmids.insert(op.id.clone(), op.vmid().unwrap_or(vmid));
-                                exec.submit(op);
-                            }
-                            Err(e) => {
-                                tracing::warn!(error = %e, "refusing an operation");
-                                let u = OpUpdate::Failed { op_id: e.op_id.clone(), failure: OpFailure { error: e.to_string(), retryable: false } };
-                                send(agent_message::Msg::OperationUpdate(convert::update_to_proto(&u, vmid, &config.node))).await?;
-                            }
-                        }
-                    }
-                    Some(controller_message::Msg::Cancel(c)) => {
-                        tracing::warn!(op_id = %c.op_id, reason = %c.reason, "cancel requested; operations run to completion (they are idempotent and short)");
-                    }
-                    Some(controller_message::Msg::Ack(a)) => {
-                        for id in &a.op_ids {
-                            exec.journal().ack(id)?;
-                            vmids.remove(id);
-                        }
-                    }
-                    None => {}
+                    Err(e) => tracing::warn!(error = %e, "reading templates and storages after an operation failed"),
                 }
             }
-            _ = heartbeat.tick() => {
-                seq += 1;
-                let memory_free_bytes = match exec.driver().memory_free_bytes().await {
-                    Ok(b) => b,
-                    Err(e) => {
-                        tracing::debug!(error = %e, "node status for the heartbeat failed");
-                        0 // the controller keeps its last value
-                    }
-                };
-                send(agent_message::Msg::Heartbeat(v1::Heartbeat {
-                    seq,
-                    unix_ms: convert::now_ms(),
-                    running_operations: exec.in_flight() as u32,
-                    memory_free_bytes,
-                })).await?;
-            }
             _ = observe.tick() => {
-                if let Err(e) = exec.observe_pass().await {
+                if let Err(e) = sh.exec.observe_pass().await {
                     tracing::warn!(error = %e, "periodic observation failed");
                 }
             }
             _ = resync.tick() => {
                 // Safety net: the complete picture, replacing whatever the controller holds for this node.
-                match full_observation(config, exec).await {
+                match full_observation(sh.config, sh.exec).await {
                     Ok((obs, inv)) => {
                         sent_inventory = inv;
-                        send(agent_message::Msg::Observation(obs)).await?;
+                        sh.out.send(agent_message::Msg::Observation(obs)).await?;
                     }
                     Err(e) => tracing::warn!(error = %e, "full resync observation failed"),
-                }
-            }
-            ev = events.recv() => {
-                let Some(ev) = ev else { return Err(SessionError::Closed) };
-                match ev {
-                    Event::Op(u) => {
-                        let vmid = vmids.get(u.op_id()).copied().unwrap_or(0);
-                        send(agent_message::Msg::OperationUpdate(convert::update_to_proto(&u, vmid, &config.node))).await?;
-                        if u.is_final() {
-                            // A seed adds a template, a create or destroy moves free disk: report what changed.
-                            match exec.driver().facts().await {
-                                Ok(facts) => {
-                                    if let Some(obs) = inventory_delta(&facts, &mut sent_inventory) {
-                                        send(agent_message::Msg::Observation(obs)).await?;
-                                    }
-                                }
-                                Err(e) => tracing::warn!(error = %e, "reading templates and storages after an operation failed"),
-                            }
-                        }
-                    }
-                    Event::Delta(d) => {
-                        send(agent_message::Msg::Observation(v1::Observation {
-                            full: false,
-                            containers: d.changed.iter().map(|c| convert::observed_to_proto(c, &config.node)).collect(),
-                            removed_vm_ids: d.removed.clone(),
-                            templates: vec![],
-                            storages: vec![],
-                            unix_ms: convert::now_ms(),
-                        })).await?;
-                    }
                 }
             }
         }

@@ -42,6 +42,8 @@ pub enum StoreError {
     Invalid { fleet: String, message: String },
     #[error("join token is unknown, already used or expired")]
     TokenRefused,
+    #[error(transparent)]
+    Flush(#[from] pxfleet_common::FlushError),
 }
 
 /// A stored join token (only its hash is kept).
@@ -104,6 +106,8 @@ pub struct Store {
     tokens: sled::Tree,
     serials: sled::Tree,
     allocations: sled::Tree,
+    /// Group commit for [`Store::flush`] (sled's `flush_async` deadlocks when called concurrently).
+    flusher: pxfleet_common::Flusher,
 }
 
 fn enc<T: Serialize>(v: &T) -> Vec<u8> {
@@ -183,14 +187,14 @@ impl Store {
             tokens: db.open_tree("tokens")?,
             serials: db.open_tree("serials")?,
             allocations: db.open_tree("allocations")?,
+            flusher: pxfleet_common::Flusher::new(db.clone(), "store"),
             db,
         })
     }
 
     /// Flushes to disk; called after every state change a user waits on.
     pub async fn flush(&self) -> Result<(), StoreError> {
-        self.db.flush_async().await?;
-        Ok(())
+        Ok(self.flusher.flush().await?)
     }
 
     fn scan<T: DeserializeOwned>(
