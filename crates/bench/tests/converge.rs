@@ -56,6 +56,13 @@ async fn six_containers_on_three_nodes_converge_with_sane_figures() {
     assert!(
         r.op_latency.p50_ms <= r.op_latency.p99_ms && r.op_latency.p99_ms <= r.op_latency.max_ms
     );
+    // waiting behind the node's own work is part of the raw latency, never of the delay beyond an ideal node
+    assert_eq!(r.op_delay_beyond_ideal.count, r.operations);
+    assert!(
+        r.op_delay_beyond_ideal.max_ms <= r.op_latency.max_ms,
+        "{r:?}"
+    );
+    assert!(r.dispatch.since_submit_secs > 0.0 && r.dispatch.per_sec_since_submit > 0.0);
     // spread over 3 nodes, 2 each at parallelism 4: one round of create + start
     assert_eq!(r.critical_path_secs, 0.03, "{r:?}");
     // nothing converges faster than the latency model allows
