@@ -152,6 +152,8 @@ pub struct Report {
     pub idle_cpu_percent: f64,
     /// This process (all agents and simulated nodes) at the end.
     pub bench_peak_rss_mib: f64,
+    /// CPU this process (all agents and simulated nodes) used from submit to all running.
+    pub bench_cpu_submit_secs: f64,
     /// The kept work directory, if any.
     pub work_dir: Option<PathBuf>,
 }
@@ -454,7 +456,9 @@ async fn run_in(
     ));
 
     let yaml = fleet_yaml(opts.containers);
+    progress(&format!("submitting {} containers", opts.containers));
     let cpu0 = procstat::cpu_time(ctl.pid())?;
+    let own0 = procstat::cpu_time(std::process::id())?;
     let submit_ms = now_ms();
     let t0 = Instant::now();
     let resp = api
@@ -533,6 +537,7 @@ async fn run_in(
         tokio::time::sleep(opts.poll).await;
     };
     let cpu1 = procstat::cpu_time(ctl.pid())?;
+    let own1 = procstat::cpu_time(std::process::id())?;
     progress(&format!(
         "all {} running after {all_running_secs:.2} s; idle for {} s",
         opts.containers,
@@ -601,6 +606,7 @@ async fn run_in(
             0.0
         },
         bench_peak_rss_mib: mib(bench_rss),
+        bench_cpu_submit_secs: (own1 - own0).as_secs_f64(),
         work_dir: None,
     })
 }
@@ -687,8 +693,11 @@ pub fn render(r: &Report) -> String {
         ),
     );
     line(
-        "bench process peak RSS",
-        format!("{:.1} MiB", r.bench_peak_rss_mib),
+        "bench process (all agents)",
+        format!(
+            "peak RSS {:.1} MiB, CPU {:.2} s during submit->running",
+            r.bench_peak_rss_mib, r.bench_cpu_submit_secs
+        ),
     );
     if let Some(d) = &r.work_dir {
         line("work directory (kept)", d.display().to_string());

@@ -101,10 +101,14 @@ fn main() -> anyhow::Result<()> {
         rt.worker_threads(n.max(1));
     }
     let rt = rt.build().context("starting the tokio runtime")?;
-    let report = rt.block_on(async {
+    let report: anyhow::Result<Option<pxfleet_bench::Report>> = rt.block_on(async {
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                .context("installing the SIGTERM handler")?;
         tokio::select! {
-            r = pxfleet_bench::run(&opts, |line| eprintln!("pxfleet-bench: {line}")) => r.map(Some),
+            r = pxfleet_bench::run(&opts, |line| eprintln!("pxfleet-bench: {line}")) => Ok(Some(r?)),
             _ = tokio::signal::ctrl_c() => Ok(None),
+            _ = term.recv() => Ok(None),
         }
     });
     // Dropping the runtime ends the agents; the controller child was killed when its handle dropped.
