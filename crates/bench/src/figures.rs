@@ -112,8 +112,8 @@ pub fn latency_figures(ops: &[OpRecord], model: &LatencyModel) -> LatencyFigures
     }
 }
 
-/// Orchestration delay of each operation beyond an ideal node: per node, the operations in dispatch order
-/// go to `parallelism` slots, each starting when it was dispatched or a slot frees (whichever is later) and
+/// Orchestration delay of each operation beyond an ideal node: per node, the operations in dispatch order (ties
+/// in finish order) go to `parallelism` slots, each starting when it was dispatched or a slot frees (whichever is later) and
 /// taking exactly its simulated time; the delay is the actual finish minus that ideal finish. Unlike
 /// [`latency_figures`], time an operation waits at its agent behind the node's other operations (which the
 /// latency model itself imposes) is not counted.
@@ -131,7 +131,9 @@ pub fn queue_adjusted_latency(
     }
     let mut v = Vec::new();
     for list in per_node.values_mut() {
-        list.sort_by_key(|o| o.dispatched_ms);
+        // Operations dispatched together (one reconcile pass stamps them with one time) are matched with
+        // the slots in the order they finished: the agent's own order, not an arbitrary one.
+        list.sort_by_key(|o| (o.dispatched_ms, o.finished_ms));
         let mut slots = vec![i64::MIN; parallelism];
         for o in list.iter() {
             let (d, f) = (o.dispatched_ms.unwrap_or(0), o.finished_ms.unwrap_or(0));
@@ -233,8 +235,9 @@ mod tests {
     fn queue_adjusted_latency_does_not_count_waiting_behind_the_node() {
         // 5 creates dispatched at 0 on one node at parallelism 4: the fifth ideally starts at 3000 and
         // finishes at 6000; each finishes 50 ms after its ideal time
-        let mut ops: Vec<OpRecord> = (0..4).map(|_| op("a", "create", 0, 3050)).collect();
-        ops.push(op("a", "create", 0, 6050));
+        // (the late one listed first: operations dispatched together are matched in finish order)
+        let mut ops = vec![op("a", "create", 0, 6050)];
+        ops.extend((0..4).map(|_| op("a", "create", 0, 3050)));
         let q = queue_adjusted_latency(&ops, &M, 4);
         assert_eq!((q.count, q.p50_ms, q.max_ms), (5, 50, 50));
         // the raw figure counts the fifth's wait
