@@ -641,7 +641,11 @@ pub fn render(r: &Report) -> String {
     );
     line(
         "overhead (converged / critical)",
-        format!("{:.3}x", r.overhead_ratio),
+        if r.critical_path_secs > 0.0 {
+            format!("{:.3}x", r.overhead_ratio)
+        } else {
+            "n/a (the latency model takes no time)".into()
+        },
     );
     line(
         "dispatches",
