@@ -23,6 +23,7 @@ use tonic::transport::Channel;
 pub use pxfleet_proto::v1;
 
 pub mod api;
+pub mod dev;
 pub mod e2e;
 
 /// How long a one-shot command (init, join, pxctl) may take before the harness gives up.

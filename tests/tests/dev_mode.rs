@@ -1,123 +1,8 @@
 //! `pxcontroller dev`, the embedded default, as the README uses it: start it, submit the example with pxctl,
 //! see every container running with node, vm_id and address, an empty plan; SIGTERM stops its agents too.
 
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::time::Duration;
-
+use pxfleet_tests::dev::{processes_mentioning, pxctl, start_dev, stop_dev};
 use pxfleet_tests::{workspace_root, Binaries};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
-
-async fn pxctl(bins: &Binaries, config: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = tokio::time::timeout(
-        Duration::from_secs(120),
-        Command::new(&bins.pxctl)
-            .args(args)
-            .env("PXCTL_CONFIG", config)
-            .env("NO_COLOR", "1")
-            .current_dir(workspace_root())
-            .stdin(Stdio::null())
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .expect("pxctl finishes")
-    .expect("pxctl starts");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-/// Processes whose command line mentions `needle` (read from /proc; nothing is signalled).
-fn processes_mentioning(needle: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
-            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-            if cmd.contains(needle) {
-                found.push(cmd);
-            }
-        }
-    }
-    found
-}
-
-/// Starts `pxcontroller dev --nodes 2` on `data` and waits for its export line; returns the child and the
-/// pxctl config path it printed.
-async fn start_dev(bins: &Binaries, data: &Path, err_log: &Path) -> (Child, PathBuf) {
-    let stderr = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(err_log)
-        .unwrap();
-    let mut dev = Command::new(&bins.pxcontroller)
-        .args([
-            "dev",
-            "--nodes",
-            "2",
-            "--listen",
-            "127.0.0.1:0",
-            "--data-dir",
-        ])
-        .arg(data)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(stderr)
-        .kill_on_drop(true)
-        .spawn()
-        .expect("pxcontroller dev starts");
-    let mut lines = BufReader::new(dev.stdout.take().unwrap()).lines();
-    let export = tokio::time::timeout(Duration::from_secs(90), async {
-        while let Some(line) = lines.next_line().await.unwrap() {
-            if let Some(rest) = line.strip_prefix("export PXCTL_CONFIG=") {
-                return PathBuf::from(rest.trim());
-            }
-        }
-        panic!(
-            "dev mode ended without the export line:\n{}",
-            std::fs::read_to_string(err_log).unwrap_or_default()
-        );
-    })
-    .await
-    .unwrap_or_else(|_| {
-        panic!(
-            "no export line within 90 s:\n{}",
-            std::fs::read_to_string(err_log).unwrap_or_default()
-        )
-    });
-    (dev, export)
-}
-
-/// SIGTERM (what Ctrl-C / scripts/demo --stop do): dev mode exits 0 and no process of `data` is left.
-async fn stop_dev(mut dev: Child, data: &Path) {
-    pxfleet_tests::signal(dev.id().unwrap(), libc::SIGTERM);
-    let status = tokio::time::timeout(Duration::from_secs(20), dev.wait())
-        .await
-        .expect("dev mode stops within 20 s")
-        .unwrap();
-    assert!(status.success(), "dev mode exited with {status}");
-    // The agents are gone at once; a PVE tool an agent had just started (pvesh, pct) may finish on its own
-    // a moment later, as on a real node.
-    let mut left = processes_mentioning(data.to_str().unwrap());
-    for _ in 0..50 {
-        if left.is_empty() {
-            break;
-        }
-        assert!(
-            !left.iter().any(|c| c.contains("pxagent")),
-            "agents still running after dev mode stopped: {left:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        left = processes_mentioning(data.to_str().unwrap());
-    }
-    assert!(
-        left.is_empty(),
-        "still running 5 s after dev mode stopped: {left:#?}"
-    );
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dev_mode_runs_the_main_job_stops_its_agents_and_restarts_on_its_state() {
@@ -128,7 +13,7 @@ async fn dev_mode_runs_the_main_job_stops_its_agents_and_restarts_on_its_state()
         .unwrap();
     let data = tmp.path().join("dev");
     let err_log = tmp.path().join("dev.err");
-    let (dev, export) = start_dev(&bins, &data, &err_log).await;
+    let (dev, export) = start_dev(&bins, &data, &err_log, 2).await;
     assert_eq!(export, data.join("pxctl.toml"));
     let agents = processes_mentioning(data.to_str().unwrap());
     assert!(
@@ -190,7 +75,7 @@ async fn dev_mode_runs_the_main_job_stops_its_agents_and_restarts_on_its_state()
     stop_dev(dev, &data).await;
 
     // Started again on the same directory: same fleet, same containers, still nothing to change.
-    let (dev, export2) = start_dev(&bins, &data, &err_log).await;
+    let (dev, export2) = start_dev(&bins, &data, &err_log, 2).await;
     assert_eq!(export2, export);
     let (code, out, err) = pxctl(&bins, &export, &["get", "containers", "-o", "json"]).await;
     assert_eq!(code, 0, "get after restart: {out}\n{err}");

@@ -351,6 +351,7 @@ pub fn operation_from_proto(op: v1::Operation) -> Result<Operation, ConvertError
                 desired: spec_options(&spec),
                 tags: spec.tags.clone(),
                 description: Some(spec.description.clone()).filter(|d| !d.is_empty()),
+                restart: u.restart_allowed,
             }
         }
         Some(Kind::Resize(r)) => {

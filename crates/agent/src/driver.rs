@@ -89,6 +89,9 @@ pub struct CtSummary {
     /// PVE lock (`create`, `destroyed`, ...), if any.
     pub lock: Option<String>,
     pub name: String,
+    /// What else the cheap listing says of its configuration (tags, cores, memory, swap, disk size); when
+    /// this or the fields above change, the configuration is read again. Empty when the node tells nothing more.
+    pub listing: String,
 }
 
 /// A container's configuration as key -> stored value (numbers rendered as decimal strings).
@@ -210,6 +213,34 @@ pub trait NodeDriver: Send + Sync + 'static {
     fn destroy(&self, vmid: u32, purge: bool)
         -> impl Future<Output = Result<(), NodeError>> + Send;
     fn unlock(&self, vmid: u32) -> impl Future<Output = Result<(), NodeError>> + Send;
+    /// Keys whose change waits for the next start (`pct pending`). The default: none (a driver that applies
+    /// every change at once).
+    fn pending(
+        &self,
+        _vmid: u32,
+    ) -> impl Future<Output = Result<Vec<pxfleet_pve::PendingKey>, NodeError>> + Send {
+        async { Ok(Vec::new()) }
+    }
+    /// Drops pending changes of `keys` (`pct set --revert`). The default: nothing to drop.
+    fn revert(
+        &self,
+        _vmid: u32,
+        _keys: &[String],
+    ) -> impl Future<Output = Result<(), NodeError>> + Send {
+        async { Ok(()) }
+    }
+    /// Restart a running container so that pending changes apply (`pct reboot`). The default: a clean
+    /// shutdown, then a start.
+    fn reboot(
+        &self,
+        vmid: u32,
+        timeout_secs: u32,
+    ) -> impl Future<Output = Result<(), NodeError>> + Send {
+        async move {
+            self.shutdown(vmid, timeout_secs).await?;
+            self.start(vmid).await
+        }
+    }
     fn migrate(
         &self,
         vmid: u32,

@@ -4,7 +4,7 @@
 //! running when the agent died (a `lock: create` leftover is destroyed so the re-sent create starts
 //! clean). Every operation is written to be idempotent: it first looks at what exists.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -17,6 +17,9 @@ use crate::ops::{
     CreateOp, OpFailure, OpKind, OpResult, OpUpdate, Operation, TemplateSource, TemplateSpec,
 };
 use crate::seed::{SeedError, Seeder};
+
+/// A quick observation pass reads each container's configuration again at least this often (in passes).
+pub const REREAD_EVERY_PASSES: usize = 10;
 
 /// Something the stream should tell the controller.
 #[derive(Debug, Clone, PartialEq)]
@@ -112,6 +115,9 @@ impl From<SeedError> for OpFailure {
         }
     }
 }
+
+/// How long `pct reboot` waits for a clean shutdown before PVE kills the container.
+const REBOOT_TIMEOUT_SECS: u32 = 60;
 
 fn ok(message: impl Into<String>, container: Option<ObservedContainer>) -> Outcome {
     Ok(OpResult {
@@ -353,10 +359,20 @@ impl<D: NodeDriver> Executor<D> {
     }
 
     /// A full observation pass: emits the delta against the last snapshot and returns it.
+    ///
+    /// One listing of the node; configurations are read only for containers whose listing moved, new ones, and
+    /// the tenth read longest ago (so hundreds of containers do not cost hundreds of `pct config` calls per
+    /// pass, and a change the listing does not show is still seen within ten passes).
     pub async fn observe_pass(&self) -> Result<Delta, NodeError> {
-        let began = self.snapshot().begin_pass();
-        let all = observe::observe_all(&*self.inner.driver).await?;
-        let delta = self.snapshot().update_pass(all, began);
+        let (began, known) = {
+            let mut s = self.snapshot();
+            (s.begin_pass(), s.reusable(REREAD_EVERY_PASSES))
+        };
+        let (all, read) = observe::observe_changed(&*self.inner.driver, &known).await?;
+        let mut s = self.snapshot();
+        s.mark_read(read, began);
+        let delta = s.update_pass(all, began);
+        drop(s);
         if !delta.is_empty() {
             self.emit(Event::Delta(delta.clone()));
         }
@@ -367,10 +383,17 @@ impl<D: NodeDriver> Executor<D> {
     /// Containers an operation touched while the pass ran keep what the operation reported.
     pub async fn full_observation(&self) -> Result<Vec<ObservedContainer>, NodeError> {
         let began = self.snapshot().begin_pass();
-        let all = observe::observe_all(&*self.inner.driver).await?;
+        let (all, read) = observe::observe_changed(&*self.inner.driver, &BTreeMap::new()).await?;
         let mut snapshot = self.snapshot();
+        snapshot.mark_read(read, began);
         snapshot.update_pass(all, began);
         Ok(snapshot.containers.values().cloned().collect())
+    }
+
+    /// Every container as the snapshot has it (what the passes and operations last saw), without reading
+    /// the node.
+    pub fn known_containers(&self) -> Vec<ObservedContainer> {
+        self.snapshot().containers.values().cloned().collect()
     }
 
     fn snapshot(&self) -> std::sync::MutexGuard<'_, Snapshot> {
@@ -387,22 +410,55 @@ impl<D: NodeDriver> Executor<D> {
                 desired,
                 tags,
                 description,
+                restart,
             } => {
                 let cfg = self.existing(*vmid).await?;
                 let mark = check_managed(*vmid, &cfg, expect.as_ref())?;
-                let (options, delete) =
+                let (mut options, mut delete) =
                     plan_update(&mark, &cfg, desired, tags, description.as_deref());
-                if options.is_empty() && delete.is_empty() {
-                    return ok("nothing to change", self.observed(*vmid).await);
+                // `pct config` shows pending values merged in: where the file wants what is in effect now, drop
+                // the pending change (a `pct set` made by hand on the running container) instead of piling
+                // another one on it.
+                let revert = revert_pending(&d.pending(*vmid).await?, &mut options, &mut delete);
+                if !revert.is_empty() {
+                    self.progress(&op.id, format!("pct set --revert {}", revert.join(",")));
+                    d.revert(*vmid, &revert).await?;
                 }
-                let keys: Vec<&str> = options
-                    .iter()
-                    .map(|(k, _)| k.as_str())
-                    .chain(delete.iter().map(String::as_str))
-                    .collect();
-                self.progress(&op.id, format!("pct set {}", keys.join(" ")));
-                d.set(*vmid, &options, &delete).await?;
-                ok("updated", self.observed(*vmid).await)
+                if !options.is_empty() || !delete.is_empty() {
+                    let keys: Vec<&str> = options
+                        .iter()
+                        .map(|(k, _)| k.as_str())
+                        .chain(delete.iter().map(String::as_str))
+                        .collect();
+                    self.progress(&op.id, format!("pct set {}", keys.join(" ")));
+                    d.set(*vmid, &options, &delete).await?;
+                }
+                // What PVE could not apply to the running container waits for its next start (also from an
+                // earlier update that was not allowed to restart).
+                let pending = if self.status(*vmid).await? == "running" {
+                    d.pending(*vmid).await?
+                } else {
+                    Vec::new()
+                };
+                let keys: Vec<&str> = pending.iter().map(|p| p.key.as_str()).collect();
+                let message = match (keys.is_empty(), *restart) {
+                    (true, _) if options.is_empty() && delete.is_empty() && revert.is_empty() => {
+                        return ok("nothing to change", self.observed(*vmid).await)
+                    }
+                    (true, _) => "updated".to_string(),
+                    (false, true) => {
+                        self.progress(&op.id, format!("pct reboot: {} pending", keys.join(" ")));
+                        d.reboot(*vmid, REBOOT_TIMEOUT_SECS).await?;
+                        let cfg = self.existing(*vmid).await?;
+                        self.wait_for_addresses(&op.id, *vmid, &cfg).await;
+                        format!("updated and restarted ({} applied)", keys.join(" "))
+                    }
+                    (false, false) => format!(
+                        "updated; pending until the next restart: {}",
+                        keys.join(" ")
+                    ),
+                };
+                ok(message, self.observed(*vmid).await)
             }
             OpKind::Resize {
                 vmid,
@@ -774,12 +830,52 @@ fn plan_update(
     tags: &[String],
     description: Option<&str>,
 ) -> (Vec<(String, String)>, Vec<String>) {
-    let mut want: Vec<(String, String)> = desired
+    // Mount points are matched by their path, not their slot: one already there is left alone (growth is a
+    // resize), a new one gets a free slot, one whose path left the file is deleted (PVE keeps its volume as
+    // unusedN).
+    let mp_path = |v: &str| {
+        v.split(',')
+            .find_map(|p| p.strip_prefix("mp="))
+            .map(str::to_string)
+    };
+    let have_mps: Vec<(&String, Option<String>)> = cfg
         .iter()
-        .filter(|(k, _)| k != "tags" && k != "description" && k != "rootfs" && k != "unprivileged")
-        .filter(|(k, _)| !k.starts_with("mp") || !cfg.contains_key(k))
-        .cloned()
+        .filter(|(k, _)| is_mp_key(k))
+        .map(|(k, v)| (k, mp_path(v)))
         .collect();
+    let want_paths: Vec<Option<String>> = desired
+        .iter()
+        .filter(|(k, _)| is_mp_key(k))
+        .map(|(_, v)| mp_path(v))
+        .collect();
+    let mut taken: Vec<String> = have_mps.iter().map(|(k, _)| (*k).clone()).collect();
+    let mut want: Vec<(String, String)> = Vec::new();
+    for (k, v) in desired {
+        if matches!(
+            k.as_str(),
+            "tags" | "description" | "rootfs" | "unprivileged"
+        ) {
+            continue;
+        }
+        if !is_mp_key(k) {
+            want.push((k.clone(), v.clone()));
+            continue;
+        }
+        let path = mp_path(v);
+        if have_mps.iter().any(|(_, p)| *p == path) {
+            continue;
+        }
+        let slot = if taken.contains(k) {
+            (0..256)
+                .map(|i| format!("mp{i}"))
+                .find(|s| !taken.contains(s))
+                .unwrap_or_else(|| k.clone())
+        } else {
+            k.clone()
+        };
+        taken.push(slot.clone());
+        want.push((slot, v.clone()));
+    }
     want.push(("tags".into(), tags_with_mark(tags)));
     want.push(("description".into(), mark.description(description)));
     let mut set = Vec::new();
@@ -801,12 +897,51 @@ fn plan_update(
             set.push((k, v));
         }
     }
-    let delete = cfg
+    let mut delete: Vec<String> = cfg
         .keys()
         .filter(|k| deletable(k) && !desired.iter().any(|(d, _)| d == *k))
         .cloned()
         .collect();
+    delete.extend(
+        have_mps
+            .iter()
+            .filter(|(_, p)| !want_paths.contains(p))
+            .map(|(k, _)| (*k).clone()),
+    );
     (set, delete)
+}
+
+/// Takes out of `options` / `delete` what would only undo a pending change (the file wants the value in effect
+/// now) and returns those keys, to be reverted instead.
+fn revert_pending(
+    pending: &[pxfleet_pve::PendingKey],
+    options: &mut Vec<(String, String)>,
+    delete: &mut Vec<String>,
+) -> Vec<String> {
+    let mut revert = Vec::new();
+    for p in pending {
+        if p.current.is_none() {
+            if let Some(i) = delete.iter().position(|k| *k == p.key) {
+                delete.remove(i);
+                revert.push(p.key.clone());
+            }
+        }
+        let now = p.current.as_deref().map(str::trim_end);
+        if let Some(i) = options
+            .iter()
+            .position(|(k, v)| *k == p.key && Some(v.trim_end()) == now)
+        {
+            options.remove(i);
+            revert.push(p.key.clone());
+        }
+    }
+    revert
+}
+
+/// `mp0` ... `mp255`.
+fn is_mp_key(key: &str) -> bool {
+    key.strip_prefix("mp")
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// Reads `size=8G` from a disk property string, in bytes.
@@ -844,6 +979,66 @@ mod tests {
         );
         assert_eq!(disk_size_bytes("local:subvol-1,size=1.5T"), Some(3 << 39));
         assert_eq!(disk_size_bytes("local:x"), None);
+    }
+
+    #[test]
+    fn a_pending_change_the_file_does_not_want_is_reverted_not_piled_on() {
+        let pend =
+            |key: &str, current: Option<&str>, pending: Option<&str>| pxfleet_pve::PendingKey {
+                key: key.into(),
+                current: current.map(String::from),
+                pending: pending.map(String::from),
+                delete: pending.is_none(),
+            };
+        // features=nesting=1 set by hand (pending only), nameserver changed by hand (pending), cores by
+        // the file (no pending entry)
+        let pending = vec![
+            pend("features", None, Some("nesting=1")),
+            pend("nameserver", Some("10.0.0.1"), Some("10.0.0.9")),
+        ];
+        let mut options = vec![
+            ("nameserver".to_string(), "10.0.0.1".to_string()),
+            ("cores".to_string(), "2".to_string()),
+        ];
+        let mut delete = vec!["features".to_string()];
+        let revert = revert_pending(&pending, &mut options, &mut delete);
+        assert_eq!(
+            revert,
+            vec!["features".to_string(), "nameserver".to_string()]
+        );
+        assert_eq!(options, vec![("cores".to_string(), "2".to_string())]);
+        assert!(delete.is_empty());
+    }
+
+    #[test]
+    fn mount_points_are_matched_by_path_not_slot() {
+        let mark = ManagedMark {
+            fleet: "dev".into(),
+            name: "web".into(),
+        };
+        let mut cfg = CtConfig::new();
+        cfg.insert("description".into(), mark.description(None));
+        cfg.insert("tags".into(), "pxfleet".into());
+        cfg.insert(
+            "mp0".into(),
+            "local-lvm:vm-1-disk-1,mp=/data,size=4G".into(),
+        );
+        cfg.insert(
+            "mp1".into(),
+            "local-lvm:vm-1-disk-2,mp=/logs,size=2G".into(),
+        );
+        // /data left the file (so /logs is mp0 in the spec), /new came in as mp1
+        let desired = vec![
+            ("mp0".to_string(), "local-lvm:2,mp=/logs".to_string()),
+            ("mp1".to_string(), "local-lvm:1,mp=/new".to_string()),
+        ];
+        let (set, delete) = plan_update(&mark, &cfg, &desired, &[], None);
+        assert_eq!(delete, vec!["mp0".to_string()]);
+        let mps: Vec<&(String, String)> = set.iter().filter(|(k, _)| is_mp_key(k)).collect();
+        assert_eq!(
+            mps,
+            vec![&("mp2".to_string(), "local-lvm:1,mp=/new".to_string())]
+        );
     }
 
     #[test]

@@ -23,6 +23,18 @@ pub struct ObservedContainer {
     pub config: CtConfig,
     /// Addresses seen inside the running container (`addr/prefix`), loopback and link-local left out.
     pub addresses: Vec<String>,
+    /// The node's listing of it when its configuration was read ([`listing_key`]): a pass reads the
+    /// configuration again only when the listing moved (or its turn came).
+    #[serde(default)]
+    pub listed_as: String,
+}
+
+/// What the node's one-call listing says of a container; a change means its configuration changed.
+pub fn listing_key(s: &crate::driver::CtSummary) -> String {
+    format!(
+        "status={} lock={:?} name={} {}",
+        s.status, s.lock, s.name, s.listing
+    )
 }
 
 /// A change between two snapshots.
@@ -53,6 +65,8 @@ pub struct Snapshot {
     epoch: u64,
     /// vmid -> the epoch of the last time an operation touched it.
     touched: BTreeMap<u32, u64>,
+    /// vmid -> the epoch its configuration was last read (by a pass or after an operation).
+    read_at: BTreeMap<u32, u64>,
 }
 
 impl Snapshot {
@@ -66,6 +80,31 @@ impl Snapshot {
     pub fn touch(&mut self, vmid: u32) {
         self.epoch += 1;
         self.touched.insert(vmid, self.epoch);
+    }
+
+    /// What a quick pass may take from the snapshot instead of reading the node: every container except the
+    /// `1/rotate` whose configuration was read longest ago (so each is read again at least every `rotate`
+    /// passes, and a change the listing does not show is still seen).
+    pub fn reusable(&self, rotate: usize) -> BTreeMap<u32, ObservedContainer> {
+        let mut by_age: Vec<(u64, u32)> = self
+            .containers
+            .keys()
+            .map(|v| (self.read_at.get(v).copied().unwrap_or(0), *v))
+            .collect();
+        by_age.sort();
+        let due = self.containers.len().div_ceil(rotate.max(1));
+        by_age
+            .into_iter()
+            .skip(due)
+            .filter_map(|(_, v)| self.containers.get(&v).map(|c| (v, c.clone())))
+            .collect()
+    }
+
+    /// Notes the configurations a pass begun at `began` read.
+    pub fn mark_read(&mut self, vmids: impl IntoIterator<Item = u32>, began: u64) {
+        for v in vmids {
+            self.read_at.insert(v, began);
+        }
     }
 
     /// Replaces the snapshot with what the pass begun at `began` saw, except for containers touched since
@@ -83,6 +122,7 @@ impl Snapshot {
             }
         }
         self.touched.retain(|_, &mut t| t >= began);
+        self.read_at.retain(|v, _| now.contains_key(v));
         self.replace(now)
     }
 
@@ -110,6 +150,7 @@ impl Snapshot {
     /// Records one container's new state (or its absence) after an operation and returns the delta for it.
     pub fn update_one(&mut self, vmid: u32, now: Option<ObservedContainer>) -> Delta {
         self.touch(vmid);
+        self.read_at.insert(vmid, self.epoch);
         match now {
             Some(c) => {
                 if self.containers.get(&vmid) == Some(&c) {
@@ -185,11 +226,41 @@ pub async fn observe_one<D: NodeDriver>(
     Ok(Some(build(summary, config, addresses)))
 }
 
-/// Observes every container on the node.
+/// Observes every container on the node, reading each one's configuration.
 pub async fn observe_all<D: NodeDriver>(driver: &D) -> Result<Vec<ObservedContainer>, NodeError> {
+    Ok(observe_changed(driver, &BTreeMap::new()).await?.0)
+}
+
+/// Observes every container on the node with one listing, reading the configuration (and, when running,
+/// the addresses) only of containers that are not in `known` or whose listing moved since; a running one
+/// without an address yet is asked for its addresses again. Returns the containers and the vmids whose
+/// configuration was read.
+pub async fn observe_changed<D: NodeDriver>(
+    driver: &D,
+    known: &BTreeMap<u32, ObservedContainer>,
+) -> Result<(Vec<ObservedContainer>, Vec<u32>), NodeError> {
     let mut out = Vec::new();
+    let mut read = Vec::new();
     for summary in driver.list().await? {
         let vmid = summary.vmid;
+        if let Some(prev) = known
+            .get(&vmid)
+            .filter(|p| !p.listed_as.is_empty() && p.listed_as == listing_key(&summary))
+        {
+            let mut c = prev.clone();
+            if c.status == "running" && c.addresses.is_empty() {
+                c.addresses = driver
+                    .interfaces(vmid)
+                    .await
+                    .ok()
+                    .flatten()
+                    .map(|i| useful_addresses(&i))
+                    .unwrap_or_default();
+            }
+            out.push(c);
+            continue;
+        }
+        read.push(vmid);
         // A container may vanish between list and config (destroyed meanwhile): skip it.
         let Some(config) = driver.config(vmid).await? else {
             continue;
@@ -207,7 +278,7 @@ pub async fn observe_all<D: NodeDriver>(driver: &D) -> Result<Vec<ObservedContai
         };
         out.push(build(summary, config, addresses));
     }
-    Ok(out)
+    Ok((out, read))
 }
 
 fn build(
@@ -223,8 +294,10 @@ fn build(
         .get("tags")
         .map(|t| split_tags(t))
         .unwrap_or_default();
+    let listed_as = listing_key(&summary);
     let lock = summary.lock.or_else(|| config.get("lock").cloned());
     ObservedContainer {
+        listed_as,
         vmid: summary.vmid,
         name: summary.name,
         status: summary.status,
@@ -250,6 +323,7 @@ mod tests {
             tags: vec![],
             config: CtConfig::new(),
             addresses: vec![],
+            listed_as: String::new(),
         }
     }
 

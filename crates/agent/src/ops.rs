@@ -56,6 +56,10 @@ pub enum OpKind {
         desired: Vec<(String, String)>,
         tags: Vec<String>,
         description: Option<String>,
+        /// Restart a running container when PVE left changes pending (`pct reboot`); without it they stay
+        /// pending until the next start.
+        #[serde(default)]
+        restart: bool,
     },
     /// Grow `disk` (`rootfs`, `mp0` ...) to `size_gib`.
     Resize {

@@ -214,6 +214,10 @@ impl NodeDriver for PveDriver {
                     pxfleet_pve::parse::RunState::Stopped => "stopped".to_string(),
                     pxfleet_pve::parse::RunState::Other(s) => s,
                 },
+                listing: format!(
+                    "tags={:?} cpus={:?} maxmem={:?} maxswap={:?} maxdisk={:?}",
+                    c.tags, c.cpus, c.maxmem, c.maxswap, c.maxdisk
+                ),
                 lock: c.lock,
                 name: c.name.unwrap_or_else(|| format!("CT{}", c.vmid)),
             })
@@ -290,6 +294,25 @@ impl NodeDriver for PveDriver {
 
     async fn unlock(&self, vmid: u32) -> Result<(), NodeError> {
         self.node.unlock(vmid).await.map_err(node_err)
+    }
+
+    async fn pending(&self, vmid: u32) -> Result<Vec<pxfleet_pve::PendingKey>, NodeError> {
+        self.node.pending(vmid).await.map_err(node_err)
+    }
+
+    async fn revert(&self, vmid: u32, keys: &[String]) -> Result<(), NodeError> {
+        let change = ConfigChange {
+            revert: keys.iter().cloned().collect(),
+            ..ConfigChange::default()
+        };
+        self.node.set(vmid, &change).await.map_err(node_err)
+    }
+
+    async fn reboot(&self, vmid: u32, timeout_secs: u32) -> Result<(), NodeError> {
+        self.node
+            .reboot(vmid, Duration::from_secs(timeout_secs.into()))
+            .await
+            .map_err(node_err)
     }
 
     async fn migrate(&self, vmid: u32, target: &str, restart: bool) -> Result<(), NodeError> {

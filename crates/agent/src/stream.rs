@@ -448,13 +448,16 @@ pub fn inventory_delta(facts: &NodeFacts, sent: &mut InventoryView) -> Option<v1
     })
 }
 
-/// Every container, template and storage of the node as one `full` observation.
+/// Every container, template and storage of the node as one `full` observation: the containers as a quick
+/// pass leaves the snapshot (one listing, configurations read only where the listing moved), the
+/// templates and storages read now.
 async fn full_observation<D: NodeDriver>(
     config: &AgentConfig,
     exec: &Executor<D>,
 ) -> Result<(v1::Observation, InventoryView), SessionError> {
     let facts = exec.driver().facts().await?;
-    let containers = exec.full_observation().await?;
+    exec.observe_pass().await?;
+    let containers = exec.known_containers();
     let inv = (convert::templates(&facts), convert::storages(&facts));
     Ok((
         v1::Observation {

@@ -274,6 +274,7 @@ async fn update_and_resize_change_only_what_differs() {
             ],
             tags: vec!["web".into()],
             description: Some("Web server".into()),
+            restart: false,
         },
     };
     succeeded(&r.exec.execute(upd).await);
@@ -436,4 +437,65 @@ async fn seed_template_without_checksum_reports_the_sha256() {
         std::fs::read(r.tmpl.path().join("v.tar.xz")).unwrap(),
         b"unpinned payload"
     );
+}
+
+fn config_reads(node: &FakeNode) -> usize {
+    let n = node.calls("config ");
+    node.state.lock().unwrap().calls.clear();
+    n
+}
+
+/// A periodic pass over a node with many containers reads one listing and only the configurations that
+/// moved (plus a tenth, in turn), not one `pct config` per container every pass; a change the listing shows
+/// is seen at the next pass, one it does not show within ten passes.
+#[tokio::test]
+async fn observation_passes_read_only_what_moved() {
+    let r = rig(4, Duration::ZERO);
+    for vmid in 100..130 {
+        let name = format!("ct{vmid}");
+        r.node
+            .insert(vmid, "stopped", &[("hostname", &name), ("memory", "512")]);
+    }
+    let first = r.exec.observe_pass().await.unwrap();
+    assert_eq!(first.changed.len(), 30);
+    assert_eq!(config_reads(&r.node), 30, "the first pass reads everything");
+    let quiet = r.exec.observe_pass().await.unwrap();
+    assert!(quiet.is_empty());
+    assert_eq!(config_reads(&r.node), 3, "a tenth, in turn");
+
+    // memory changed by hand: the listing shows it, so the next pass reads that one
+    r.node
+        .insert(105, "stopped", &[("hostname", "ct105"), ("memory", "1024")]);
+    let d = r.exec.observe_pass().await.unwrap();
+    assert_eq!(d.changed.len(), 1);
+    assert_eq!(
+        d.changed[0].config.get("memory").map(String::as_str),
+        Some("1024")
+    );
+    assert!(config_reads(&r.node) <= 4);
+
+    // a key the listing does not show: seen within ten passes
+    r.node.insert(
+        117,
+        "stopped",
+        &[
+            ("hostname", "ct117"),
+            ("memory", "512"),
+            ("features", "nesting=1"),
+        ],
+    );
+    let mut seen = false;
+    for _ in 0..10 {
+        let d = r.exec.observe_pass().await.unwrap();
+        if d.changed.iter().any(|c| c.vmid == 117) {
+            seen = true;
+            break;
+        }
+    }
+    assert!(seen, "a change the listing does not show is read in turn");
+
+    // a container gone is reported removed at the next pass
+    r.node.state.lock().unwrap().cts.remove(&120);
+    let d = r.exec.observe_pass().await.unwrap();
+    assert_eq!(d.removed, vec![120]);
 }

@@ -87,6 +87,12 @@ pub enum Command {
     Output(OutputArgs),
     /// Destroy a whole fleet or some of its containers.
     Destroy(DestroyArgs),
+    /// Start containers of a fleet (all by default) and keep them running (`state: running`).
+    Start(PowerArgs),
+    /// Stop containers of a fleet (all by default) and keep them stopped (`state: stopped`).
+    Stop(PowerArgs),
+    /// Restart containers of a fleet (all by default); they stay running.
+    Restart(PowerArgs),
     /// A fleet's revisions: who submitted what, when.
     History(HistoryArgs),
     /// Node enrolment and scheduling.
@@ -206,6 +212,20 @@ pub struct DestroyArgs {
     /// Do not ask for confirmation.
     #[arg(short = 'y', long)]
     pub yes: bool,
+    /// Return once the controller accepted, without following progress.
+    #[arg(long)]
+    pub no_wait: bool,
+    /// Give up following progress after this long.
+    #[arg(long, value_parser = parse_duration, default_value = "1h")]
+    pub timeout: Duration,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct PowerArgs {
+    /// The fleet.
+    pub fleet: String,
+    /// Only these containers (default: all of the fleet).
+    pub containers: Vec<String>,
     /// Return once the controller accepted, without following progress.
     #[arg(long)]
     pub no_wait: bool,

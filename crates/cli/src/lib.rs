@@ -21,6 +21,7 @@ pub use error::CliError;
 
 use args::{Command, GlobalArgs};
 use error::Result;
+use pxfleet_proto::v1 as pb;
 use term::Io;
 
 /// Runs one client command against a connected controller; returns the exit status.
@@ -39,6 +40,9 @@ pub async fn run(client: &mut Client, command: &Command, io: &mut Io<'_>) -> Res
         Command::Describe(c) => cmd::describe::run(client, c, io).await,
         Command::Output(a) => cmd::output::run(client, a, io).await,
         Command::Destroy(a) => cmd::destroy::run(client, a, io).await,
+        Command::Start(a) => cmd::power::run(client, a, pb::PowerAction::Start, io).await,
+        Command::Stop(a) => cmd::power::run(client, a, pb::PowerAction::Stop, io).await,
+        Command::Restart(a) => cmd::power::run(client, a, pb::PowerAction::Restart, io).await,
         Command::History(a) => cmd::history::run(client, a, io).await,
         Command::Node(c) => cmd::node::run(client, c, io).await,
     }

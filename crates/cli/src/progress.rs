@@ -28,6 +28,8 @@ pub struct Follow {
     pub expect_activity: bool,
     pub timeout: Duration,
     pub poll: Duration,
+    /// Containers the file wants stopped (`state: stopped`): stopped is success for them.
+    pub want_stopped: BTreeSet<String>,
 }
 
 /// How it ended.
@@ -41,9 +43,11 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    /// Exit 0 only when everything succeeded: all running (or gone when destroying), nothing failed.
-    pub fn success(&self, destroying: bool) -> bool {
-        self.failed.is_empty() && (destroying || self.stopped.is_empty())
+    /// Exit 0 only when everything succeeded: all running (or gone when destroying; or stopped when
+    /// `want_stopped`), nothing failed.
+    pub fn success(&self, destroying: bool, want_stopped: &BTreeSet<String>) -> bool {
+        self.failed.is_empty()
+            && (destroying || self.stopped.iter().all(|n| want_stopped.contains(n)))
     }
 }
 

@@ -70,7 +70,7 @@ fn containers() -> Vec<ContainerRecord> {
 }
 
 fn nodes() -> Vec<NodeRecord> {
-    let n = |name: &str, status: pb::NodeStatus, reason: &str| {
+    let n = |name: &str, status: pb::NodeStatus, reason: &str, status_reason: &str| {
         NodeRecord::from(&pb::NodeInfo {
             name: name.into(),
             status: status as i32,
@@ -87,11 +87,18 @@ fn nodes() -> Vec<NodeRecord> {
             cordon_reason: reason.into(),
             container_count: 2,
             cert_serial: "ab".into(),
+            status_reason: status_reason.into(),
         })
     };
     vec![
-        n("mk33", pb::NodeStatus::Ready, ""),
-        n("mk34", pb::NodeStatus::Cordoned, "disk swap"),
+        n("mk33", pb::NodeStatus::Ready, "", ""),
+        n("mk34", pb::NodeStatus::Cordoned, "disk swap", ""),
+        n(
+            "mk35",
+            pb::NodeStatus::Stalled,
+            "",
+            "4 operation(s) in flight and no update from its agent for 130 s",
+        ),
     ]
 }
 

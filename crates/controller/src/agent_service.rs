@@ -127,7 +127,7 @@ impl AgentService for AgentApi {
                 }),
             );
         }
-        st.wake.notify_one();
+        st.changed();
         tracing::info!(%node, agent_version = %hello.agent_version, "agent connected");
         let st2 = st.clone();
         let node2 = node.clone();
@@ -212,7 +212,10 @@ fn handle_message(st: &State, node: &str, msg: pb::AgentMessage) -> Result<(), S
             );
         }
         Some(pb::agent_message::Msg::OperationUpdate(u)) => {
-            st.store.update_node(node, |n| n.last_seen_ms = now)?;
+            st.store.update_node(node, |n| {
+                n.last_seen_ms = now;
+                n.last_op_update_ms = now;
+            })?;
             if driver::on_update(st, node, &u)? {
                 st.sessions.send(
                     node,
@@ -250,7 +253,7 @@ fn handle_message(st: &State, node: &str, msg: pb::AgentMessage) -> Result<(), S
                     st.store.set_observed(node, *vm_id, None)?;
                 }
             }
-            st.wake.notify_one();
+            st.changed();
         }
         Some(pb::agent_message::Msg::Hello(_)) => {
             tracing::warn!(node, "a second Hello on one stream is ignored");

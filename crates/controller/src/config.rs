@@ -124,6 +124,14 @@ pub struct ReconcilerConfig {
     pub backoff_max_ms: u64,
     /// Level-triggered pass interval (passes also run after every observation).
     pub interval_ms: u64,
+    /// Operations handed to one agent at once (dispatched, not finished); the rest stay pending at the
+    /// controller. Twice the agent's parallelism keeps it busy without a deep queue on the node.
+    pub dispatch_window: u32,
+    /// A dispatched operation the agent has not acknowledged (`received`) after this long is sent again
+    /// (same id: the agent runs an id at most once).
+    pub ack_timeout_secs: u64,
+    /// A node with operations in flight and no operation update for this long is shown `stalled`.
+    pub stall_secs: u64,
 }
 
 impl Default for ReconcilerConfig {
@@ -135,6 +143,9 @@ impl Default for ReconcilerConfig {
             backoff_base_ms: 1000,
             backoff_max_ms: 60_000,
             interval_ms: 1000,
+            dispatch_window: 8,
+            ack_timeout_secs: 15,
+            stall_secs: 120,
         }
     }
 }
@@ -211,6 +222,21 @@ impl Config {
                 "reconciler.interval_ms",
                 "must be at least 1".into(),
             ));
+        }
+        for (field, v) in [
+            (
+                "reconciler.dispatch_window",
+                u64::from(self.reconciler.dispatch_window),
+            ),
+            (
+                "reconciler.ack_timeout_secs",
+                self.reconciler.ack_timeout_secs,
+            ),
+            ("reconciler.stall_secs", self.reconciler.stall_secs),
+        ] {
+            if v == 0 {
+                return Err(invalid(field, "must be at least 1".into()));
+            }
         }
         if self.join_token_ttl_secs == 0 {
             return Err(invalid("join_token_ttl_secs", "must be at least 1".into()));

@@ -473,21 +473,22 @@ pub fn operation_pb(op: &Operation, password: Option<&str>) -> pb::Operation {
             spec: Some(container_spec(
                 &op.fleet, container, op.vm_id, template, password,
             )),
-            start: true,
+            start: container.state.is_running(),
         }),
         OperationKind::Update {
             container,
             template,
             fields,
+            restart,
         } => Kind::Update(pb::UpdateContainer {
             spec: Some(container_spec(
                 &op.fleet, container, op.vm_id, template, None,
             )),
             changed_fields: fields.clone(),
-            restart_allowed: false,
+            restart_allowed: *restart,
         }),
-        OperationKind::Resize { disk_gib } => Kind::Resize(pb::ResizeDisk {
-            disk: "rootfs".into(),
+        OperationKind::Resize { disk, disk_gib } => Kind::Resize(pb::ResizeDisk {
+            disk: disk.clone(),
             size_gib: *disk_gib,
         }),
         OperationKind::Start => Kind::Start(pb::StartContainer {}),
@@ -499,6 +500,10 @@ pub fn operation_pb(op: &Operation, password: Option<&str>) -> pb::Operation {
             fleet: op.fleet.clone(),
             name: op.container.clone(),
             purge: true,
+        }),
+        OperationKind::Migrate { target, restart } => Kind::Migrate(pb::MigrateContainer {
+            target_node: target.clone(),
+            restart: *restart,
         }),
     };
     pb::Operation {
@@ -519,6 +524,7 @@ pub fn op_kind_pb(k: &OperationKind) -> pb::OperationKind {
         OperationKind::Start => pb::OperationKind::Start,
         OperationKind::Stop => pb::OperationKind::Stop,
         OperationKind::Destroy => pb::OperationKind::Destroy,
+        OperationKind::Migrate { .. } => pb::OperationKind::Migrate,
     }
 }
 
@@ -568,6 +574,7 @@ pub fn node_status_pb(s: NodeStatus) -> pb::NodeStatus {
         NodeStatus::Ready => pb::NodeStatus::Ready,
         NodeStatus::Down => pb::NodeStatus::Down,
         NodeStatus::Cordoned => pb::NodeStatus::Cordoned,
+        NodeStatus::Stalled => pb::NodeStatus::Stalled,
     }
 }
 

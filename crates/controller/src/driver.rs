@@ -246,17 +246,123 @@ fn unpinned_url(t: &Template) -> Option<&str> {
     }
 }
 
+/// Adopts `o` where it is when [`crate::reconciler::adopt_node`] says so: the desired (and applied) node
+/// follow it. Returns the updated records.
+fn adopt(
+    state: &State,
+    d: &DesiredContainer,
+    a: Option<&AppliedContainer>,
+    o: &ObservedContainer,
+) -> Result<Option<(DesiredContainer, Option<AppliedContainer>)>, StoreError> {
+    let Some(node) = crate::reconciler::adopt_node(d, o) else {
+        return Ok(None);
+    };
+    let datastore = o.config.as_ref().and_then(|c| c.datastore_id.clone());
+    if !state
+        .store
+        .adopt_desired(&d.fleet, &d.name, node, datastore.as_deref())?
+    {
+        return Ok(None);
+    }
+    tracing::info!(fleet = %d.fleet, container = %d.name, from = %d.node, to = %node, vm_id = o.vm_id,
+        "container moved outside pxfleet: adopted where it is");
+    let mut d = d.clone();
+    d.node = node.to_string();
+    d.container.node = Some(node.to_string());
+    if let Some(ds) = &datastore {
+        d.container.datastore_id = Some(ds.clone());
+    }
+    let a = match a {
+        Some(a) if a.vm_id == o.vm_id => {
+            let mut a = a.clone();
+            a.node = node.to_string();
+            a.container.node = Some(node.to_string());
+            if let Some(ds) = &datastore {
+                a.container.datastore_id = Some(ds.clone());
+            }
+            state.store.put_applied(&a)?;
+            Some(a)
+        }
+        _ => None,
+    };
+    Ok(Some((d, a)))
+}
+
+/// `pxctl restart`: a stop operation (of revision `revision`) for each of `names` of `fleet` that runs and has
+/// no operation in flight; the reconciler starts them again, their desired state being running.
+pub fn queue_restarts(
+    state: &State,
+    fleet: &str,
+    names: &[String],
+    revision: u64,
+) -> Result<(), StoreError> {
+    let _ops = state.ops_lock.lock().unwrap_or_else(|p| p.into_inner());
+    let w = load(state)?;
+    let now = now_ms();
+    for name in names {
+        let k = (fleet.to_string(), name.clone());
+        if w.latest.get(&k).is_some_and(|op| op.state.is_active()) {
+            continue;
+        }
+        let Some(o) = pick(w.observed.get(&k), w.desired.get(&k), w.applied.get(&k)) else {
+            continue;
+        };
+        if !o.running || o.lock.is_some() {
+            continue;
+        }
+        let op = Operation {
+            id: crate::model::new_id(),
+            fleet: fleet.to_string(),
+            container: name.clone(),
+            node: o.node.clone(),
+            vm_id: o.vm_id,
+            kind: OperationKind::Stop,
+            attempt: 1,
+            state: OpState::Pending,
+            created_ms: now,
+            not_before_ms: now,
+            dispatched_ms: None,
+            deadline_ms: None,
+            finished_ms: None,
+            last_error: None,
+            revision,
+            reason: "restart: stop, then start".into(),
+        };
+        state.store.put_op(&op)?;
+        emit(state, &op, "planned");
+    }
+    Ok(())
+}
+
 /// One reconcile pass at time `now`.
 pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
     let _ops = state.ops_lock.lock().unwrap_or_else(|p| p.into_inner());
     let started = Instant::now();
     let rc = &state.config.reconciler;
-    let w = load(state)?;
-    // 1. overdue dispatched operations fail (the agent may still finish; its late result is then ignored)
+    let mut w = load(state)?;
+    let mut changed = false;
+    // 1. overdue dispatched operations fail (the agent may still finish; its late result is then ignored);
+    //    ones the agent never acknowledged are sent again (lost on the way, or the agent restarted).
     for op in &w.ops {
+        let unacknowledged = op.state == OpState::Dispatched
+            && op
+                .dispatched_ms
+                .is_some_and(|d| now > d + rc.ack_timeout_secs * 1000);
+        if unacknowledged && op.deadline_ms.is_none_or(|d| now <= d) {
+            let mut op = op.clone();
+            tracing::warn!(op = %op.id, node = %op.node, vm_id = op.vm_id, kind = op.kind.name(),
+                "no acknowledgement from the agent within {} s; sending the operation again", rc.ack_timeout_secs);
+            op.state = OpState::Pending;
+            op.deadline_ms = None;
+            state.store.put_op(&op)?;
+            state.metrics.op_resent();
+            changed = true;
+            continue;
+        }
         if matches!(op.state, OpState::Dispatched | OpState::Running)
             && op.deadline_ms.is_some_and(|d| now > d)
         {
+            changed = true;
             let mut op = op.clone();
             op.state = OpState::Failed;
             op.finished_ms = Some(now);
@@ -266,7 +372,9 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
             tracing::warn!(op = %op.id, node = %op.node, vm_id = op.vm_id, "operation deadline exceeded");
         }
     }
-    let w = load(state)?;
+    if changed {
+        w = load(state)?;
+    }
     let active_seeds: BTreeSet<(String, String)> = w
         .ops
         .iter()
@@ -277,6 +385,7 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
         })
         .collect();
     let mut seeds_now = active_seeds.clone();
+    let mut planned: Vec<Operation> = Vec::new();
     let nodes = state.store.nodes()?;
     // 2. the next operation per container
     for k in &w.keys {
@@ -302,6 +411,15 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
                 continue;
             }
         }
+        // A container moved by hand that the file does not pin: adopted where it is, not moved back.
+        let adopted = match (d, o) {
+            (Some(d), Some(o)) => adopt(state, d, a, o)?,
+            _ => None,
+        };
+        let (d, a) = match &adopted {
+            Some((nd, na)) => (Some(nd), na.as_ref().or(a)),
+            None => (d, a),
+        };
         let view = View {
             desired: d,
             applied: a,
@@ -371,28 +489,44 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
             kind = op.kind.name(), attempt, reason = %op.reason, "operation planned");
         state.store.put_op(&op)?;
         emit(state, &op, "planned");
+        planned.push(op);
     }
-    // 3. dispatch what is due to connected nodes
-    for mut op in state.store.ops()? {
-        if op.state != OpState::Pending
-            || op.not_before_ms > now
-            || !state.sessions.is_connected(&op.node)
-        {
+    // 3. dispatch what is due to connected nodes, in creation order, at most `dispatch_window` in flight per
+    //    node: the rest wait here, not in the agent's queue, so no deadline runs while they wait.
+    let mut in_flight: BTreeMap<&str, u32> = BTreeMap::new();
+    for op in &w.ops {
+        if matches!(op.state, OpState::Dispatched | OpState::Running) {
+            *in_flight.entry(op.node.as_str()).or_default() += 1;
+        }
+    }
+    let mut secrets: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    for op in w.ops.iter().chain(&planned) {
+        if op.state != OpState::Pending || op.not_before_ms > now {
             continue;
         }
+        let busy = in_flight.entry(op.node.as_str()).or_default();
+        if *busy >= rc.dispatch_window || !state.sessions.is_connected(&op.node) {
+            continue;
+        }
+        let mut op = op.clone();
         op.deadline_ms = Some(now + rc.operation_deadline_secs * 1000);
         let password = match &op.kind {
             OperationKind::Create { .. } => {
-                state.store.secrets(&op.fleet)?.get(&op.container).cloned()
+                if !secrets.contains_key(&op.fleet) {
+                    secrets.insert(op.fleet.clone(), state.store.secrets(&op.fleet)?);
+                }
+                secrets[&op.fleet].get(&op.container).cloned()
             }
             _ => None,
         };
         let msg =
             pb::controller_message::Msg::Operation(convert::operation_pb(&op, password.as_deref()));
         if state.sessions.send(&op.node, msg) {
+            *busy += 1;
             op.state = OpState::Dispatched;
             op.dispatched_ms = Some(now);
             state.store.put_op(&op)?;
+            state.metrics.op_dispatched();
             emit(state, &op, "dispatched");
         }
     }
@@ -481,6 +615,7 @@ pub async fn run(state: std::sync::Arc<State>, shutdown: impl Future<Output = ()
 
 /// Broadcasts a progress event for Watch.
 pub fn emit(state: &State, op: &Operation, message: &str) {
+    state.bump();
     let _ = state.events.send(pb::FleetEvent {
         unix_ms: now_ms() as i64,
         fleet: op.fleet.clone(),
@@ -555,7 +690,7 @@ pub fn on_update(state: &State, node: &str, u: &pb::OperationUpdate) -> Result<b
     tracing::info!(op = %op.id, node, kind = op.kind.name(), state = op.state.as_str(),
         error = op.last_error.as_deref().unwrap_or(""), "operation finished");
     emit(state, &op, op.state.as_str());
-    state.wake.notify_one();
+    state.changed();
     Ok(true)
 }
 
@@ -623,7 +758,7 @@ fn apply_success(state: &State, op: &Operation, observed_sent: bool) -> Result<(
                     node: op.node.clone(),
                     vm_id: op.vm_id,
                     hostname: container.hostname.clone(),
-                    running: true,
+                    running: container.state.is_running(),
                     managed: Some(ManagedBy {
                         fleet: op.fleet.clone(),
                         name: op.container.clone(),
@@ -665,6 +800,48 @@ fn apply_success(state: &State, op: &Operation, observed_sent: bool) -> Result<(
             store.update_node(&op.node, |n| {
                 n.seeded.insert(name.clone(), volid.clone());
             })?;
+        }
+        OperationKind::Migrate { target, restart } => {
+            // Until the target reports it, assume it is there as it was (the source may already have reported
+            // it gone), so the next pass neither recreates it on the target nor moves it again.
+            let applied = store
+                .applied(&op.fleet, &op.container)?
+                .filter(|a| a.node == op.node && a.vm_id == op.vm_id);
+            let seen = store
+                .all_observed()?
+                .into_iter()
+                .find(|o| o.node == op.node && o.vm_id == op.vm_id);
+            let moved = seen.or_else(|| {
+                applied.as_ref().map(|a| ObservedContainer {
+                    node: op.node.clone(),
+                    vm_id: op.vm_id,
+                    hostname: a.container.hostname.clone(),
+                    running: *restart,
+                    managed: Some(ManagedBy {
+                        fleet: op.fleet.clone(),
+                        name: op.container.clone(),
+                    }),
+                    cores: a.container.cores,
+                    memory_mib: a.container.memory,
+                    swap_mib: a.container.swap,
+                    disk_gib: a.container.disk_size,
+                    ..Default::default()
+                })
+            });
+            let already = store
+                .all_observed()?
+                .into_iter()
+                .any(|o| o.node == *target && o.vm_id == op.vm_id);
+            store.set_observed(&op.node, op.vm_id, None)?;
+            if let (Some(mut o), false) = (moved, already) {
+                o.node = target.clone();
+                store.set_observed(target, op.vm_id, Some(&o))?;
+            }
+            if let Some(mut a) = applied {
+                a.node = target.clone();
+                a.container.node = Some(target.clone());
+                store.put_applied(&a)?;
+            }
         }
         OperationKind::Resize { .. } | OperationKind::Start | OperationKind::Stop => {}
     }
@@ -762,6 +939,7 @@ mod tests {
             container: c,
             template: t,
             revision: 0,
+            node_pinned: true,
         }
     }
 
@@ -826,6 +1004,112 @@ mod tests {
             Some(pb::operation::Kind::Start(_)) => "start",
             _ => "other",
         }
+    }
+
+    fn ops_in(rx: &mut tokio::sync::mpsc::Receiver<crate::agents::Outbound>) -> Vec<pb::Operation> {
+        let mut out = Vec::new();
+        while let Ok(m) = rx.try_recv() {
+            if let Some(pb::controller_message::Msg::Operation(op)) = m.unwrap().msg {
+                out.push(op);
+            }
+        }
+        out
+    }
+
+    fn many(n: u32) -> Vec<DesiredContainer> {
+        (0..n)
+            .map(|i| {
+                let mut d = web("ubuntu");
+                d.name = format!("c{i:03}");
+                d.container = container(&d.name);
+                d.vm_id = 1000 + i;
+                d
+            })
+            .collect()
+    }
+
+    /// A large submit hands an agent at most `dispatch_window` operations; each result lets the next one
+    /// go, and all of them are dispatched in the end.
+    #[test]
+    fn dispatch_is_windowed_per_node_and_drains() {
+        let st = state();
+        let window = st.config.reconciler.dispatch_window as usize;
+        let (_, mut rx) = st.sessions.register("n1");
+        submit(&st, many(30));
+        pass(&st, now_ms()).unwrap();
+        let first = ops_in(&mut rx);
+        assert_eq!(first.len(), window, "only the window is in flight");
+        let mut created: BTreeSet<u32> = first.iter().map(|o| o.vm_id).collect();
+        let mut in_flight = first;
+        let mut rounds = 0;
+        while let Some(op) = in_flight.pop() {
+            rounds += 1;
+            assert!(rounds < 1000, "does not settle");
+            finish(&st, &op, true, true);
+            pass(&st, now_ms()).unwrap();
+            for next in ops_in(&mut rx) {
+                if kind(&next) == "create" {
+                    assert!(created.insert(next.vm_id), "one create per container");
+                }
+                in_flight.push(next);
+            }
+            assert!(in_flight.len() <= window, "never more than the window");
+        }
+        assert_eq!(created.len(), 30, "every container's create was dispatched");
+    }
+
+    /// An operation the agent never acknowledged (lost in a full queue, or the agent restarted) is sent
+    /// again with the same id after `ack_timeout_secs`; an acknowledged one is not.
+    #[test]
+    fn unacknowledged_operations_are_sent_again() {
+        let st = state();
+        let (_, mut rx) = st.sessions.register("n1");
+        submit(&st, many(2));
+        let t0 = now_ms();
+        pass(&st, t0).unwrap();
+        let sent = ops_in(&mut rx);
+        assert_eq!(sent.len(), 2);
+        // the agent acknowledges the first only
+        let ack = pb::OperationUpdate {
+            op_id: sent[0].op_id.clone(),
+            state: pb::OperationState::Running as i32,
+            message: "received".into(),
+            ..Default::default()
+        };
+        assert!(!on_update(&st, "n1", &ack).unwrap());
+        pass(&st, t0 + 5_000).unwrap();
+        assert!(ops_in(&mut rx).is_empty(), "not yet overdue");
+        let later = t0 + (st.config.reconciler.ack_timeout_secs + 1) * 1000;
+        pass(&st, later).unwrap();
+        let again = ops_in(&mut rx);
+        assert_eq!(again.len(), 1, "{again:?}");
+        assert_eq!(again[0].op_id, sent[1].op_id, "the same operation, same id");
+    }
+
+    /// A node that heartbeats but whose operations do not move is shown stalled, with the reason.
+    #[test]
+    fn a_node_whose_operations_do_not_move_is_stalled() {
+        let st = state();
+        let (_, mut rx) = st.sessions.register("n1");
+        submit(&st, many(3));
+        let t0 = now_ms();
+        pass(&st, t0).unwrap();
+        assert_eq!(ops_in(&mut rx).len(), 3);
+        let ops = st.store.ops().unwrap();
+        let mine: Vec<&Operation> = ops.iter().collect();
+        let mut n = st.store.node("n1").unwrap().unwrap();
+        let stall = st.config.reconciler.stall_secs * 1000;
+        n.last_seen_ms = t0 + stall + 5_000; // heartbeats keep coming
+        let (status, reason) = st.node_health(&n, &mine, t0 + 1_000);
+        assert_eq!(status, crate::model::NodeStatus::Ready, "{reason}");
+        let (status, reason) = st.node_health(&n, &mine, t0 + stall + 5_000);
+        assert_eq!(status, crate::model::NodeStatus::Stalled);
+        assert!(reason.contains("3 operation(s) in flight"), "{reason}");
+        assert!(reason.contains("create of dev/c00"), "{reason}");
+        // an update from the agent counts as movement
+        n.last_op_update_ms = t0 + stall;
+        let (status, _) = st.node_health(&n, &mine, t0 + stall + 5_000);
+        assert_eq!(status, crate::model::NodeStatus::Ready);
     }
 
     #[test]

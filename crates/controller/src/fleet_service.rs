@@ -18,7 +18,7 @@ use tonic::{Request, Response, Status};
 use crate::authz::{check_fleet, Need};
 use crate::convert;
 use crate::driver::{self, ContainerRow};
-use crate::model::{now_ms, AuditEntry, ContainerStatus};
+use crate::model::{now_ms, AuditEntry, ContainerStatus, Revision};
 use crate::planning::{prepare, Prepared, Snapshot};
 use crate::state::State;
 use crate::store::{SerialRecord, StoreError, SubmitTx, TokenRecord};
@@ -165,6 +165,32 @@ impl FleetApi {
             .collect())
     }
 
+    /// The fleet's head revision and its stored spec, made ready to be prepared again: passwords from the
+    /// secrets tree, and `node` left open again where the scheduler (not the file) chose it, so that a
+    /// container moved by hand stays adoptable.
+    fn stored_spec(&self, fleet: &str) -> Result<(Revision, Fleet), Status> {
+        let st = &self.state.store;
+        let head = st
+            .revision(fleet, st.fleet(fleet)?.map(|f| f.revision).unwrap_or(0))?
+            .ok_or_else(|| Status::not_found(format!("no fleet {fleet}")))?;
+        let mut spec: Fleet = serde_json::from_value(head.spec.clone()).map_err(|e| {
+            Status::internal(format!("stored spec of fleet {fleet} unreadable: {e}"))
+        })?;
+        let secrets = st.secrets(fleet)?;
+        let placed: BTreeMap<String, bool> = st
+            .desired(fleet)?
+            .into_iter()
+            .map(|d| (d.name, d.node_pinned))
+            .collect();
+        for (k, c) in spec.containers.iter_mut() {
+            c.password = secrets.get(k).map(|p| pxfleet_spec::Secret::new(p.clone()));
+            if placed.get(k) == Some(&false) {
+                c.node = None;
+            }
+        }
+        Ok((head, spec))
+    }
+
     /// Stores a new revision of `prepared` (under the fleet lock), then runs a reconcile pass so the
     /// operations exist when the caller returns.
     fn store_revision(
@@ -224,7 +250,7 @@ impl FleetApi {
         };
         let rev = st.store.submit(&tx)?;
         driver::pass(st, now_ms())?;
-        st.wake.notify_one();
+        st.changed();
         Ok(rev)
     }
 }
@@ -379,6 +405,10 @@ impl FleetService for FleetApi {
         let stream = async_stream(move |tx| async move {
             let mut last: BTreeMap<String, ContainerStatus> = BTreeMap::new();
             let mut tick = tokio::time::interval(Duration::from_millis(250));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            // Rows are recomputed when something changed (or every 5 s, for time-driven states such as a node
+            // going down), not on every tick: each watcher would otherwise read the whole store 4 times a second.
+            let mut seen: Option<(u64, std::time::Instant)> = None;
             loop {
                 tokio::select! {
                     ev = rx.recv() => match ev {
@@ -387,6 +417,11 @@ impl FleetService for FleetApi {
                         Err(_) => return,
                     },
                     _ = tick.tick() => {
+                        let generation = state.generation();
+                        if seen.is_some_and(|(g, at)| g == generation && at.elapsed() < Duration::from_secs(5)) {
+                            continue;
+                        }
+                        seen = Some((generation, std::time::Instant::now()));
                         let rows = match driver::container_rows(&state) {
                             Ok(r) => r,
                             Err(e) => { let _ = tx.send(Err(e.into())).await; return; }
@@ -395,6 +430,7 @@ impl FleetService for FleetApi {
                         let revision = state.store.fleet(&fleet).ok().flatten().map(|f| f.revision).unwrap_or(0);
                         let settled = rows.iter().all(|r| match r.status {
                             ContainerStatus::Running | ContainerStatus::Failed => r.desired.is_some(),
+                            ContainerStatus::Stopped => r.desired.as_ref().is_some_and(|d| !d.container.state.is_running()),
                             _ => false,
                         }) && !state.store.ops().map(|ops| ops.iter().any(|o| o.fleet == fleet && o.state.is_active())).unwrap_or(true);
                         for row in &rows {
@@ -527,12 +563,19 @@ impl FleetService for FleetApi {
     ) -> Result<Response<pb::GetNodesResponse>, Status> {
         check_fleet(who(&req).as_ref(), Need::Read)?;
         let observed = self.state.store.all_observed()?;
+        let active: Vec<crate::model::Operation> = self
+            .state
+            .store
+            .ops()?
+            .into_iter()
+            .filter(|o| o.state.is_active())
+            .collect();
         let nodes = self
             .state
             .store
             .nodes()?
             .iter()
-            .map(|n| self.node_info(n, &observed))
+            .map(|n| self.node_info(n, &observed, &active))
             .collect();
         Ok(Response::new(pb::GetNodesResponse { nodes }))
     }
@@ -623,6 +666,80 @@ impl FleetService for FleetApi {
         }))
     }
 
+    async fn set_power(
+        &self,
+        req: Request<pb::SetPowerRequest>,
+    ) -> Result<Response<pb::DestroyResponse>, Status> {
+        let id = who(&req);
+        let r = req.into_inner();
+        check_fleet(id.as_ref(), Need::Change(&r.fleet))?;
+        let author = id.expect("checked above");
+        let action = pb::PowerAction::try_from(r.action)
+            .ok()
+            .filter(|a| *a != pb::PowerAction::Unspecified)
+            .ok_or_else(|| Status::invalid_argument("action must be start, stop or restart"))?;
+        let lock = self.state.fleet_lock(&r.fleet);
+        let _guard = lock.lock().await;
+        let (head, mut fleet) = self.stored_spec(&r.fleet)?;
+        for c in &r.containers {
+            if !fleet.containers.contains_key(c) {
+                return Err(Status::not_found(format!(
+                    "fleet {} has no container {c}",
+                    r.fleet
+                )));
+            }
+        }
+        let state = if action == pb::PowerAction::Stop {
+            pxfleet_spec::DesiredState::Stopped
+        } else {
+            pxfleet_spec::DesiredState::Running
+        };
+        let chosen: Vec<String> = fleet
+            .containers
+            .keys()
+            .filter(|k| r.containers.is_empty() || r.containers.contains(k))
+            .cloned()
+            .collect();
+        for k in &chosen {
+            if let Some(c) = fleet.containers.get_mut(k) {
+                c.state = state;
+            }
+        }
+        let (_, prepared) = self.prepare("(stored spec)", fleet.clone())?;
+        let prepared = prepared.map_err(|d| {
+            Status::failed_precondition(
+                d.iter()
+                    .map(|d| d.message.clone())
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            )
+        })?;
+        let verb = match action {
+            pb::PowerAction::Stop => "stop",
+            pb::PowerAction::Restart => "restart",
+            _ => "start",
+        };
+        let revision = self.store_revision(
+            &author,
+            &fleet,
+            &prepared,
+            r.expected_revision.or(Some(head.revision)),
+            verb,
+            None,
+        )?;
+        // A restart of a running container: stopped here, started again by the reconciler (its state is
+        // running). Only once the revision is stored, so a refused one stops nothing.
+        if action == pb::PowerAction::Restart {
+            driver::queue_restarts(&self.state, &r.fleet, &chosen, revision)?;
+            self.state.wake.notify_one();
+        }
+        tracing::info!(fleet = %r.fleet, revision, action = verb, containers = ?chosen, "power state changed");
+        Ok(Response::new(pb::DestroyResponse {
+            revision,
+            operations: self.ops_of(&r.fleet, Some(revision))?,
+        }))
+    }
+
     async fn destroy(
         &self,
         req: Request<pb::DestroyRequest>,
@@ -633,21 +750,7 @@ impl FleetService for FleetApi {
         let author = id.expect("checked above");
         let lock = self.state.fleet_lock(&r.fleet);
         let _guard = lock.lock().await;
-        let head = self
-            .state
-            .store
-            .revision(
-                &r.fleet,
-                self.state
-                    .store
-                    .fleet(&r.fleet)?
-                    .map(|f| f.revision)
-                    .unwrap_or(0),
-            )?
-            .ok_or_else(|| Status::not_found(format!("no fleet {}", r.fleet)))?;
-        let mut fleet: Fleet = serde_json::from_value(head.spec.clone()).map_err(|e| {
-            Status::internal(format!("stored spec of fleet {} unreadable: {e}", r.fleet))
-        })?;
+        let (head, mut fleet) = self.stored_spec(&r.fleet)?;
         for c in &r.containers {
             if !fleet.containers.contains_key(c) {
                 return Err(Status::not_found(format!(
@@ -660,11 +763,6 @@ impl FleetService for FleetApi {
             fleet.containers.clear();
         } else {
             fleet.containers.retain(|k, _| !r.containers.contains(k));
-        }
-        // secrets are kept for the remaining containers
-        let secrets = self.state.store.secrets(&r.fleet)?;
-        for (k, c) in fleet.containers.iter_mut() {
-            c.password = secrets.get(k).map(|p| pxfleet_spec::Secret::new(p.clone()));
         }
         let (_, prepared) = self.prepare("(stored spec)", fleet.clone())?;
         let prepared = prepared.map_err(|d| {
@@ -911,10 +1009,15 @@ impl FleetApi {
         &self,
         n: &crate::model::NodeRecord,
         observed: &[crate::model::ObservedContainer],
+        active: &[crate::model::Operation],
     ) -> pb::NodeInfo {
+        let mine: Vec<&crate::model::Operation> =
+            active.iter().filter(|o| o.node == n.name).collect();
+        let (status, status_reason) = self.state.node_health(n, &mine, now_ms());
         pb::NodeInfo {
             name: n.name.clone(),
-            status: convert::node_status_pb(self.state.node_status(n)) as i32,
+            status: convert::node_status_pb(status) as i32,
+            status_reason,
             inventory: Some(convert::inventory_pb(&n.name, &n.inventory)),
             last_heartbeat_unix_ms: n.last_seen_ms as i64,
             cordon_reason: n.cordon_reason.clone(),
@@ -945,7 +1048,14 @@ impl FleetApi {
             detail: cordon_reason.unwrap_or_default().to_string(),
         })?;
         let observed = self.state.store.all_observed()?;
-        Ok(self.node_info(&rec, &observed))
+        let active: Vec<crate::model::Operation> = self
+            .state
+            .store
+            .ops()?
+            .into_iter()
+            .filter(|o| o.state.is_active() && o.node == node)
+            .collect();
+        Ok(self.node_info(&rec, &observed, &active))
     }
 }
 

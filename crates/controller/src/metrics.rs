@@ -24,6 +24,9 @@ struct Inner {
     latency_buckets: [u64; BUCKETS.len()],
     latency_count: u64,
     latency_sum: f64,
+    /// Operations handed to agents, and of those, ones sent again for want of an acknowledgement.
+    dispatched: u64,
+    resent: u64,
 }
 
 #[derive(Default)]
@@ -44,6 +47,14 @@ impl Metrics {
         *i.ops
             .entry((kind.to_string(), result.to_string()))
             .or_default() += 1;
+    }
+
+    pub fn op_dispatched(&self) {
+        self.inner.lock().expect("metrics lock").dispatched += 1;
+    }
+
+    pub fn op_resent(&self) {
+        self.inner.lock().expect("metrics lock").resent += 1;
     }
 
     pub fn reconcile_took(&self, secs: f64) {
@@ -79,6 +90,20 @@ impl Metrics {
                 "pxfleet_operations_total{{kind=\"{kind}\",result=\"{result}\"}} {n}"
             );
         }
+        let _ = writeln!(
+            out,
+            "# HELP pxfleet_operations_dispatched_total Operations sent to agents.\n\
+             # TYPE pxfleet_operations_dispatched_total counter\n\
+             pxfleet_operations_dispatched_total {}",
+            i.dispatched
+        );
+        let _ = writeln!(
+            out,
+            "# HELP pxfleet_operations_resent_total Operations sent again: the agent had not acknowledged them.\n\
+             # TYPE pxfleet_operations_resent_total counter\n\
+             pxfleet_operations_resent_total {}",
+            i.resent
+        );
         out.push_str(
             "# HELP pxfleet_reconcile_seconds Duration of one reconcile pass.\n\
              # TYPE pxfleet_reconcile_seconds histogram\n",

@@ -66,6 +66,10 @@ pub struct NodeRecord {
     pub cert_serial: String,
     /// Last heartbeat or message, ms since epoch; 0 = never seen.
     pub last_seen_ms: Millis,
+    /// Last operation update (progress or result) from its agent; with operations in flight and none for a
+    /// while the node is `stalled`.
+    #[serde(default)]
+    pub last_op_update_ms: Millis,
     /// When the node enrolled.
     pub enrolled_ms: Millis,
     /// Templates seeded on this node through a successful seed operation: template name -> volid.
@@ -95,6 +99,8 @@ pub enum NodeStatus {
     Ready,
     Down,
     Cordoned,
+    /// Heartbeating, but its operations do not move.
+    Stalled,
 }
 
 impl NodeStatus {
@@ -103,6 +109,7 @@ impl NodeStatus {
             NodeStatus::Ready => "ready",
             NodeStatus::Down => "down",
             NodeStatus::Cordoned => "cordoned",
+            NodeStatus::Stalled => "stalled",
         }
     }
 }
@@ -195,6 +202,10 @@ pub struct DesiredContainer {
     pub template: Template,
     /// The fleet revision that last changed this container; a new revision resets failed attempts.
     pub revision: u64,
+    /// The file names the node (`node:`); otherwise the scheduler chose it, and a container moved to another
+    /// node by hand is adopted there instead of being moved back.
+    #[serde(default)]
+    pub node_pinned: bool,
 }
 
 /// What was last successfully applied to a node for a container (created, updated). The reconciler compares
@@ -273,15 +284,32 @@ pub enum OperationKind {
         /// included; sent to the agent as `changed_fields`.
         #[serde(default)]
         fields: Vec<String>,
+        /// The plan announced a restart ("(then restarted)"): the agent restarts the running container when
+        /// PVE leaves changes pending.
+        #[serde(default)]
+        restart: bool,
     },
-    /// `pct resize rootfs`.
+    /// `pct resize <vmid> <disk> <disk_gib>G`.
     Resize {
+        /// `rootfs` or `mpN` (the planner's `Resize.disk`).
+        #[serde(default = "rootfs")]
+        disk: String,
         disk_gib: u64,
     },
     Start,
     Stop,
     /// Stop and `pct destroy --purge`.
     Destroy,
+    /// `pct migrate <vmid> <target>` (`--restart` for a running container): the container, its volumes,
+    /// vm_id and MACs move to `target`. Runs on the source node.
+    Migrate {
+        target: String,
+        restart: bool,
+    },
+}
+
+fn rootfs() -> String {
+    "rootfs".into()
 }
 
 impl OperationKind {
@@ -294,6 +322,7 @@ impl OperationKind {
             OperationKind::Start => "start",
             OperationKind::Stop => "stop",
             OperationKind::Destroy => "destroy",
+            OperationKind::Migrate { .. } => "migrate",
         }
     }
 }

@@ -199,6 +199,12 @@ pub fn prepare(
         .filter(|d| d.fleet == name)
         .map(|d| (d.name.as_str(), d))
         .collect();
+    let pinned: BTreeSet<String> = fleet
+        .containers
+        .iter()
+        .filter(|(_, c)| c.node.is_some())
+        .map(|(k, _)| k.clone())
+        .collect();
     // Stable placement: what the file leaves open keeps the value given before.
     for (key, c) in fleet.containers.iter_mut() {
         if let Some(prev) = stored.get(key.as_str()) {
@@ -207,6 +213,9 @@ pub fn prepare(
                 if c.datastore_id.is_none() {
                     c.datastore_id = prev.container.datastore_id.clone();
                 }
+            }
+            if c.node.as_deref() == Some(prev.node.as_str()) && c.datastore_id.is_none() {
+                c.datastore_id = prev.container.datastore_id.clone();
             }
             if c.vm_id.is_none() {
                 c.vm_id = Some(prev.vm_id);
@@ -397,6 +406,7 @@ pub fn prepare(
                 ..c.clone()
             },
             revision,
+            node_pinned: pinned.contains(&c.name),
         })
         .collect();
     Ok(Prepared {

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use pxfleet_spec::plan::{ActionKind, FieldChange};
-use pxfleet_spec::{Container, Fleet, MountPoint};
+use pxfleet_spec::{Container, Fleet};
 
 use crate::convert;
 use crate::model::{
@@ -56,9 +56,14 @@ pub fn replace_reason(applied: &Container, desired: &Container) -> Option<&'stat
 pub struct Changes {
     pub updates: Vec<FieldChange>,
     pub drift: Vec<FieldChange>,
+    /// Disks to grow, from the plan's resize actions: (`rootfs` or `mpN`, new size in GiB).
+    pub grow: Vec<(String, u64)>,
+    /// The plan's update or repair needs a restart of the running container (it says "(then restarted)").
+    pub restart: bool,
 }
 
 impl Changes {
+    /// No field to set (disks to grow aside).
     pub fn is_empty(&self) -> bool {
         self.updates.is_empty() && self.drift.is_empty()
     }
@@ -118,7 +123,7 @@ fn change_text(c: &FieldChange) -> String {
 /// The differences `pct set` can fix between desired `d` and observation `o`, found by the spec planner
 /// ([`pxfleet_spec::plan::plan`]) on this one container. `applied` counts only when it is the same container
 /// (node and vm_id). What the reconciler decides itself is left out of the comparison: replacement (template,
-/// unprivileged, datastore), moves, disk sizes (resize), power and locks.
+/// unprivileged, datastore), moves, power and locks. Disks to grow come from the plan's resize actions.
 pub fn changes(
     d: &DesiredContainer,
     applied: Option<&AppliedContainer>,
@@ -149,17 +154,6 @@ pub fn changes(
     if want.datastore_id.is_some() {
         oc.datastore_id = want.datastore_id.clone();
     }
-    oc.disk_size_gib = want.disk_size as f64;
-    for m in &mut oc.mount_points {
-        let size = want.mount_points.iter().find_map(|w| match w {
-            MountPoint::Volume { size_gib, path, .. } if path == m.mount.path() => Some(*size_gib),
-            _ => None,
-        });
-        if let (Some(size), MountPoint::Volume { size_gib, .. }) = (size, &mut m.mount) {
-            *size_gib = size;
-            m.size_gib = Some(size as f64);
-        }
-    }
     let applied_fleet = applied.map(|a| {
         fleet_of(Container {
             password: None,
@@ -176,12 +170,35 @@ pub fn changes(
     let mut out = Changes::default();
     for a in plan.actions {
         match a.kind {
-            ActionKind::Update { changes, .. } => out.updates.extend(changes),
-            ActionKind::Repair { drift, .. } => out.drift.extend(drift),
+            ActionKind::Update {
+                changes,
+                restart_required,
+            } => {
+                out.updates.extend(changes);
+                out.restart |= restart_required;
+            }
+            ActionKind::Repair {
+                drift,
+                restart_required,
+            } => {
+                out.drift.extend(drift);
+                out.restart |= restart_required;
+            }
+            ActionKind::Resize { disk, to_gib, .. } => out.grow.push((disk, to_gib.ceil() as u64)),
             _ => {}
         }
     }
     out
+}
+
+/// Where a container the file does not pin to a node is adopted: found on another node than desired (moved by
+/// hand) under its vm_id, on a node its `constraints.nodes` allow. Such a container is never destroyed and
+/// recreated by the reconciler on its own (no submit planned it); the desired node follows it.
+pub fn adopt_node<'a>(d: &DesiredContainer, o: &'a ObservedContainer) -> Option<&'a str> {
+    let allowed =
+        d.container.constraints.nodes.is_empty() || d.container.constraints.nodes.contains(&o.node);
+    (!d.node_pinned && o.node != d.node && o.vm_id == d.vm_id && o.lock.is_none() && allowed)
+        .then_some(o.node.as_str())
 }
 
 /// The one next operation for a container, or None when it is as desired (or must wait: a locked container).
@@ -222,10 +239,19 @@ pub fn next_action(v: View<'_>) -> Option<NextAction> {
         });
     };
     if o.node != d.node {
-        return Some(destroy(
-            o,
-            format!("moves from {} to {}: replace", o.node, d.node),
-        ));
+        if o.lock.is_some() {
+            return None;
+        }
+        // The plan's move: `pct migrate`, the container keeps its vm_id, MACs and data.
+        return Some(NextAction {
+            node: o.node.clone(),
+            vm_id: o.vm_id,
+            kind: OperationKind::Migrate {
+                target: d.node.clone(),
+                restart: o.running,
+            },
+            reason: format!("moves from {} to {}", o.node, d.node),
+        });
     }
     if o.vm_id != d.vm_id {
         return Some(destroy(
@@ -251,15 +277,21 @@ pub fn next_action(v: View<'_>) -> Option<NextAction> {
         kind,
         reason: String::new(),
     };
-    if o.disk_gib < d.container.disk_size {
+    let ch = changes(d, applied, o);
+    if let Some((disk, gib)) = ch.grow.first() {
+        let what = if disk == "rootfs" {
+            "disk_size".to_string()
+        } else {
+            disk.clone()
+        };
         return Some(NextAction {
-            reason: format!("disk_size {} -> {}", o.disk_gib, d.container.disk_size),
+            reason: format!("{what} -> {gib} GiB"),
             ..at(OperationKind::Resize {
-                disk_gib: d.container.disk_size,
+                disk: disk.clone(),
+                disk_gib: *gib,
             })
         });
     }
-    let ch = changes(d, applied, o);
     if !ch.is_empty() {
         return Some(NextAction {
             reason: ch.reason(),
@@ -267,13 +299,21 @@ pub fn next_action(v: View<'_>) -> Option<NextAction> {
                 container: Box::new(d.container.clone()),
                 template: d.template.clone(),
                 fields: ch.fields(),
+                restart: ch.restart,
             })
         });
     }
-    if !o.running {
+    let want_running = d.container.state.is_running();
+    if !o.running && want_running {
         return Some(NextAction {
             reason: "stopped: start".into(),
             ..at(OperationKind::Start)
+        });
+    }
+    if o.running && !want_running {
+        return Some(NextAction {
+            reason: "state stopped: stop".into(),
+            ..at(OperationKind::Stop)
         });
     }
     None
@@ -334,6 +374,7 @@ mod tests {
             container: c,
             template: template(),
             revision: 1,
+            node_pinned: true,
         }
     }
 
@@ -431,11 +472,26 @@ mod tests {
             (act.kind.name(), act.reason.as_str()),
             ("destroy", "template changed: replace")
         );
-        // moved to another node: destroy on the old one
+        // moved to another node: migrated from the old one (restarted: it runs), not replaced
         let mut d6 = d.clone();
         d6.node = "n2".into();
         let act = next_action(view(Some(&d6), Some(&a), Some(&o), true)).unwrap();
-        assert_eq!((act.kind.name(), act.node.as_str()), ("destroy", "n1"));
+        assert_eq!(act.node, "n1");
+        assert_eq!(
+            act.kind,
+            OperationKind::Migrate {
+                target: "n2".into(),
+                restart: true
+            }
+        );
+        let act = next_action(view(Some(&d6), Some(&a), Some(&stopped), true)).unwrap();
+        assert_eq!(
+            act.kind,
+            OperationKind::Migrate {
+                target: "n2".into(),
+                restart: false
+            }
+        );
         // left the fleet: destroy
         assert_eq!(kind(view(None, Some(&a), Some(&o), true)), Some("destroy"));
         // left the fleet and already gone: nothing
@@ -446,6 +502,28 @@ mod tests {
             ..o.clone()
         };
         assert_eq!(kind(view(Some(&d2), Some(&a), Some(&locked), true)), None);
+    }
+
+    #[test]
+    fn a_container_moved_by_hand_is_adopted_only_when_the_file_does_not_pin_its_node() {
+        let mut d = desired();
+        let moved = ObservedContainer {
+            node: "n2".into(),
+            ..observed(&d)
+        };
+        // pinned by the file: not adopted (the reconciler's own move applies)
+        assert_eq!(adopt_node(&d, &moved), None);
+        d.node_pinned = false;
+        assert_eq!(adopt_node(&d, &moved), Some("n2"));
+        // where it should be, or another vm_id, or a node the constraints exclude: not adopted
+        assert_eq!(adopt_node(&d, &observed(&d)), None);
+        let other = ObservedContainer {
+            vm_id: 1001,
+            ..moved.clone()
+        };
+        assert_eq!(adopt_node(&d, &other), None);
+        d.container.constraints.nodes = vec!["n1".into(), "n3".into()];
+        assert_eq!(adopt_node(&d, &moved), None);
     }
 
     #[test]

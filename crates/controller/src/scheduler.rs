@@ -163,6 +163,11 @@ impl Candidate {
     /// Takes `c`'s memory and disk off what is free.
     fn charge(&mut self, c: &Container) {
         self.memory_free_mib = self.memory_free_mib.saturating_sub(c.memory);
+        self.charge_disk(c);
+    }
+
+    /// Takes `c`'s disk off what is free on its datastore.
+    fn charge_disk(&mut self, c: &Container) {
         if let Some(free) = c
             .datastore_id
             .as_ref()
@@ -178,6 +183,11 @@ impl Candidate {
             NodeStatus::Ready => {}
             NodeStatus::Down => return Err(Refusal::other("node is down")),
             NodeStatus::Cordoned => return Err(Refusal::other("node is cordoned")),
+            NodeStatus::Stalled => {
+                return Err(Refusal::other(
+                    "node is stalled (its operations do not move)",
+                ))
+            }
         }
         if !c.constraints.nodes.is_empty() && !c.constraints.nodes.contains(&self.name) {
             return Err(Refusal::other("not in constraints.nodes"));
@@ -215,6 +225,12 @@ impl Candidate {
                 }
             }
         }
+        self.datastore_for(c)
+    }
+
+    /// The rootdir datastore `c` uses on this node: the one it names (which must exist and have room), or
+    /// the one with the most free space that has room (then the first id in order).
+    fn datastore_for(&self, c: &Container) -> Result<String, Refusal> {
         let need = disk_need_gib(c);
         match &c.datastore_id {
             Some(ds) => match self.rootdir_free_gib.get(ds) {
@@ -270,6 +286,29 @@ pub fn place(
 ) -> Result<(), ScheduleError> {
     let mut order: Vec<usize> = (0..containers.len()).collect();
     order.sort_by(|a, b| containers[*a].name.cmp(&containers[*b].name));
+    // Containers the file pins to a node without a datastore: that node's datastore, chosen as for the others.
+    for &i in &order {
+        let c = &mut containers[i];
+        let (Some(node), None) = (&c.node, &c.datastore_id) else {
+            continue;
+        };
+        // an unknown node is reported by the world check
+        let Some(cand) = candidates.iter_mut().find(|x| x.name == *node) else {
+            continue;
+        };
+        match cand.datastore_for(c) {
+            Ok(ds) => {
+                c.datastore_id = Some(ds);
+                cand.charge_disk(c);
+            }
+            Err(r) => {
+                return Err(ScheduleError::NoNode {
+                    container: c.name.clone(),
+                    reasons: vec![(cand.name.clone(), r.reason)],
+                })
+            }
+        }
+    }
     for i in order {
         let c = &mut containers[i];
         if c.node.is_some() {
@@ -616,6 +655,23 @@ mod tests {
             err.contains("no storage local with rootdir content"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn datastore_picked_for_a_container_pinned_to_a_node() {
+        let mut c = container("x");
+        c.datastore_id = None;
+        c.node = Some("b".into());
+        let mut cs = vec![c.clone()];
+        let mut nodes = cands(&[("a", 8000), ("b", 8000)]);
+        place(&mut cs, &mut nodes).unwrap();
+        assert_eq!(cs[0].node.as_deref(), Some("b"));
+        assert_eq!(cs[0].datastore_id.as_deref(), Some("local-lvm"));
+        // too big for any rootdir storage of b: refused, naming b
+        c.disk_size = 1 << 30;
+        let err = place(&mut [c], &mut cands(&[("a", 8000), ("b", 8000)])).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("b: no rootdir storage with"), "{msg}");
     }
 
     #[test]

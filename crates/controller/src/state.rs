@@ -12,15 +12,17 @@ use tokio::sync::{broadcast, Notify};
 use crate::agents::Sessions;
 use crate::config::Config;
 use crate::metrics::{Gauges, Metrics};
-use crate::model::{now_ms, ContainerStatus, NodeStatus};
+use crate::model::{now_ms, ContainerStatus, Millis, NodeRecord, NodeStatus, OpState, Operation};
 use crate::store::{Store, StoreError};
 
 pub struct State {
     pub config: Config,
     pub store: Store,
     pub sessions: Sessions,
-    /// Wakes the reconciler (after an observation, a result, a submit).
+    /// Wakes the reconciler (after an observation, a result, a submit); see [`State::changed`].
     pub wake: Notify,
+    /// Advances whenever containers, operations or observations change, so watchers recompute only then.
+    generation: std::sync::atomic::AtomicU64,
     pub events: broadcast::Sender<pb::FleetEvent>,
     pub metrics: Metrics,
     pub ca: Ca,
@@ -47,6 +49,7 @@ impl State {
             store,
             sessions: Sessions::default(),
             wake: Notify::new(),
+            generation: Default::default(),
             events,
             metrics: Metrics::default(),
             ca,
@@ -55,6 +58,23 @@ impl State {
             fleet_locks: Default::default(),
             placement_lock: tokio::sync::Mutex::new(()),
         })
+    }
+
+    /// Something a watcher or the reconciler cares about changed: wakes the reconciler.
+    pub fn changed(&self) {
+        self.bump();
+        self.wake.notify_one();
+    }
+
+    /// Advances the change generation without waking the reconciler (operation events).
+    pub fn bump(&self) {
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The change generation: equal values mean nothing changed in between.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The lock a submit or destroy of `fleet` holds for its whole duration.
@@ -75,15 +95,75 @@ impl State {
         node.status(now_ms(), self.heartbeat_timeout_ms())
     }
 
+    /// What `get nodes` shows: the record's status, except that a node whose operations in flight (`ops`: the
+    /// node's active operations) have not moved for `stall_secs` is `stalled`; with the reason in words.
+    pub fn node_health(
+        &self,
+        node: &NodeRecord,
+        ops: &[&Operation],
+        now: Millis,
+    ) -> (NodeStatus, String) {
+        let status = node.status(now, self.heartbeat_timeout_ms());
+        match status {
+            NodeStatus::Down if node.last_seen_ms == 0 => {
+                (status, "its agent has never connected".into())
+            }
+            NodeStatus::Down => (
+                status,
+                format!(
+                    "no heartbeat for {} s (its operations wait for it)",
+                    now.saturating_sub(node.last_seen_ms) / 1000
+                ),
+            ),
+            NodeStatus::Ready | NodeStatus::Cordoned | NodeStatus::Stalled => {
+                let in_flight: Vec<&&Operation> = ops
+                    .iter()
+                    .filter(|o| matches!(o.state, OpState::Dispatched | OpState::Running))
+                    .collect();
+                let Some(oldest) = in_flight.iter().min_by_key(|o| o.dispatched_ms) else {
+                    return (status, String::new());
+                };
+                let since = node
+                    .last_op_update_ms
+                    .max(oldest.dispatched_ms.unwrap_or(now));
+                let quiet = now.saturating_sub(since);
+                if quiet <= self.config.reconciler.stall_secs * 1000 {
+                    return (status, String::new());
+                }
+                (
+                    NodeStatus::Stalled,
+                    format!(
+                        "{} operation(s) in flight and no update from its agent for {} s (oldest: {} of {}/{}, \
+                         dispatched {} s ago); check pxagent on the node (journalctl -u pxagent)",
+                        in_flight.len(),
+                        quiet / 1000,
+                        oldest.kind.name(),
+                        oldest.fleet,
+                        oldest.container,
+                        now.saturating_sub(oldest.dispatched_ms.unwrap_or(now)) / 1000
+                    ),
+                )
+            }
+        }
+    }
+
     /// Gauges for /metrics.
     pub fn gauges(&self) -> Result<Gauges, StoreError> {
         let mut g = Gauges::default();
-        for s in [NodeStatus::Ready, NodeStatus::Down, NodeStatus::Cordoned] {
+        for s in [
+            NodeStatus::Ready,
+            NodeStatus::Down,
+            NodeStatus::Cordoned,
+            NodeStatus::Stalled,
+        ] {
             g.nodes_by_status.insert(s.as_str(), 0);
         }
+        let ops = self.store.ops()?;
+        let now = now_ms();
         for n in self.store.nodes()? {
+            let mine: Vec<&Operation> = ops.iter().filter(|o| o.node == n.name).collect();
             *g.nodes_by_status
-                .entry(self.node_status(&n).as_str())
+                .entry(self.node_health(&n, &mine, now).0.as_str())
                 .or_default() += 1;
         }
         for s in ContainerStatus::ALL {

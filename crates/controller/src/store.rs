@@ -419,6 +419,35 @@ impl Store {
         Ok(revision)
     }
 
+    /// Records that container `name` of `fleet` now lives on `node` (with its root disk on `datastore_id`,
+    /// when known): a container the file does not pin, moved by hand, adopted where it is. False when the fleet
+    /// has no such container (any more).
+    pub fn adopt_desired(
+        &self,
+        fleet: &str,
+        name: &str,
+        node: &str,
+        datastore_id: Option<&str>,
+    ) -> Result<bool, StoreError> {
+        let r = self.desired.transaction(|t| {
+            let Some(v) = t.get(fleet.as_bytes())? else {
+                return Ok(false);
+            };
+            let mut all: Vec<DesiredContainer> = tx_dec("desired", fleet.as_bytes(), &v)?;
+            let Some(d) = all.iter_mut().find(|d| d.name == name) else {
+                return Ok(false);
+            };
+            d.node = node.to_string();
+            d.container.node = Some(node.to_string());
+            if let Some(ds) = datastore_id {
+                d.container.datastore_id = Some(ds.to_string());
+            }
+            t.insert(fleet.as_bytes(), enc(&all))?;
+            Ok(true)
+        });
+        unwrap_tx(r)
+    }
+
     // --- applied ---
 
     pub fn applied(&self, fleet: &str, name: &str) -> Result<Option<AppliedContainer>, StoreError> {
@@ -616,6 +645,7 @@ mod tests {
             container: crate::testutil::container(name),
             template: crate::testutil::template(),
             revision: 0,
+            node_pinned: true,
         }
     }
 

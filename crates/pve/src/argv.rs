@@ -610,6 +610,12 @@ pub fn set_args(vmid: u32, c: &ConfigChange) -> R<Vec<String>> {
     if !delete.is_empty() {
         a.opt("delete", delete.into_iter().collect::<Vec<_>>().join(","));
     }
+    if !c.revert.is_empty() {
+        a.opt(
+            "revert",
+            c.revert.iter().cloned().collect::<Vec<_>>().join(","),
+        );
+    }
     if a.0.len() == 2 {
         return Err(PveError::invalid(
             Some(vmid),

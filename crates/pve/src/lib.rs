@@ -20,7 +20,7 @@ pub mod secret;
 pub mod spec;
 
 pub use error::PveError;
-pub use node::{Node, RetryPolicy, ShutdownOutcome, Timeouts};
+pub use node::{Node, PendingKey, RetryPolicy, ShutdownOutcome, Timeouts};
 pub use runner::{Command, Output, ProcessRunner, RunError, Runner};
 pub use scripted::ScriptedRunner;
 pub use secret::Secret;

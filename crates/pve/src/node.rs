@@ -124,6 +124,18 @@ impl std::fmt::Debug for Node {
 /// A file name used only to ask `pvesm path` where a storage keeps templates.
 const TEMPLATE_PROBE: &str = "pxfleet-probe.tar.zst";
 
+/// One key of `pct pending` that waits for the next start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PendingKey {
+    pub key: String,
+    /// The value in effect now (`None`: not set).
+    pub current: Option<String>,
+    /// The value it will have (`None` when it is only deleted).
+    pub pending: Option<String>,
+    /// It will be deleted.
+    pub delete: bool,
+}
+
 impl Node {
     /// `name` is the PVE node name used in API paths (`/nodes/<name>/...`).
     pub fn new(name: impl Into<String>, runner: Arc<dyn Runner>) -> Self {
@@ -221,6 +233,43 @@ impl Node {
             &[],
             Some(vmid),
             ContainerConfig::from_json,
+        )
+        .await
+    }
+
+    /// `GET .../lxc/{vmid}/pending`: the keys whose new value or deletion waits for the next start.
+    pub async fn pending(&self, vmid: u32) -> Result<Vec<PendingKey>, PveError> {
+        #[derive(serde::Deserialize)]
+        struct Entry {
+            key: String,
+            #[serde(default)]
+            value: Option<serde_json::Value>,
+            #[serde(default)]
+            pending: Option<serde_json::Value>,
+            #[serde(default)]
+            delete: Option<serde_json::Value>,
+        }
+        let text = |v: serde_json::Value| match v {
+            serde_json::Value::String(s) => s,
+            v => v.to_string(),
+        };
+        self.get(
+            &format!("{}/pending", self.lxc_path(vmid)),
+            &[],
+            Some(vmid),
+            |s| {
+                let all: Vec<Entry> = parse_json("GET /nodes/{node}/lxc/{vmid}/pending", s)?;
+                Ok(all
+                    .into_iter()
+                    .filter(|e| e.pending.is_some() || e.delete.is_some())
+                    .map(|e| PendingKey {
+                        key: e.key,
+                        current: e.value.map(text),
+                        pending: e.pending.map(text),
+                        delete: e.delete.is_some(),
+                    })
+                    .collect())
+            },
         )
         .await
     }
@@ -481,6 +530,23 @@ impl Node {
             Ok(_) | Err(PveError::AlreadyRunning { .. }) => Ok(()),
             Err(e) => Err(e),
         }
+    }
+
+    /// `pct reboot --timeout N`: clean shutdown (killed after the timeout), then start; PVE applies the
+    /// pending changes on the way. Only for a running CT (PVE says `VM <vmid> not running` otherwise).
+    pub async fn reboot(&self, vmid: u32, timeout: Duration) -> Result<(), PveError> {
+        let secs = timeout.as_secs().max(1);
+        let cmd = self.pct(
+            vec![
+                "reboot".into(),
+                vmid.to_string(),
+                "--timeout".into(),
+                secs.to_string(),
+            ],
+            timeout + self.timeouts.power,
+        );
+        self.exec(cmd, Some(vmid)).await?;
+        Ok(())
     }
 
     /// `pct stop` (hard); a CT that is not running counts as stopped.

@@ -134,6 +134,8 @@ pub struct ConfigChange {
     pub mount_points: BTreeMap<u32, MountPointSpec>,
     /// Keys to delete (`net1`, `cpulimit`, `mp0`, ...).
     pub delete: BTreeSet<String>,
+    /// Pending changes to drop (`--revert`): the key keeps its current value.
+    pub revert: BTreeSet<String>,
 }
 
 impl ConfigChange {

@@ -862,7 +862,10 @@ fn apply_pending(conf: &mut CtConf) {
         conf.opts.insert(k, v);
     }
     for d in std::mem::take(&mut conf.pending_delete) {
-        conf.opts.remove(&d);
+        // as at once on a stopped CT: a deleted mount point's volume stays, as unusedN
+        if let (true, Some(old)) = (d.starts_with("mp"), conf.opts.remove(&d)) {
+            add_unused(conf, &old);
+        }
     }
 }
 

@@ -357,6 +357,25 @@ pub struct Container {
     pub constraints: Constraints,
     /// `--mp0`, `--mp1`, ...
     pub mount_points: Vec<MountPoint>,
+    /// Whether the container runs. Default running; a stopped one is created without starting and stays
+    /// stopped (also through drift repair).
+    #[serde(default)]
+    pub state: DesiredState,
+}
+
+/// `state:` of a container.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DesiredState {
+    #[default]
+    Running,
+    Stopped,
+}
+
+impl DesiredState {
+    pub fn is_running(self) -> bool {
+        self == DesiredState::Running
+    }
 }
 
 /// `--features`.

@@ -74,6 +74,7 @@ pub(crate) const CONTAINER_FIELDS: &[&str] = &[
     "labels",
     "constraints",
     "mount_points",
+    "state",
 ];
 const FEATURE_FIELDS: &[&str] = &["nesting", "fuse", "keyctl", "mount"];
 const DNS_FIELDS: &[&str] = &["servers", "domain"];
@@ -227,6 +228,12 @@ impl Cx<'_> {
     fn err_at(&mut self, path: &str, message: impl Into<String>, hint: Option<&str>) {
         let span = self.lookup(path);
         self.err(span, path, message, hint);
+    }
+
+    /// A known field written with nothing after it (`domain:`), which counts as not given. `gateway` and
+    /// `gateway6` are the exception: an empty one is an error of its own.
+    fn given_empty(e: &Entry, known: &[&str]) -> bool {
+        e.value.is_null() && known.contains(&e.key.as_str()) && !e.key.starts_with("gateway")
     }
 
     fn unknown_field(&mut self, e: &Entry, path: &str, known: &[&str]) {
@@ -576,6 +583,9 @@ impl Cx<'_> {
         for e in es {
             let p = join(path, &e.key);
             self.record(&p, e.value.span);
+            if Self::given_empty(e, TEMPLATE_FIELDS) {
+                continue;
+            }
             match e.key.as_str() {
                 "url" => match self.string(&e.value, &p) {
                     Some(u) => match syntax::check_template_url(&u) {
@@ -821,6 +831,9 @@ impl Cx<'_> {
                                 for ne in nes {
                                     let np = join(&ip, &ne.key);
                                     self.record(&np, ne.value.span);
+                                    if Self::given_empty(ne, EXTRA_NET_FIELDS) {
+                                        continue;
+                                    }
                                     if ne.key == "name" {
                                         if let Some(s) = self.string(&ne.value, &np) {
                                             if syntax::is_bridge_name(&s) {
@@ -848,6 +861,9 @@ impl Cx<'_> {
                         for de in des {
                             let dp = join(&p, &de.key);
                             self.record(&dp, de.value.span);
+                            if Self::given_empty(de, DNS_FIELDS) {
+                                continue;
+                            }
                             match de.key.as_str() {
                                 "servers" => {
                                     if let Some(list) = self.strings(&de.value, &dp) {
@@ -904,6 +920,9 @@ impl Cx<'_> {
                         for se in ses {
                             let sp = join(&p, &se.key);
                             self.record(&sp, se.value.span);
+                            if Self::given_empty(se, STARTUP_FIELDS) {
+                                continue;
+                            }
                             let v = match se.key.as_str() {
                                 "order" | "up_delay" | "down_delay" => self
                                     .int(&se.value, &sp, 0, i64::from(u32::MAX), "")
@@ -922,6 +941,17 @@ impl Cx<'_> {
                     }
                 }
                 "start_on_boot" => c.start_on_boot = self.boolean(n, &p),
+                "state" => match self.string(n, &p).as_deref() {
+                    Some("running") => c.state = Some(DesiredState::Running),
+                    Some("stopped") => c.state = Some(DesiredState::Stopped),
+                    Some(other) => self.err(
+                        n.span,
+                        &p,
+                        format!("state {} is not running or stopped", quote(other)),
+                        Some("`state: running` (the default) or `state: stopped`"),
+                    ),
+                    None => {}
+                },
                 "protection" => c.protection = self.boolean(n, &p),
                 "tags" => {
                     if let Some(list) = self.strings(n, &p) {
@@ -943,6 +973,9 @@ impl Cx<'_> {
                         for ke in kes {
                             let kp = join(&p, &ke.key);
                             self.record(&kp, ke.value.span);
+                            if Self::given_empty(ke, CONSTRAINT_FIELDS) {
+                                continue;
+                            }
                             match ke.key.as_str() {
                                 "nodes" => {
                                     if let Some(list) = self.strings(&ke.value, &kp) {
@@ -1027,6 +1060,9 @@ impl Cx<'_> {
         for e in es {
             let p = join(path, &e.key);
             self.record(&p, e.value.span);
+            if Self::given_empty(e, FEATURE_FIELDS) {
+                continue;
+            }
             match e.key.as_str() {
                 "nesting" => f.nesting = self.boolean(&e.value, &p),
                 "fuse" => f.fuse = self.boolean(&e.value, &p),
@@ -1285,6 +1321,9 @@ impl Cx<'_> {
             for e in es {
                 let p = join(&ip, &e.key);
                 self.record(&p, e.value.span);
+                if Self::given_empty(e, VOLUME_FIELDS) {
+                    continue;
+                }
                 match e.key.as_str() {
                     "datastore_id" => {
                         ds = self.storage_id(&e.value, &p).or_else(|| {
@@ -1525,6 +1564,7 @@ impl Cx<'_> {
             password: c.password,
             startup,
             start_on_boot: c.start_on_boot.unwrap_or(false),
+            state: c.state.unwrap_or_default(),
             protection: c.protection.unwrap_or(false),
             tags: c.tags.unwrap_or_default(),
             description: c.description,
@@ -1800,6 +1840,7 @@ struct ContainerInput {
     password: Option<Secret>,
     startup: StartupInput,
     start_on_boot: Option<bool>,
+    state: Option<DesiredState>,
     protection: Option<bool>,
     tags: Option<Vec<String>>,
     description: Option<String>,
@@ -1869,6 +1910,7 @@ impl ContainerInput {
                 down_delay: or(self.startup.down_delay, &d.startup.down_delay),
             },
             start_on_boot: or(self.start_on_boot, &d.start_on_boot),
+            state: or(self.state, &d.state),
             protection: or(self.protection, &d.protection),
             tags: or(self.tags, &d.tags),
             description: or(self.description, &d.description),

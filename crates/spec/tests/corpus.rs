@@ -145,3 +145,38 @@ fn an_error_in_defaults_is_reported_once_not_per_container() {
     assert_eq!(errs.len(), 1, "{errs}");
     assert_eq!(errs.0[0].path, "defaults.memory");
 }
+
+/// docs/fleet-yaml.md: a field written with nothing after it counts as not given, in nested mappings too
+/// (`dns: {domain: }`, `features: {nesting: }`, a mount point's `backup:`...).
+#[test]
+fn an_empty_value_counts_as_not_given_at_every_level() {
+    let with_empties = "fleet: t\n\
+        templates:\n  deb: {pveam: debian-13-standard_13.6-1_amd64.tar.zst, storage: }\n\
+        containers:\n  a:\n    template: deb\n    datastore_id: local-lvm\n    memory: 512\n    \
+        description:\n    dns: {domain: , servers: [10.0.0.1]}\n    features: {nesting: , fuse: true}\n    \
+        startup: {order: 1, up_delay: }\n    constraints: {nodes: , anti_affinity: [role]}\n    \
+        extra_interfaces: [{bridge: vmbr1, mtu: , ip_address: dhcp}]\n    \
+        mount_points: [{path: /data, size: 4, datastore_id: local-lvm, backup: }]\n";
+    let without = "fleet: t\n\
+        templates:\n  deb: {pveam: debian-13-standard_13.6-1_amd64.tar.zst}\n\
+        containers:\n  a:\n    template: deb\n    datastore_id: local-lvm\n    memory: 512\n    \
+        dns: {servers: [10.0.0.1]}\n    features: {fuse: true}\n    \
+        startup: {order: 1}\n    constraints: {anti_affinity: [role]}\n    \
+        extra_interfaces: [{bridge: vmbr1, ip_address: dhcp}]\n    \
+        mount_points: [{path: /data, size: 4, datastore_id: local-lvm}]\n";
+    let a = parse_fleet("a.yaml", with_empties, &NoFiles)
+        .unwrap_or_else(|e| panic!("empty values refused: {e:?}"));
+    let b = parse_fleet("b.yaml", without, &NoFiles).unwrap();
+    assert_eq!(a.containers, b.containers);
+    assert_eq!(a.templates, b.templates);
+    // an empty gateway stays an error of its own, and an unknown empty field is still unknown
+    let gw = "fleet: t\ncontainers:\n  a: {template: deb, extra_interfaces: [{bridge: vmbr1, gateway: }]}\n";
+    let e = format!("{:?}", parse_fleet("g.yaml", gw, &NoFiles).unwrap_err());
+    assert!(e.contains("gateway is empty"), "{e}");
+    let unknown = "fleet: t\ncontainers:\n  a: {template: deb, dns: {domian: }}\n";
+    let e = format!(
+        "{:?}",
+        parse_fleet("u.yaml", unknown, &NoFiles).unwrap_err()
+    );
+    assert!(e.contains("unknown field"), "{e}");
+}

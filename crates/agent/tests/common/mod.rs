@@ -99,6 +99,13 @@ impl NodeDriver for FakeNode {
                 vmid: *vmid,
                 status: status.clone(),
                 lock: cfg.get("lock").cloned(),
+                // like PVE's listing: memory, cores and tags, not the rest of the config
+                listing: format!(
+                    "{:?} {:?} {:?}",
+                    cfg.get("memory"),
+                    cfg.get("cores"),
+                    cfg.get("tags")
+                ),
                 name: cfg
                     .get("hostname")
                     .cloned()
@@ -107,6 +114,7 @@ impl NodeDriver for FakeNode {
             .collect())
     }
     async fn config(&self, vmid: u32) -> Result<Option<CtConfig>, NodeError> {
+        self.call(format!("config {vmid}"));
         Ok(self
             .state
             .lock()

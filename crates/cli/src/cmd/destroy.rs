@@ -99,7 +99,12 @@ pub async fn run(client: &mut Client, a: &DestroyArgs, io: &mut Io<'_>) -> Resul
         expect_activity: true,
         timeout: a.timeout,
         poll: std::time::Duration::from_millis(500),
+        want_stopped: Default::default(),
     };
     let outcome = follow(client, &f, io.out).await?;
-    Ok(if outcome.success(true) { 0 } else { 1 })
+    Ok(if outcome.success(true, &f.want_stopped) {
+        0
+    } else {
+        1
+    })
 }

@@ -7,6 +7,7 @@ pub mod get;
 pub mod history;
 pub mod node;
 pub mod output;
+pub mod power;
 pub mod remote_plan;
 pub mod submit;
 

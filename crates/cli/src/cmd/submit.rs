@@ -104,7 +104,31 @@ pub async fn run(client: &mut Client, a: &SubmitArgs, io: &mut Io<'_>) -> Result
         expect_activity: rp.has_changes,
         timeout: a.timeout,
         poll: Duration::from_millis(500),
+        want_stopped: want_stopped(&src),
     };
     let outcome = follow(client, &f, io.out).await?;
-    Ok(if outcome.success(false) { 0 } else { 1 })
+    Ok(if outcome.success(false, &f.want_stopped) {
+        0
+    } else {
+        1
+    })
+}
+
+/// The containers the file wants stopped (`state: stopped`).
+fn want_stopped(src: &FleetSource) -> std::collections::BTreeSet<String> {
+    let files = src
+        .files
+        .iter()
+        .fold(pxfleet_spec::MemFiles::default(), |m, (k, v)| {
+            m.with(k.clone(), v.clone())
+        });
+    pxfleet_spec::parse_fleet(&src.file_name, &src.source, &files)
+        .map(|f| {
+            f.containers
+                .into_values()
+                .filter(|c| !c.state.is_running())
+                .map(|c| c.name)
+                .collect()
+        })
+        .unwrap_or_default()
 }

@@ -48,8 +48,11 @@ pub struct ContainerRecord {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct NodeRecord {
     pub name: String,
-    /// ready, down, cordoned.
+    /// ready, down, cordoned, stalled.
     pub status: &'static str,
+    /// Why it is down or stalled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status_reason: Option<String>,
     pub containers: u32,
     pub cores: u32,
     pub memory_mib: u64,
@@ -145,6 +148,7 @@ pub fn node_status(s: i32) -> &'static str {
         pb::NodeStatus::Ready => "ready",
         pb::NodeStatus::Down | pb::NodeStatus::Unspecified => "down",
         pb::NodeStatus::Cordoned => "cordoned",
+        pb::NodeStatus::Stalled => "stalled",
     }
 }
 
@@ -241,6 +245,7 @@ impl From<&pb::NodeInfo> for NodeRecord {
         NodeRecord {
             name: n.name.clone(),
             status: node_status(n.status),
+            status_reason: some(&n.status_reason),
             containers: n.container_count,
             cores: inv.cores,
             memory_mib: inv.memory_total_bytes / (1024 * 1024),
@@ -363,7 +368,7 @@ fn nodes_table(rs: &[NodeRecord]) -> Table {
             format!("{} MiB", r.memory_mib),
             format!("{} MiB", r.memory_free_mib),
             r.pve_version.clone(),
-            opt(&r.cordon_reason),
+            opt(&r.status_reason.clone().or_else(|| r.cordon_reason.clone())),
         ]);
     }
     t

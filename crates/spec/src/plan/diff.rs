@@ -37,6 +37,7 @@ pub(crate) mod field {
     pub const DNS_DOMAIN: &str = "dns.domain";
     pub const STARTUP: &str = "startup";
     pub const START_ON_BOOT: &str = "start_on_boot";
+    pub const STATE: &str = "state";
     pub const PROTECTION: &str = "protection";
     pub const TAGS: &str = "tags";
     pub const DESCRIPTION: &str = "description";
@@ -342,6 +343,8 @@ pub(crate) struct Existing {
     pub updates: Vec<FieldChange>,
     pub drift: Vec<FieldChange>,
     pub start: bool,
+    /// The file says `state: stopped` and it runs.
+    pub stop: bool,
 }
 
 /// Compares desired `d` (applied as `a`, if ever) with observation `o`.
@@ -381,7 +384,8 @@ pub(crate) fn existing(d: &Container, a: Option<&Container>, o: &ObservedContain
     }
 
     let move_to = d.node.as_ref().filter(|n| **n != o.node).cloned();
-    let start = o.status == PowerState::Stopped;
+    let start = o.status == PowerState::Stopped && d.state.is_running();
+    let stop = o.status == PowerState::Running && !d.state.is_running();
 
     let mut grow = Vec::new();
     let mut shrink = Vec::new();
@@ -539,6 +543,7 @@ pub(crate) fn existing(d: &Container, a: Option<&Container>, o: &ObservedContain
         updates: df.updates,
         drift: df.drift,
         start,
+        stop,
     }
 }
 
@@ -682,6 +687,9 @@ pub(crate) fn attributes(c: &Container) -> Vec<Attribute> {
     opt(&mut v, field::VM_ID, c.vm_id.map(Value::from));
     opt(&mut v, field::NODE, c.node.as_deref().map(Value::from));
     v.push(Attribute::known(field::HOSTNAME, json(&c.hostname)));
+    if !c.state.is_running() {
+        v.push(Attribute::known(field::STATE, json(&c.state)));
+    }
     v.push(Attribute::known(field::TEMPLATE, json(&c.template)));
     opt(
         &mut v,

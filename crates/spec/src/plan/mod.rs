@@ -180,6 +180,9 @@ pub fn plan(
         if ex.start {
             mine.push(at(ActionKind::Start));
         }
+        if ex.stop {
+            mine.push(at(ActionKind::Stop));
+        }
         if !mine.is_empty() {
             changes.push((key, mine));
         }

@@ -69,7 +69,11 @@ pub fn apply_to_observed(
                         d,
                         vm_id,
                         &node,
-                        PowerState::Running,
+                        if d.state.is_running() {
+                            PowerState::Running
+                        } else {
+                            PowerState::Stopped
+                        },
                         &opts.default_datastore,
                         |i| generated_mac(vm_id, i),
                     ));

@@ -57,6 +57,7 @@ pub fn container(name: &str, vm_id: Option<u32>) -> Container {
         password: None,
         startup: None,
         start_on_boot: false,
+        state: Default::default(),
         protection: false,
         tags: vec![],
         description: None,
