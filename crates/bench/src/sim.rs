@@ -160,6 +160,12 @@ impl NodeDriver for SimNode {
                 vmid: *vmid,
                 status: c.status.clone(),
                 lock: c.config.get("lock").cloned(),
+                // like PVE's listing: memory, cores, tags and the root disk's size, not the rest of the config
+                listing: ["memory", "cores", "tags", "rootfs"]
+                    .iter()
+                    .map(|k| c.config.get(*k).map(String::as_str).unwrap_or(""))
+                    .collect::<Vec<_>>()
+                    .join(" "),
                 name: c
                     .config
                     .get("hostname")
