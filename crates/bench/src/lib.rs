@@ -297,10 +297,13 @@ fn is_up(c: &pb::ContainerInfo) -> bool {
 /// and the first few stuck operations.
 async fn stall_summary(
     api: &mut FleetServiceClient<Channel>,
-    running: usize,
+    running: Option<usize>,
     total: usize,
 ) -> String {
-    let mut s = format!("{running} of {total} containers running; ");
+    let mut s = match running {
+        Some(r) => format!("{r} of {total} containers running; "),
+        None => String::new(),
+    };
     match api
         .get_operations(pb::GetOperationsRequest {
             fleet: String::new(),
@@ -461,15 +464,27 @@ async fn run_in(
     let own0 = procstat::cpu_time(std::process::id())?;
     let submit_ms = now_ms();
     let t0 = Instant::now();
-    let resp = api
-        .submit(pb::SubmitRequest {
-            file_name: "bench.yaml".into(),
-            source: yaml,
-            ..Default::default()
-        })
-        .await
-        .map_err(grpc("Submit"))?
-        .into_inner();
+    let submit = api.submit(pb::SubmitRequest {
+        file_name: "bench.yaml".into(),
+        source: yaml,
+        ..Default::default()
+    });
+    // A Submit that does not answer within the stall time is reported like a stalled convergence.
+    let resp = match tokio::time::timeout(opts.stall, submit).await {
+        Ok(r) => r.map_err(grpc("Submit"))?.into_inner(),
+        Err(_) => {
+            let mut probe = self::api(&ctl.url, &admin).await?;
+            let summary = stall_summary(&mut probe, None, opts.containers).await;
+            return Err(BenchError::Stalled {
+                summary: format!(
+                    "the Submit call did not answer within {} s; {summary}",
+                    opts.stall.as_secs()
+                ),
+                log: ctl.log.clone(),
+                log_tail: controller::tail(&ctl.log, 30),
+            });
+        }
+    };
     let submit_secs = t0.elapsed().as_secs_f64();
     if resp.revision == 0 {
         let diags: Vec<String> = resp.diagnostics.iter().map(|d| d.message.clone()).collect();
@@ -514,7 +529,7 @@ async fn run_in(
             last_print = Instant::now();
         }
         if moved.elapsed() >= opts.stall {
-            let summary = stall_summary(&mut api, up, opts.containers).await;
+            let summary = stall_summary(&mut api, Some(up), opts.containers).await;
             return Err(BenchError::Stalled {
                 summary: format!(
                     "no progress for {} s after {:.0} s; {summary}",
