@@ -106,17 +106,24 @@ pub async fn start_dev(
             std::fs::read_to_string(err_log).unwrap_or_default()
         )
     });
+    // Keep reading what dev mode prints after the export line, as a terminal would.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     (dev, export)
 }
 
 /// SIGTERM (what Ctrl-C / scripts/demo --stop do): dev mode exits 0 and no process of `data` is left.
-pub async fn stop_dev(mut dev: Child, data: &Path) {
+/// `err_log` (dev mode's stderr) is shown when it does not stop cleanly.
+pub async fn stop_dev(mut dev: Child, data: &Path, err_log: &Path) {
     crate::signal(dev.id().unwrap(), libc::SIGTERM);
     let status = tokio::time::timeout(Duration::from_secs(20), dev.wait())
         .await
         .expect("dev mode stops within 20 s")
         .unwrap();
-    assert!(status.success(), "dev mode exited with {status}");
+    assert!(
+        status.success(),
+        "dev mode exited with {status}; its stderr ends with:\n{}",
+        tail(err_log, 60)
+    );
     // The agents are gone at once; a PVE tool an agent had just started (pvesh, pct) may finish on its own
     // a moment later, as on a real node.
     let mut left = processes_mentioning(data.to_str().unwrap());
@@ -135,4 +142,11 @@ pub async fn stop_dev(mut dev: Child, data: &Path) {
         left.is_empty(),
         "still running 5 s after dev mode stopped: {left:#?}"
     );
+}
+
+/// The last `n` lines of a file, for failure messages.
+pub fn tail(path: &Path, n: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
 }

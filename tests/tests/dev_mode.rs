@@ -72,7 +72,7 @@ async fn dev_mode_runs_the_main_job_stops_its_agents_and_restarts_on_its_state()
         cached.len()
     );
 
-    stop_dev(dev, &data).await;
+    stop_dev(dev, &data, &err_log).await;
 
     // Started again on the same directory: same fleet, same containers, still nothing to change.
     let (dev, export2) = start_dev(&bins, &data, &err_log, 2).await;
@@ -95,7 +95,7 @@ async fn dev_mode_runs_the_main_job_stops_its_agents_and_restarts_on_its_state()
     )
     .await;
     assert_eq!(code, 0, "plan after restart: {out}\n{err}");
-    stop_dev(dev, &data).await;
+    stop_dev(dev, &data, &err_log).await;
 }
 
 #[test]

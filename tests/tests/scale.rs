@@ -111,5 +111,5 @@ async fn three_hundred_containers_and_a_second_submit_in_flight_converge() {
     for n in nodes.as_array().unwrap() {
         assert_eq!(n["status"], "ready", "{n}");
     }
-    stop_dev(dev, &data).await;
+    stop_dev(dev, &data, &err_log).await;
 }

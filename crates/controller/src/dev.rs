@@ -361,15 +361,25 @@ pub async fn run(opts: DevOptions, shutdown: impl Future<Output = ()>) -> Result
         }
     };
     if outcome.is_ok() && !interrupted {
-        println!("pxfleet dev: controller {url}, nodes {} (metrics http://127.0.0.1:{metrics_port}/metrics)",
-            nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>().join(", "));
-        println!(
+        // Written, not println!: a reader that went away (`pxcontroller dev | head -3`) must not make dev mode
+        // panic on a broken pipe.
+        use std::io::Write as _;
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(
+            out,
+            "pxfleet dev: controller {url}, nodes {} (metrics http://127.0.0.1:{metrics_port}/metrics)",
+            nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>().join(", ")
+        );
+        let _ = writeln!(
+            out,
             "pxfleet dev: data in {}, agent logs in {}",
             root.display(),
             root.join("logs").display()
         );
-        println!("export PXCTL_CONFIG={}", pxctl.display());
-        println!("pxfleet dev: ready; try `pxctl submit examples/dev/fleet.yaml -y` then `pxctl get containers`; Ctrl-C stops");
+        let _ = writeln!(out, "export PXCTL_CONFIG={}", pxctl.display());
+        let _ = writeln!(out, "pxfleet dev: ready; try `pxctl submit examples/dev/fleet.yaml -y` then `pxctl get containers`; Ctrl-C stops");
+        let _ = out.flush();
+        drop(out);
     }
     let result = match outcome {
         Err(e) => Err(e),
