@@ -126,11 +126,6 @@ impl Snapshot {
         self.replace(now)
     }
 
-    /// Replaces the snapshot with `now` and returns what changed.
-    pub fn update(&mut self, now: Vec<ObservedContainer>) -> Delta {
-        self.replace(now.into_iter().map(|c| (c.vmid, c)).collect())
-    }
-
     fn replace(&mut self, now: BTreeMap<u32, ObservedContainer>) -> Delta {
         let removed = self
             .containers
@@ -226,11 +221,6 @@ pub async fn observe_one<D: NodeDriver>(
     Ok(Some(build(summary, config, addresses)))
 }
 
-/// Observes every container on the node, reading each one's configuration.
-pub async fn observe_all<D: NodeDriver>(driver: &D) -> Result<Vec<ObservedContainer>, NodeError> {
-    Ok(observe_changed(driver, &BTreeMap::new()).await?.0)
-}
-
 /// Observes every container on the node with one listing, reading the configuration (and, when running,
 /// the addresses) only of containers that are not in `known` or whose listing moved since; a running one
 /// without an address yet is asked for its addresses again. Returns the containers and the vmids whose
@@ -313,6 +303,12 @@ fn build(
 mod tests {
     use super::*;
 
+    /// A whole pass that no operation overlapped.
+    fn pass(s: &mut Snapshot, seen: Vec<ObservedContainer>) -> Delta {
+        let began = s.begin_pass();
+        s.update_pass(seen, began)
+    }
+
     fn ct(vmid: u32, status: &str) -> ObservedContainer {
         ObservedContainer {
             vmid,
@@ -332,11 +328,10 @@ mod tests {
     #[test]
     fn a_pass_does_not_undo_what_an_operation_reported_meanwhile() {
         let mut s = Snapshot::default();
-        s.update(vec![
-            ct(100, "running"),
-            ct(101, "running"),
-            ct(102, "running"),
-        ]);
+        pass(
+            &mut s,
+            vec![ct(100, "running"), ct(101, "running"), ct(102, "running")],
+        );
         let began = s.begin_pass();
         // during the pass: 103 is created, 101 destroyed by operations; 102 vanished by hand
         s.update_one(103, Some(ct(103, "running")));
@@ -357,11 +352,11 @@ mod tests {
     #[test]
     fn delta_reports_new_changed_and_removed() {
         let mut s = Snapshot::default();
-        let d = s.update(vec![ct(100, "running"), ct(101, "stopped")]);
+        let d = pass(&mut s, vec![ct(100, "running"), ct(101, "stopped")]);
         assert_eq!(d.changed.len(), 2);
-        let d = s.update(vec![ct(100, "running"), ct(101, "stopped")]);
+        let d = pass(&mut s, vec![ct(100, "running"), ct(101, "stopped")]);
         assert!(d.is_empty());
-        let d = s.update(vec![ct(100, "stopped")]);
+        let d = pass(&mut s, vec![ct(100, "stopped")]);
         assert_eq!(d.changed, vec![ct(100, "stopped")]);
         assert_eq!(d.removed, vec![101]);
         assert!(s.update_one(100, Some(ct(100, "stopped"))).is_empty());

@@ -347,16 +347,15 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
     //    arrival and its stream is in order, so a node whose updates keep coming has the operation, and a
     //    controller slow to read them must not answer with re-sends (that fed on itself at 10,000 containers).
     let ack_ms = rc.ack_timeout_secs * 1000;
-    let node_quiet: BTreeMap<String, bool> = state
-        .store
-        .nodes()?
-        .into_iter()
-        .map(|n| (n.name, n.last_op_update_ms + ack_ms < now))
+    let nodes = state.store.nodes()?;
+    let node_quiet: BTreeMap<&str, bool> = nodes
+        .iter()
+        .map(|n| (n.name.as_str(), n.last_op_update_ms + ack_ms < now))
         .collect();
     for op in &w.ops {
         let unacknowledged = op.state == OpState::Dispatched
             && op.dispatched_ms.is_some_and(|d| now > d + ack_ms)
-            && node_quiet.get(&op.node).copied().unwrap_or(true);
+            && node_quiet.get(op.node.as_str()).copied().unwrap_or(true);
         if unacknowledged && op.deadline_ms.is_none_or(|d| now <= d) {
             let mut op = op.clone();
             tracing::warn!(op = %op.id, node = %op.node, vm_id = op.vm_id, kind = op.kind.name(),
@@ -395,7 +394,6 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
         .collect();
     let mut seeds_now = active_seeds.clone();
     let mut planned: Vec<Operation> = Vec::new();
-    let nodes = state.store.nodes()?;
     // 2. the next operation per container
     for k in &w.keys {
         let d = w.desired.get(k);

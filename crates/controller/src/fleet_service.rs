@@ -99,6 +99,19 @@ impl FleetApi {
     }
 
     /// Prepares `fleet` (or its destruction: no containers) against the current state.
+    /// Prepares a stored spec changed by the controller itself (power, destroy): any diagnostic refuses it.
+    fn prepare_stored(&self, fleet: Fleet) -> Result<Prepared, Status> {
+        let (_, prepared) = self.prepare("(stored spec)", fleet)?;
+        prepared.map_err(|d| {
+            Status::failed_precondition(
+                d.iter()
+                    .map(|d| d.message.clone())
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            )
+        })
+    }
+
     fn prepare(
         &self,
         file: &str,
@@ -705,15 +718,7 @@ impl FleetService for FleetApi {
                 c.state = state;
             }
         }
-        let (_, prepared) = self.prepare("(stored spec)", fleet.clone())?;
-        let prepared = prepared.map_err(|d| {
-            Status::failed_precondition(
-                d.iter()
-                    .map(|d| d.message.clone())
-                    .collect::<Vec<_>>()
-                    .join("; "),
-            )
-        })?;
+        let prepared = self.prepare_stored(fleet.clone())?;
         let verb = match action {
             pb::PowerAction::Stop => "stop",
             pb::PowerAction::Restart => "restart",
@@ -731,7 +736,7 @@ impl FleetService for FleetApi {
         // running). Only once the revision is stored, so a refused one stops nothing.
         if action == pb::PowerAction::Restart {
             driver::queue_restarts(&self.state, &r.fleet, &chosen, revision)?;
-            self.state.wake.notify_one();
+            self.state.changed();
         }
         tracing::info!(fleet = %r.fleet, revision, action = verb, containers = ?chosen, "power state changed");
         Ok(Response::new(pb::DestroyResponse {
@@ -764,15 +769,7 @@ impl FleetService for FleetApi {
         } else {
             fleet.containers.retain(|k, _| !r.containers.contains(k));
         }
-        let (_, prepared) = self.prepare("(stored spec)", fleet.clone())?;
-        let prepared = prepared.map_err(|d| {
-            Status::failed_precondition(
-                d.iter()
-                    .map(|d| d.message.clone())
-                    .collect::<Vec<_>>()
-                    .join("; "),
-            )
-        })?;
+        let prepared = self.prepare_stored(fleet.clone())?;
         let revision = self.store_revision(
             &author,
             &fleet,
