@@ -165,6 +165,9 @@ async fn changes_that_need_a_restart_are_applied_with_the_announced_restart() {
     c.wait_running("rs", &["app"], UP).await;
     plan_is_empty(&c, &path).await;
     let started = c.runtime("mk33", 1300).unwrap()["started"].clone();
+    // `started` has a resolution of one second: let it tick, so a restart below always shows as a new value
+    // (with a fast pipeline the restart came within the same second and the wait never saw it).
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
 
     // dns servers + domain and nesting: PVE leaves them pending on a running container.
     let next = body(
@@ -497,6 +500,7 @@ async fn pxctl_stop_start_restart_record_revisions() {
     c.wait_running("pc", &["a", "b"], UP).await;
 
     let started = c.runtime("mk33", 1701).unwrap()["started"].clone();
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await; // `started` ticks in seconds
     let (code, out, err) = c.pxctl(&["restart", "pc", "b"]).await;
     assert_eq!(code, 0, "pxctl restart: {out}\n{err}");
     wait_until("b restarted", UP, || async {
