@@ -98,6 +98,32 @@ pub enum Command {
     /// Node enrolment and scheduling.
     #[command(subcommand)]
     Node(NodeCommand),
+    /// Write a fleet.yaml from another tool's files (on stdout; warnings on stderr).
+    #[command(subcommand)]
+    Import(ImportCommand),
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum ImportCommand {
+    /// From a Terraform environment using the bpg/proxmox provider (its directory: the
+    /// `proxmox_virtual_environment_container` resources, local modules, variable defaults).
+    ///
+    /// Prints the fleet on stdout; what could not be mapped is a comment in it and a warning on
+    /// stderr naming FILE:LINE:COL. Exit status: 0 (also with warnings), 1 on error.
+    Terraform(ImportTerraformArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ImportTerraformArgs {
+    /// The environment's directory (where `terraform plan` runs).
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+    /// `terraform state pull` output: existing containers keep their vm_id, node and MAC addresses.
+    #[arg(long, value_name = "FILE")]
+    pub state: Option<PathBuf>,
+    /// The fleet's name (default: the directory's name).
+    #[arg(long, value_name = "NAME")]
+    pub fleet: Option<String>,
 }
 
 /// Listing renderings.

@@ -9,6 +9,7 @@ pub mod client;
 pub mod cmd;
 pub mod config;
 pub mod error;
+pub mod import;
 pub mod plan;
 pub mod progress;
 pub mod render;
@@ -29,6 +30,9 @@ pub async fn run(client: &mut Client, command: &Command, io: &mut Io<'_>) -> Res
     match command {
         Command::Validate { .. } => Err(CliError::Usage(
             "validate runs locally; call validate::run".into(),
+        )),
+        Command::Import(_) => Err(CliError::Usage(
+            "import runs locally; call import::run".into(),
         )),
         Command::Plan(a) if a.offline => Err(CliError::Usage(
             "--offline plans cannot be saved (--out) or destroy (--destroy); drop --offline to ask the controller"

@@ -32,6 +32,10 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Command::Import(pxfleet_cli::args::ImportCommand::Terraform(a)) => {
+            let (mut out, mut err) = (std::io::stdout().lock(), std::io::stderr().lock());
+            ExitCode::from(pxfleet_cli::import::run(&a, &mut out, &mut err))
+        }
         command => ExitCode::from(pxfleet_cli::run_stdio(&cli.global, &command)),
     }
 }
