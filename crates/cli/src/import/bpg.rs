@@ -437,7 +437,10 @@ fn network_interface(ev: &mut Eval<'_>, b: &Block) {
         };
         if field == "name" {
             let expected = format!("eth{index}");
-            if index == 0 && v.as_str() != Some("eth0") {
+            if index == 0 && v.as_str() == Some("eth0") {
+                continue;
+            }
+            if index == 0 {
                 ev.notes.add(
                     ev.file.loc(a),
                     format!(

@@ -476,8 +476,14 @@ pub fn terraform(opts: &Options) -> Result<Imported, ImportError> {
     Ok(Imported { yaml, warnings })
 }
 
+/// Bash's `$'...'` quoting (newlines as `\n`), for the `pct set` lines a user copies.
 fn shell_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "'\\''").replace('\n', "\\n"))
+    format!(
+        "$'{}'",
+        s.replace('\\', "\\\\")
+            .replace('\'', "\\'")
+            .replace('\n', "\\n")
+    )
 }
 
 /// Every container resource of `files`, per `for_each` entry.

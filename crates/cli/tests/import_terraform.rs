@@ -1,0 +1,288 @@
+//! `pxctl import terraform`: the PRD's Terraform project (tests/fixtures/prd-terraform, a verbatim copy of
+//! shared/reference/prd-terraform) imported; the fleet written describes the same containers the Terraform
+//! files make, and everything that could not be mapped is a warning naming FILE:LINE:COL.
+
+use std::path::{Path, PathBuf};
+
+use pxfleet_cli::import::{terraform, ImportError, Options};
+use pxfleet_spec::{parse_fleet, Container, Ipv4Config, NoFiles};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+fn dev_dir() -> PathBuf {
+    fixtures().join("prd-terraform/environments/dev")
+}
+
+fn import(opts: &Options) -> (pxfleet_spec::Fleet, String, Vec<String>) {
+    let imported = terraform(opts).expect("import");
+    let fleet = parse_fleet("fleet.yaml", &imported.yaml, &NoFiles).unwrap_or_else(|d| {
+        panic!(
+            "the imported fleet does not validate:\n{d}\n{}",
+            imported.yaml
+        )
+    });
+    (fleet, imported.yaml, imported.warnings)
+}
+
+fn net0(c: &Container) -> &pxfleet_spec::Interface {
+    &c.interfaces[0]
+}
+
+#[test]
+fn the_prd_dev_environment_becomes_the_same_two_containers() {
+    let (fleet, yaml, warnings) = import(&Options {
+        dir: dev_dir(),
+        ..Options::default()
+    });
+    assert_eq!(fleet.name, "dev");
+    assert_eq!(fleet.containers.len(), 2, "{yaml}");
+    // The values of environments/dev/main.tf's lxc_configs, and the module's defaults for what it leaves out.
+    let expect = [
+        ("dev-nextcloud", 2100, 4, 4096, 16, "192.168.7.100/24"),
+        ("dev-vaultwarden", 2101, 2, 2048, 8, "192.168.7.101/24"),
+    ];
+    for (name, vm_id, cores, memory, disk, ip) in expect {
+        let c = &fleet.containers[name];
+        assert_eq!(c.vm_id, Some(vm_id), "{name}");
+        assert_eq!(c.hostname, name);
+        assert_eq!(
+            c.node.as_deref(),
+            Some("mk33"),
+            "{name}: the misspelt module input's value"
+        );
+        assert_eq!(c.cores, Some(cores), "{name}");
+        assert_eq!(c.memory, memory, "{name}");
+        assert_eq!(c.swap, 0, "{name}: memory.swap = 0 in the module");
+        assert_eq!(
+            c.cpu_units,
+            Some(1024),
+            "{name}: cpu.units = 1024 in the module"
+        );
+        assert_eq!(c.disk_size, disk, "{name}");
+        assert_eq!(c.datastore_id.as_deref(), Some("local-zfs"), "{name}");
+        assert_eq!(
+            net0(c).ipv4,
+            Ipv4Config::Static {
+                addr: ip.parse().unwrap(),
+                gateway: Some("192.168.7.1".parse().unwrap()),
+            },
+            "{name}"
+        );
+        assert_eq!(net0(c).bridge, "vmbr0");
+        assert!(c.unprivileged, "{name}: unprivileged = true in the module");
+        // features: optional(object({nesting = optional(bool, true), ...}), {})
+        assert!(
+            c.features.nesting && !c.features.fuse && !c.features.keyctl,
+            "{name}"
+        );
+        assert!(
+            c.start_on_boot,
+            "{name}: the provider starts containers on boot by default"
+        );
+        let s = c.startup.as_ref().expect("startup");
+        assert_eq!(
+            (s.order, s.up_delay, s.down_delay),
+            (Some(3), Some(60), Some(60))
+        );
+        assert_eq!(
+            c.description.as_deref(),
+            Some(format!("Managed by Terraform — {name}").as_str())
+        );
+    }
+    // template_url: null in the module (optional(string)), the root variables.tf's default used instead.
+    let templates: Vec<_> = fleet.templates.values().collect();
+    assert_eq!(templates.len(), 1, "{yaml}");
+    assert!(
+        format!("{:?}", templates[0]).contains(
+            "https://mirrors.servercentral.com/ubuntu-cloud-images/releases/25.04/release/ubuntu-25.04-server-cloudimg-amd64-root.tar.xz"
+        ),
+        "{:?}",
+        templates[0]
+    );
+
+    // What could not be used is named with its place, on stderr and as a comment.
+    let expect_warnings = [
+        ("main.tf:4:3", "`proxxmox_node` is not a variable"),
+        ("main.tf:4:3", "did you mean `proxmox_node`?"),
+        (
+            "modules/lxc/variables.tf:9:1",
+            "`template_url` has no default here",
+        ),
+        ("variables.tf:18:1", "the default of the same variable"),
+        ("modules/lxc/main.tf:53:7", "user_account.keys"),
+        ("modules/lxc/main.tf:53:7", "main.tf:5:3"),
+        ("modules/lxc/main.tf:54:7", "user_account.password"),
+        ("modules/lxc/main.tf:59:5", "veth0"),
+        ("modules/lxc/main.tf:65:5", "operating_system.type"),
+    ];
+    for (place, text) in expect_warnings {
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.contains(place) && w.contains(text)),
+            "no warning at {place} saying {text:?}: {warnings:#?}"
+        );
+        assert!(
+            yaml.lines()
+                .any(|l| l.starts_with('#') && l.contains(place) && l.contains(text)),
+            "no comment at {place} saying {text:?}:\n{yaml}"
+        );
+    }
+    // Every warning names a file, line and column (or the state file); none is repeated per container.
+    for w in &warnings {
+        let place = w.split(": ").next().unwrap();
+        assert!(
+            place.rsplit(':').take(2).all(|n| n.parse::<u32>().is_ok()),
+            "{w}"
+        );
+    }
+    let mut sorted = warnings.clone();
+    sorted.dedup();
+    assert_eq!(sorted.len(), warnings.len(), "{warnings:#?}");
+}
+
+#[test]
+fn the_state_pins_vm_ids_nodes_and_macs_and_says_what_it_could_not_match() {
+    let (fleet, yaml, warnings) = import(&Options {
+        dir: dev_dir(),
+        state: Some(fixtures().join("dev.tfstate.json")),
+        fleet: Some("dev".into()),
+    });
+    let nc = &fleet.containers["dev-nextcloud"];
+    assert_eq!(nc.vm_id, Some(2100));
+    assert_eq!(
+        net0(nc)
+            .mac_address
+            .as_ref()
+            .map(|m| m.to_string())
+            .as_deref(),
+        Some("BC:24:11:AA:21:00")
+    );
+    let vw = &fleet.containers["dev-vaultwarden"];
+    // The state says the container runs on mk34 (moved by hand after Terraform made it): the state wins.
+    assert_eq!(vw.node.as_deref(), Some("mk34"));
+    assert_eq!(
+        net0(vw)
+            .mac_address
+            .as_ref()
+            .map(|m| m.to_string())
+            .as_deref(),
+        Some("BC:24:11:AA:21:01")
+    );
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("dev-vaultwarden") && w.contains("node is mk34 in the state, mk33")),
+        "{warnings:#?}"
+    );
+    // An instance the configuration no longer has is named, not imported.
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("dev-old") && w.contains("2199") && w.contains("not imported")),
+        "{warnings:#?}"
+    );
+    assert!(!yaml.contains("vm_id: 2199"), "{yaml}");
+    // How to mark the existing containers for pxfleet, per container, in the header.
+    assert!(
+        yaml.contains("#   pct set 2100 --description $'Managed by Terraform — dev-nextcloud\\nmanaged-by: pxfleet fleet=dev name=dev-nextcloud'"),
+        "{yaml}"
+    );
+}
+
+#[test]
+fn a_syntax_error_names_the_file_line_and_column() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(
+        tmp.path().join("main.tf"),
+        "resource \"proxmox_virtual_environment_container\" \"a\" {\n  vm_id = 100\n  cpu {\n    cores = = 2\n  }\n}\n",
+    )
+    .unwrap();
+    let err = terraform(&Options {
+        dir: tmp.path().to_path_buf(),
+        ..Options::default()
+    })
+    .unwrap_err();
+    assert!(matches!(err, ImportError::Parse { line: 4, .. }), "{err}");
+    let text = err.to_string();
+    assert!(text.contains("main.tf:4:"), "{text}");
+}
+
+#[test]
+fn a_direct_resource_with_provider_defaults_and_unmapped_fields() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(
+        tmp.path().join("main.tf"),
+        r#"
+locals {
+  node = "pve1"
+  size = 6
+}
+resource "proxmox_virtual_environment_container" "db_1" {
+  node_name = local.node
+  vm_id     = 300
+  pool_id   = "prod"
+  tags      = ["db"]
+  disk {
+    datastore_id = "local-lvm"
+    size         = local.size
+  }
+  initialization {
+    hostname = "db-1"
+    ip_config {
+      ipv4 { address = "dhcp" }
+    }
+  }
+  network_interface {
+    name   = "eth0"
+    bridge = "vmbr1"
+  }
+  operating_system {
+    template_file_id = "local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst"
+  }
+  mount_point {
+    volume = "local-lvm"
+    size   = "10G"
+    path   = "/var/lib/postgresql"
+  }
+}
+resource "proxmox_virtual_environment_vm" "x" {}
+"#,
+    )
+    .unwrap();
+    let (fleet, yaml, warnings) = import(&Options {
+        dir: tmp.path().to_path_buf(),
+        fleet: Some("prod".into()),
+        ..Options::default()
+    });
+    let c = &fleet.containers["db-1"];
+    assert_eq!(c.node.as_deref(), Some("pve1"));
+    assert_eq!(c.disk_size, 6);
+    assert_eq!(
+        c.cores,
+        Some(1),
+        "the provider's default, not all host CPUs"
+    );
+    assert_eq!(c.swap, 0, "the provider's default");
+    assert!(!c.unprivileged, "the provider's default is privileged");
+    assert!(fleet.allow_privileged, "{yaml}");
+    assert_eq!(c.template, "debian-12-standard_12.7-1_amd64.tar.zst");
+    assert_eq!(c.mount_points.len(), 1);
+    assert_eq!(c.tags, vec!["db".to_string()]);
+    assert_eq!(net0(c).bridge, "vmbr1");
+    for (place, text) in [
+        ("main.tf:9:3", "pool_id"),
+        ("main.tf:6:1", "privileged"),
+        ("main.tf:34:1", "proxmox_virtual_environment_vm.x"),
+        ("main.tf:26:5", "PVE appliance"),
+    ] {
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.contains(place) && w.contains(text)),
+            "no warning at {place} saying {text:?}: {warnings:#?}"
+        );
+    }
+}
