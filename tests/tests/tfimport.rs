@@ -24,16 +24,10 @@ fn pve(data: &Path, node: &str, tool: &str, args: &[&str]) -> String {
 }
 
 /// What the bpg provider made for one entry of lxc_configs (modules/lxc/main.tf), as `pct create` options.
-fn terraform_made(
-    data: &Path,
-    vm_id: u32,
-    name: &str,
-    cores: u32,
-    memory: u32,
-    disk: u32,
-    ip: &str,
-    mac: &str,
-) {
+/// One lxc_configs entry: vm_id, name, cores, memory, disk, address, MAC.
+type Entry<'a> = (u32, &'a str, u32, u32, u32, &'a str, &'a str);
+
+fn terraform_made(data: &Path, (vm_id, name, cores, memory, disk, ip, mac): Entry<'_>) {
     let template = format!(
         "local:vztmpl/{}",
         pxfleet_controller::dev::DEFAULT_TEMPLATES[0]
@@ -141,23 +135,27 @@ async fn the_imported_prd_dev_environment_takes_over_terraforms_containers_witho
     // Terraform's containers, already running on mk33 (not marked as pxfleet's).
     terraform_made(
         &data,
-        2100,
-        "dev-nextcloud",
-        4,
-        4096,
-        16,
-        "192.168.7.100/24",
-        "BC:24:11:AA:21:00",
+        (
+            2100,
+            "dev-nextcloud",
+            4,
+            4096,
+            16,
+            "192.168.7.100/24",
+            "BC:24:11:AA:21:00",
+        ),
     );
     terraform_made(
         &data,
-        2101,
-        "dev-vaultwarden",
-        2,
-        2048,
-        8,
-        "192.168.7.101/24",
-        "BC:24:11:AA:21:01",
+        (
+            2101,
+            "dev-vaultwarden",
+            2,
+            2048,
+            8,
+            "192.168.7.101/24",
+            "BC:24:11:AA:21:01",
+        ),
     );
     let state = tmp.path().join("terraform.tfstate.json");
     std::fs::write(&state, STATE).unwrap();
