@@ -53,6 +53,9 @@ pub enum CliError {
     /// Following progress took longer than allowed.
     #[error("gave up waiting after {secs}s; the controller keeps applying: follow with `pxctl get containers --fleet {fleet}`")]
     Timeout { secs: u64, fleet: String },
+    /// The fleet's policies deny the plan (the findings were already printed).
+    #[error("fleet {fleet}: denied by its policies; the controller refuses to submit it")]
+    PolicyDenied { fleet: String },
     /// Writing to the terminal failed (a closed pipe, a full disk).
     #[error("writing output: {0}")]
     Output(#[from] std::io::Error),

@@ -11,6 +11,7 @@ pub mod config;
 pub mod error;
 pub mod import;
 pub mod plan;
+pub mod policy;
 pub mod progress;
 pub mod render;
 pub mod source;

@@ -53,6 +53,7 @@ impl FleetSource {
         let rec = Recorder(RefCell::new(BTreeMap::new()));
         // Only the reads matter here; the controller reports the diagnostics.
         let _ = pxfleet_spec::parse_fleet(file_name, &source, &rec);
+        let _ = pxfleet_spec::read_policies(file_name, &source, &rec);
         let dir = Path::new(file_name).parent().unwrap_or(Path::new(""));
         let mut files = BTreeMap::new();
         for (p, text) in rec.0.into_inner() {

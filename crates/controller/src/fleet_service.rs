@@ -43,7 +43,7 @@ fn who<T>(req: &Request<T>) -> Option<Identity> {
     pxfleet_tls::peer_identity(req)
 }
 
-fn diag_pb(d: &pxfleet_spec::Diagnostic) -> pb::Diagnostic {
+pub(crate) fn diag_pb(d: &pxfleet_spec::Diagnostic) -> pb::Diagnostic {
     let mut message = d.message.clone();
     if let Some(h) = &d.hint {
         message.push_str("; ");
@@ -295,12 +295,27 @@ impl FleetService for FleetApi {
         let name = fleet.name.clone();
         let (snap, prepared) = self.prepare(&r.file_name, fleet)?;
         Ok(Response::new(match prepared {
-            Ok(p) => pb::PlanResponse {
-                fleet: name,
-                base_revision: snap.revision,
-                plan_json: pxfleet_spec::render::json::render(&p.plan),
-                diagnostics: vec![],
-                has_changes: !p.plan.is_empty(),
+            Ok(p) => match crate::policy::check(
+                &r.file_name,
+                &r.source,
+                &files_of(&r.files),
+                &p.fleet,
+                &p.plan,
+            ) {
+                Ok(policy) => pb::PlanResponse {
+                    fleet: name,
+                    base_revision: snap.revision,
+                    plan_json: pxfleet_spec::render::json::render(&p.plan),
+                    diagnostics: vec![],
+                    has_changes: !p.plan.is_empty(),
+                    policy,
+                },
+                Err(diagnostics) => pb::PlanResponse {
+                    fleet: name,
+                    base_revision: snap.revision,
+                    diagnostics,
+                    ..Default::default()
+                },
             },
             Err(diagnostics) => pb::PlanResponse {
                 fleet: name,
@@ -345,6 +360,36 @@ impl FleetService for FleetApi {
             }
         };
         let plan_json = pxfleet_spec::render::json::render(&prepared.plan);
+        // Policies first: a denial stores nothing, so nothing is applied.
+        let policy = match crate::policy::check(
+            &r.file_name,
+            &r.source,
+            &files_of(&r.files),
+            &prepared.fleet,
+            &prepared.plan,
+        ) {
+            Ok(policy) => policy,
+            Err(diagnostics) => {
+                return Ok(Response::new(pb::SubmitResponse {
+                    fleet: name,
+                    diagnostics,
+                    ..Default::default()
+                }))
+            }
+        };
+        if let Some(report) = policy
+            .as_ref()
+            .filter(|p| p.findings.iter().any(|f| f.deny))
+        {
+            tracing::info!(fleet = %name, "submit refused by policy");
+            return Ok(Response::new(pb::SubmitResponse {
+                fleet: name,
+                diagnostics: crate::policy::denials(report),
+                plan_json,
+                policy,
+                ..Default::default()
+            }));
+        }
         if !r.plan_json.is_empty() {
             let saved = pxfleet_spec::render::json::parse(&r.plan_json).map_err(|e| {
                 Status::invalid_argument(format!("the saved plan is not a pxfleet plan: {e}"))
@@ -384,6 +429,7 @@ impl FleetService for FleetApi {
                 operations: vec![],
                 diagnostics: vec![],
                 plan_json,
+                policy,
             }));
         }
         let revision = self.store_revision(
@@ -401,6 +447,7 @@ impl FleetService for FleetApi {
             operations: self.ops_of(&name, Some(revision))?,
             diagnostics: vec![],
             plan_json,
+            policy,
         }))
     }
 

@@ -19,6 +19,7 @@ pub mod model;
 pub mod observed;
 mod parse;
 pub mod plan;
+pub mod policies;
 pub mod render;
 pub mod syntax;
 pub mod world;
@@ -28,6 +29,7 @@ pub use diag::{Diagnostic, Diagnostics};
 pub use files::{FileSource, MemFiles, NoFiles};
 pub use model::*;
 pub use parse::{parse_fleet, MAX_INTERFACES, MAX_MOUNT_POINTS};
+pub use policies::{read_policies, PolicyFile};
 pub use world::{
     check_against_world, DatastoreFacts, EmptyWorld, Holder, MemoryWorld, NodeFacts, WorldFacts,
 };

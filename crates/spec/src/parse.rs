@@ -22,6 +22,7 @@ pub(crate) const TOP_FIELDS: &[&str] = &[
     "defaults",
     "templates",
     "containers",
+    "policies",
 ];
 pub(crate) const TEMPLATE_FIELDS: &[&str] = &["url", "sha256", "sha512", "storage", "pveam"];
 pub(crate) const EXTRA_NET_FIELDS: &[&str] = &[
@@ -485,6 +486,8 @@ impl Cx<'_> {
                 }
                 "templates" => templates_node = Some(&e.value),
                 "containers" => containers_node = Some(e),
+                // Read and checked by `policies::read_policies` (they are not part of the fleet's spec).
+                "policies" => {}
                 "lxc_configs" => self.err(
                     e.key_span,
                     path,

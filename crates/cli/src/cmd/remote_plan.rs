@@ -21,6 +21,8 @@ pub struct RemotePlan {
     pub base_revision: u64,
     pub has_changes: bool,
     pub plan: Plan,
+    /// The fleet's policies evaluated by the controller (`None`: it names none).
+    pub policy: Option<pb::PolicyReport>,
 }
 
 /// Asks the controller to plan `src`; diagnostics go to `io.err` and errors among them fail the call.
@@ -57,6 +59,7 @@ pub async fn fetch(
         base_revision: resp.base_revision,
         has_changes: resp.has_changes || !plan.is_empty(),
         plan,
+        policy: resp.policy,
     })
 }
 
@@ -65,6 +68,16 @@ pub async fn run(client: &mut Client, args: &PlanArgs, io: &mut Io<'_>) -> Resul
     let rp = fetch(client, &src, args.destroy, io).await?;
     io.out
         .write_all(render_plan(&rp.plan, args.output, io.colour).as_bytes())?;
+    // Policy results under the plan (on stderr for JSON, whose stdout stays the plan document); a denial
+    // makes the plan fail (exit 1): the controller would refuse to submit it.
+    if let Some(report) = &rp.policy {
+        let text = crate::policy::render(report, args.output);
+        match args.output {
+            crate::plan::OutputFormat::Json => io.err.write_all(text.as_bytes())?,
+            _ => io.out.write_all(text.as_bytes())?,
+        }
+    }
+    let denied = rp.policy.as_ref().is_some_and(crate::policy::denied);
     if let Some(out) = &args.out {
         save(out, &src, &rp)?;
         writeln!(
@@ -73,6 +86,11 @@ pub async fn run(client: &mut Client, args: &PlanArgs, io: &mut Io<'_>) -> Resul
             out.display(),
             out.display()
         )?;
+    }
+    if denied {
+        return Err(CliError::PolicyDenied {
+            fleet: rp.fleet.clone(),
+        });
     }
     Ok(if args.detailed_exitcode && rp.has_changes {
         EXIT_CHANGES

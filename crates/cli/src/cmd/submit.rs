@@ -39,6 +39,7 @@ pub async fn run(client: &mut Client, a: &SubmitArgs, io: &mut Io<'_>) -> Result
                 base_revision: saved.base_revision,
                 has_changes: !plan.is_empty(),
                 plan,
+                policy: None,
             };
             (src, rp, saved.plan.to_string())
         }
@@ -50,6 +51,10 @@ pub async fn run(client: &mut Client, a: &SubmitArgs, io: &mut Io<'_>) -> Result
     };
     io.out
         .write_all(render_plan(&rp.plan, OutputFormat::Text, io.colour).as_bytes())?;
+    if let Some(report) = &rp.policy {
+        io.out
+            .write_all(crate::policy::render(report, OutputFormat::Text).as_bytes())?;
+    }
     let mut op_ids = Default::default();
     if rp.has_changes {
         if !a.yes {
