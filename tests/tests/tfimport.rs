@@ -184,7 +184,7 @@ async fn the_imported_prd_dev_environment_takes_over_terraforms_containers_witho
     })
     .await;
     assert_eq!(code, 1, "{err}");
-    assert!(err.contains("vm_id"), "{err}");
+    assert!(err.contains("vm_id 2100 is already taken"), "{err}");
 
     // The takeover the import's header spells out (until `pxctl adopt` exists): mark each container.
     let marks: Vec<(String, String)> = yaml
