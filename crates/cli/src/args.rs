@@ -124,6 +124,10 @@ pub struct ImportTerraformArgs {
     /// The fleet's name (default: the directory's name).
     #[arg(long, value_name = "NAME")]
     pub fleet: Option<String>,
+    /// A variables file read after DIR's terraform.tfvars and *.auto.tfvars (as `terraform -var-file`);
+    /// may be repeated.
+    #[arg(long, value_name = "FILE")]
+    pub var_file: Vec<PathBuf>,
 }
 
 /// Listing renderings.

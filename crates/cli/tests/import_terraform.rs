@@ -149,6 +149,7 @@ fn the_state_pins_vm_ids_nodes_and_macs_and_says_what_it_could_not_match() {
         dir: dev_dir(),
         state: Some(fixtures().join("dev.tfstate.json")),
         fleet: Some("dev".into()),
+        ..Options::default()
     });
     let nc = &fleet.containers["dev-nextcloud"];
     assert_eq!(nc.vm_id, Some(2100));
@@ -285,4 +286,41 @@ resource "proxmox_virtual_environment_vm" "x" {}
             "no warning at {place} saying {text:?}: {warnings:#?}"
         );
     }
+}
+
+#[test]
+fn a_root_module_with_tfvars_like_the_prd_root() {
+    // The layout the PRD's root suggests: the variables.tf with lxc_configs, the resources in the same
+    // directory, the values in terraform.tfvars; a --var-file overrides them.
+    let tmp = tempfile::tempdir().unwrap();
+    let root = fixtures().join("prd-terraform");
+    std::fs::copy(root.join("variables.tf"), tmp.path().join("variables.tf")).unwrap();
+    let module = std::fs::read_to_string(root.join("modules/lxc/main.tf")).unwrap();
+    std::fs::write(tmp.path().join("main.tf"), module).unwrap();
+    std::fs::write(
+        tmp.path().join("terraform.tfvars"),
+        "proxmox_node = \"mk34\"\nssh_public_key = \"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOq0bsqNY8b9Bw9L9NNIDnfqyhtu6cQKxs2CNtOjkx3v ops\"\nlxc_configs = {\n  web = { vm_id = 300, hostname = \"web\", ip_address = \"10.0.0.5/24\", gateway = \"10.0.0.1\" }\n}\nunknown_thing = 1\n",
+    )
+    .unwrap();
+    let over = tmp.path().join("more.tfvars");
+    std::fs::write(&over, "proxmox_node = \"mk35\"\n").unwrap();
+    let (fleet, yaml, warnings) = import(&Options {
+        dir: tmp.path().to_path_buf(),
+        fleet: Some("root".into()),
+        var_files: vec![over],
+        ..Options::default()
+    });
+    let c = &fleet.containers["web"];
+    assert_eq!(c.vm_id, Some(300));
+    assert_eq!(c.node.as_deref(), Some("mk35"), "--var-file wins: {yaml}");
+    assert_eq!(c.cores, Some(2), "the type's default");
+    assert_eq!(c.memory, 2048);
+    assert_eq!(c.datastore_id.as_deref(), Some("local-lvm"));
+    assert_eq!(c.ssh_public_keys.len(), 1, "{yaml}");
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("terraform.tfvars:6:1") && w.contains("unknown_thing")),
+        "{warnings:#?}"
+    );
 }

@@ -52,6 +52,8 @@ pub struct Options {
     pub state: Option<PathBuf>,
     /// The fleet's name; the directory's name by default.
     pub fleet: Option<String>,
+    /// Variable files read after terraform.tfvars and *.auto.tfvars (`-var-file`).
+    pub var_files: Vec<PathBuf>,
 }
 
 /// The result: the fleet file's text and the warnings (each `FILE:LINE:COL: message`).
@@ -225,13 +227,54 @@ pub fn terraform(opts: &Options) -> Result<Imported, ImportError> {
     let mut containers: Vec<Ct> = Vec::new();
     let mut privileged = false;
 
-    // The environment's own variables (their defaults; -var and tfvars files are not read) and locals.
+    // The environment's own variables: their defaults, then the values of terraform.tfvars, *.auto.tfvars
+    // (by name) and --var-file files, in Terraform's order (later wins); then its locals.
     let mut scope = Scope::default();
-    for (name, d) in variables(&env_files) {
-        if let Some(v) = d.default {
+    let env_vars = variables(&env_files);
+    for (name, d) in &env_vars {
+        if let Some(v) = d.default.clone() {
             let mut borrowed = Vec::new();
             let v = types::apply(&d.ty, v, None, "", &mut borrowed);
-            scope.vars.insert(name, v);
+            scope.vars.insert(name.clone(), v);
+        }
+    }
+    let mut var_files: Vec<PathBuf> = Vec::new();
+    if dir.join("terraform.tfvars").is_file() {
+        var_files.push(dir.join("terraform.tfvars"));
+    }
+    let mut auto: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|source| ImportError::Read {
+            path: dir.to_path_buf(),
+            source,
+        })?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.to_string_lossy().ends_with(".auto.tfvars") && p.is_file())
+        .collect();
+    auto.sort();
+    var_files.extend(auto);
+    var_files.extend(opts.var_files.iter().cloned());
+    for path in &var_files {
+        let f = TfFile::parse(path, normalize(path).display().to_string())?;
+        for a in f.body.attributes() {
+            let name = a.key.as_str();
+            let Some((_, d)) = env_vars.iter().find(|(n, _)| n == name) else {
+                notes.add(
+                    f.loc(a),
+                    format!("`{name}` is not a variable of {}: ignored", dir.display()),
+                );
+                continue;
+            };
+            match Scope::default().eval(&a.value) {
+                Ok(v) => {
+                    let mut borrowed = Vec::new();
+                    let v = types::apply(&d.ty, v, None, "", &mut borrowed);
+                    scope.vars.insert(name.to_string(), v);
+                }
+                Err(why) => notes.add(
+                    f.loc(a),
+                    format!("`{name}`: not imported, its value is not static ({why})"),
+                ),
+            }
         }
     }
     let _ = resolve_locals(&env_files, &mut scope);
@@ -643,6 +686,7 @@ pub fn run(
         dir: args.dir.clone(),
         state: args.state.clone(),
         fleet: args.fleet.clone(),
+        var_files: args.var_file.clone(),
     };
     match terraform(&opts) {
         Ok(imported) => {
