@@ -1,8 +1,9 @@
 //! Moving over from Terraform (issue 14, item 1): the PRD's dev environment as Terraform made it (the same
 //! vm_ids, MACs and options, created with `pct` on dev mode's simulated node, unmarked), its state file, then
-//! `pxctl import terraform --state`, then `pxctl plan` against those nodes: refused while the containers are
-//! not marked as pxfleet's (no `pxctl adopt` yet), and after the `pct set --description` lines the import
-//! writes, nothing to change; a submit keeps the same containers (vm_ids, MACs).
+//! `pxctl import terraform --state`, then `pxctl plan` against those nodes. With fleet.yaml's `adopt: true`
+//! (when this build has it) the plan adopts both (updates writing the mark, nothing else); without it, the plan
+//! refuses the taken vm_ids until the `pct set --description` lines the import writes are run, then shows no
+//! change. Either way a submit keeps the same containers (vm_ids, MACs), and a changed memory plans exactly that.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -178,47 +179,93 @@ async fn the_imported_prd_dev_environment_takes_over_terraforms_containers_witho
     std::fs::write(&fleet, &yaml).unwrap();
     let fleet = fleet.to_str().unwrap();
 
-    // Unmarked, Terraform's containers hold the vm_ids: the plan refuses instead of creating duplicates.
-    let (code, _, err) = plan_until(&bins, &config, fleet, |code, _, err| {
-        code != 0 && err.contains("2100")
-    })
-    .await;
-    assert_eq!(code, 1, "{err}");
-    assert!(err.contains("vm_id 2100 is already taken"), "{err}");
-
-    // The takeover the import's header spells out (until `pxctl adopt` exists): mark each container.
-    let marks: Vec<(String, String)> = yaml
-        .lines()
-        .filter_map(|l| l.strip_prefix("#   pct set "))
-        .map(|l| {
-            let (id, rest) = l.split_once(" --description ").unwrap();
-            (id.to_string(), unquote(rest))
+    if yaml.contains("    adopt: true\n") {
+        // This build has fleet.yaml's `adopt: true` (the import then uses it): the plan takes both over where
+        // they are, as updates that write pxfleet's mark; never a create, replace or destroy.
+        let (code, out, err) = plan_until(&bins, &config, fleet, |code, _, _| code == 0).await;
+        assert_eq!(code, 0, "{err}");
+        let plan: serde_json::Value = serde_json::from_str(&out).unwrap();
+        for kind in ["create", "replace", "destroy", "move", "resize", "start"] {
+            assert_eq!(plan["summary"][kind], 0, "{kind}: {out}");
+        }
+        let actions = plan["actions"].as_array().unwrap();
+        assert_eq!(actions.len(), 2, "{out}");
+        for a in actions {
+            assert_eq!(a["action"], "update", "{out}");
+            let fields: Vec<&str> = a["changes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["field"].as_str().unwrap())
+                .collect();
+            assert!(fields.contains(&"managed_by"), "{out}");
+            // Each difference explained: the mark (managed_by, and the `pxfleet` tag and description line it
+            // adds); nothing of what Terraform set differs.
+            for f in &fields {
+                assert!(
+                    matches!(*f, "managed_by" | "tags" | "description"),
+                    "unexpected change of {f}: {out}"
+                );
+            }
+        }
+    } else {
+        // Unmarked, Terraform's containers hold the vm_ids: the plan refuses instead of creating duplicates.
+        let (code, _, err) = plan_until(&bins, &config, fleet, |code, _, err| {
+            code != 0 && err.contains("2100")
         })
-        .collect();
-    assert_eq!(marks.len(), 2, "{yaml}");
-    for (id, description) in &marks {
-        pve(
-            &data,
-            "mk33",
-            "pct",
-            &["set", id, "--description", description],
-        );
+        .await;
+        assert_eq!(code, 1, "{err}");
+        assert!(err.contains("vm_id 2100 is already taken"), "{err}");
+
+        // The takeover the import's header spells out (until `pxctl adopt` exists): mark each container.
+        let marks: Vec<(String, String)> = yaml
+            .lines()
+            .filter_map(|l| l.strip_prefix("#   pct set "))
+            .map(|l| {
+                let (id, rest) = l.split_once(" --description ").unwrap();
+                (id.to_string(), unquote(rest))
+            })
+            .collect();
+        assert_eq!(marks.len(), 2, "{yaml}");
+        for (id, description) in &marks {
+            pve(
+                &data,
+                "mk33",
+                "pct",
+                &["set", id, "--description", description],
+            );
+        }
+
+        // Now the plan takes them over: no create, replace or destroy; only the differences explained below.
+        let (code, out, err) = plan_until(&bins, &config, fleet, |code, out, _| {
+            code == 0 && out.contains("\"create\": 0")
+        })
+        .await;
+        assert_eq!(code, 0, "{err}");
+        let plan: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let s = &plan["summary"];
+        for kind in ["create", "replace", "destroy", "move", "resize", "start"] {
+            assert_eq!(s[kind], 0, "{kind}: {out}");
+        }
+        // Nothing to change: the file describes what Terraform made (the net0 name veth0, which the import warned
+        // about, is not compared by the planner).
+        assert_eq!(plan["actions"], serde_json::json!([]), "{out}");
+        let (code, _, err) = pxctl(&bins, &config, &["plan", fleet, "--detailed-exitcode"]).await;
+        assert_eq!(code, 0, "{err}");
     }
 
-    // Now the plan takes them over: no create, replace or destroy; only the differences explained below.
-    let (code, out, err) = plan_until(&bins, &config, fleet, |code, out, _| {
-        code == 0 && out.contains("\"create\": 0")
-    })
-    .await;
-    assert_eq!(code, 0, "{err}");
-    let plan: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let s = &plan["summary"];
-    for kind in ["create", "replace", "destroy", "move", "resize", "start"] {
-        assert_eq!(s[kind], 0, "{kind}: {out}");
-    }
-    // Nothing to change: the file describes what Terraform made (the net0 name veth0, which the import warned
-    // about, is not compared by the planner).
-    assert_eq!(plan["actions"], serde_json::json!([]), "{out}");
+    // Submitted, the fleet keeps Terraform's containers: same vm_ids, same MACs, nothing created.
+    let (code, out, err) = pxctl(&bins, &config, &["submit", fleet, "-y"]).await;
+    assert_eq!(code, 0, "submit: {out}\n{err}");
+    let list = pve(&data, "mk33", "pct", &["list"]);
+    let ids: Vec<&str> = list
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(ids, ["2100", "2101"], "{list}");
+    let conf = pve(&data, "mk33", "pct", &["config", "2100"]);
+    assert!(conf.contains("hwaddr=BC:24:11:AA:21:00"), "{conf}");
     let (code, _, err) = pxctl(&bins, &config, &["plan", fleet, "--detailed-exitcode"]).await;
     assert_eq!(code, 0, "{err}");
 
@@ -238,20 +285,5 @@ async fn the_imported_prd_dev_environment_takes_over_terraforms_containers_witho
     assert_eq!(actions[0]["action"], "update", "{out}");
     assert_eq!(actions[0]["container"], "dev-nextcloud", "{out}");
     assert_eq!(actions[0]["changes"][0]["field"], "memory", "{out}");
-
-    // Submitted, the fleet keeps Terraform's containers: same vm_ids, same MACs, nothing created.
-    let (code, out, err) = pxctl(&bins, &config, &["submit", fleet, "-y"]).await;
-    assert_eq!(code, 0, "submit: {out}\n{err}");
-    let list = pve(&data, "mk33", "pct", &["list"]);
-    let ids: Vec<&str> = list
-        .lines()
-        .skip(1)
-        .filter_map(|l| l.split_whitespace().next())
-        .collect();
-    assert_eq!(ids, ["2100", "2101"], "{list}");
-    let conf = pve(&data, "mk33", "pct", &["config", "2100"]);
-    assert!(conf.contains("hwaddr=BC:24:11:AA:21:00"), "{conf}");
-    let (code, _, err) = pxctl(&bins, &config, &["plan", fleet, "--detailed-exitcode"]).await;
-    assert_eq!(code, 0, "{err}");
     stop_dev(dev, &data, &err_log).await;
 }

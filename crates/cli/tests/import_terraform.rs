@@ -186,11 +186,20 @@ fn the_state_pins_vm_ids_nodes_and_macs_and_says_what_it_could_not_match() {
         "{warnings:#?}"
     );
     assert!(!yaml.contains("vm_id: 2199"), "{yaml}");
-    // How to mark the existing containers for pxfleet, per container, in the header.
-    assert!(
-        yaml.contains("#   pct set 2100 --description $'Managed by Terraform — dev-nextcloud\\nmanaged-by: pxfleet fleet=dev name=dev-nextcloud'"),
-        "{yaml}"
-    );
+    if pxfleet_cli::import::spec_knows_adopt() {
+        // fleet.yaml has `adopt: true`: the containers of the state carry it (with node and vm_id).
+        assert!(
+            yaml.contains("  dev-nextcloud:\n    vm_id: 2100\n    hostname: dev-nextcloud\n    node: mk33\n    adopt: true\n"),
+            "{yaml}"
+        );
+        assert!(!yaml.contains("pct set"), "{yaml}");
+    } else {
+        // How to mark the existing containers for pxfleet, per container, in the header.
+        assert!(
+            yaml.contains("#   pct set 2100 --description $'Managed by Terraform — dev-nextcloud\\nmanaged-by: pxfleet fleet=dev name=dev-nextcloud'"),
+            "{yaml}"
+        );
+    }
 }
 
 #[test]

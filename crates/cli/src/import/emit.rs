@@ -35,6 +35,7 @@ const ORDER: &[&str] = &[
     "vm_id",
     "hostname",
     "node",
+    "adopt",
     "cores",
     "cpu_units",
     "memory",
@@ -68,7 +69,7 @@ const ORDER: &[&str] = &[
 ];
 
 /// Fields `defaults:` may not hold.
-const NOT_IN_DEFAULTS: &[&str] = &["vm_id", "hostname", "mac_address"];
+const NOT_IN_DEFAULTS: &[&str] = &["vm_id", "hostname", "mac_address", "adopt"];
 
 pub struct Document<'a> {
     pub fleet: &'a str,

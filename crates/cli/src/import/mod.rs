@@ -448,28 +448,40 @@ pub fn terraform(opts: &Options) -> Result<Imported, ImportError> {
             &path.display().to_string(),
         );
         header.push(String::new());
-        header.push("The containers found in the state keep their vm_id, node and MAC addresses. pxfleet manages a".into());
-        header.push(format!(
-            "container whose description carries `managed-by: pxfleet fleet={fleet} name=KEY`: until `pxctl adopt` exists,"
-        ));
-        header.push("mark each existing one on its node before the first submit (else the plan refuses the taken vm_id):".into());
-        for c in &containers {
-            if let (Some(id), true) = (
-                c.get("vm_id"),
-                c.notes.iter().any(|n| n.starts_with("in the state as")),
-            ) {
-                let desc = c
-                    .get("description")
-                    .and_then(Value::as_str)
-                    .map(|d| format!("{d}\n"))
-                    .unwrap_or_default();
-                header.push(format!(
-                    "  pct set {id} --description {}",
-                    shell_quote(&format!(
-                        "{desc}managed-by: pxfleet fleet={fleet} name={}",
-                        c.key
-                    ))
-                ));
+        if spec_knows_adopt() {
+            // fleet.yaml's `adopt: true` (with node and vm_id): the plan takes each over where it is.
+            header.push("The containers found in the state keep their vm_id, node and MAC addresses and carry".into());
+            header.push("`adopt: true`: the first submit takes them under management where they are (never recreated);".into());
+            header.push("`pxctl plan` shows what it would change on them (the mark, and any field that differs).".into());
+            for c in containers.iter_mut() {
+                if c.notes.iter().any(|n| n.starts_with("in the state as")) {
+                    c.set("adopt", json!(true));
+                }
+            }
+        } else {
+            header.push("The containers found in the state keep their vm_id, node and MAC addresses. pxfleet manages a".into());
+            header.push(format!(
+                "container whose description carries `managed-by: pxfleet fleet={fleet} name=KEY`: this pxctl has no"
+            ));
+            header.push("`adopt:`, so mark each existing one on its node before the first submit (else the plan refuses the taken vm_id):".into());
+            for c in &containers {
+                if let (Some(id), true) = (
+                    c.get("vm_id"),
+                    c.notes.iter().any(|n| n.starts_with("in the state as")),
+                ) {
+                    let desc = c
+                        .get("description")
+                        .and_then(Value::as_str)
+                        .map(|d| format!("{d}\n"))
+                        .unwrap_or_default();
+                    header.push(format!(
+                        "  pct set {id} --description {}",
+                        shell_quote(&format!(
+                            "{desc}managed-by: pxfleet fleet={fleet} name={}",
+                            c.key
+                        ))
+                    ));
+                }
             }
         }
     }
@@ -517,6 +529,18 @@ pub fn terraform(opts: &Options) -> Result<Imported, ImportError> {
         }
     }
     Ok(Imported { yaml, warnings })
+}
+
+/// Whether this build's fleet parser has `adopt: true` (taking an existing container over where it is). The
+/// importer uses it when it exists and otherwise says how to mark the containers by hand.
+pub fn spec_knows_adopt() -> bool {
+    let probe = "fleet: probe\ncontainers:\n  a: {adopt: true, node: n, vm_id: 100, template_url: https://example.invalid/t.tar.xz}\n";
+    match pxfleet_spec::parse_fleet("probe.yaml", probe, &pxfleet_spec::NoFiles) {
+        Ok(_) => true,
+        Err(d) => !d
+            .iter()
+            .any(|d| d.path.ends_with("adopt") || d.message.contains("'adopt'")),
+    }
 }
 
 /// Bash's `$'...'` quoting (newlines as `\n`), for the `pct set` lines a user copies.
