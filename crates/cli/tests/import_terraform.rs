@@ -189,7 +189,9 @@ fn the_state_pins_vm_ids_nodes_and_macs_and_says_what_it_could_not_match() {
     if pxfleet_cli::import::spec_knows_adopt() {
         // fleet.yaml has `adopt: true`: the containers of the state carry it (with node and vm_id).
         assert!(
-            yaml.contains("  dev-nextcloud:\n    vm_id: 2100\n    hostname: dev-nextcloud\n    node: mk33\n    adopt: true\n"),
+            yaml.contains(
+                "    vm_id: 2100\n    hostname: dev-nextcloud\n    node: mk33\n    adopt: true\n"
+            ),
             "{yaml}"
         );
         assert!(!yaml.contains("pct set"), "{yaml}");
