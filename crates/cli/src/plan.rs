@@ -128,6 +128,27 @@ pub fn run_text(
         }
     };
     out.write_all(render_plan(&p, opts.output, opts.colour).as_bytes())?;
+    // The fleet's policies, evaluated here against this offline plan as the controller does against its own.
+    match crate::policy::evaluate_local(&opts.file, text, files, &fleet, &p) {
+        Ok(None) => {}
+        Ok(Some(report)) => {
+            let shown = crate::policy::render(&report, opts.output);
+            match opts.output {
+                OutputFormat::Json => err.write_all(shown.as_bytes())?,
+                _ => out.write_all(shown.as_bytes())?,
+            }
+            if crate::policy::denied(&report) {
+                writeln!(err, "{}: denied by its policies", opts.file)?;
+                return Ok(EXIT_ERROR);
+            }
+        }
+        Err(lines) => {
+            for l in lines {
+                writeln!(err, "{l}")?;
+            }
+            return Ok(EXIT_ERROR);
+        }
+    }
     Ok(match (opts.detailed_exitcode, p.is_empty()) {
         (true, false) => EXIT_CHANGES,
         _ => EXIT_NO_CHANGES,

@@ -77,3 +77,49 @@ pub fn render(r: &pb::PolicyReport, format: OutputFormat) -> String {
     }
     out
 }
+
+/// Evaluates the policies `text` names (read through `files`) against `fleet` and `plan` in-process, as the
+/// controller does: `pxctl plan --offline`. `Ok(None)` when the fleet names none; `Err` holds the error lines.
+pub fn evaluate_local(
+    file_name: &str,
+    text: &str,
+    files: &dyn pxfleet_spec::FileSource,
+    fleet: &pxfleet_spec::Fleet,
+    plan: &pxfleet_spec::plan::Plan,
+) -> Result<Option<pb::PolicyReport>, Vec<String>> {
+    let policies = pxfleet_spec::read_policies(file_name, text, files).map_err(|d| {
+        d.to_string()
+            .lines()
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    })?;
+    if policies.is_empty() {
+        return Ok(None);
+    }
+    let input = pxfleet_policy::input(
+        serde_json::to_value(fleet).unwrap_or_default(),
+        serde_json::from_str(&pxfleet_spec::render::json::render(plan)).unwrap_or_default(),
+    );
+    let list: Vec<pxfleet_policy::Policy> = policies
+        .iter()
+        .map(|p| pxfleet_policy::Policy {
+            path: p.path.clone(),
+            source: p.source.clone(),
+        })
+        .collect();
+    let out = pxfleet_policy::evaluate(&list, &input).map_err(|e| vec![format!("{e}")])?;
+    Ok(Some(pb::PolicyReport {
+        policies: out.policies,
+        findings: out
+            .findings
+            .into_iter()
+            .map(|f| pb::PolicyFinding {
+                deny: f.level == pxfleet_policy::Level::Deny,
+                policy: f.policy,
+                rule: f.rule,
+                container: f.container.unwrap_or_default(),
+                message: f.message,
+            })
+            .collect(),
+    }))
+}

@@ -28,11 +28,10 @@ pub fn check(
     if policies.is_empty() {
         return Ok(None);
     }
-    let input = serde_json::json!({
-        "fleet": fleet_input(fleet),
-        "plan": serde_json::from_str::<serde_json::Value>(&pxfleet_spec::render::json::render(plan))
-            .unwrap_or_default(),
-    });
+    let input = pxfleet_policy::input(
+        serde_json::to_value(fleet).unwrap_or_default(),
+        serde_json::from_str(&pxfleet_spec::render::json::render(plan)).unwrap_or_default(),
+    );
     let list: Vec<Policy> = policies
         .iter()
         .map(|p| Policy {
@@ -120,21 +119,4 @@ pub fn denials(report: &pb::PolicyReport) -> Vec<pb::Diagnostic> {
             },
         })
         .collect()
-}
-
-/// The fleet as policies see it: the parsed spec as JSON (`containers.NAME.memory`, `.unprivileged`,
-/// `.datastore_id`, `.tags`, ...), without passwords.
-fn fleet_input(fleet: &Fleet) -> serde_json::Value {
-    let mut v = serde_json::to_value(fleet).unwrap_or_default();
-    if let Some(m) = v.as_object_mut() {
-        m.remove("spans");
-        if let Some(cs) = m.get_mut("containers").and_then(|c| c.as_object_mut()) {
-            for c in cs.values_mut() {
-                if let Some(c) = c.as_object_mut() {
-                    c.remove("password");
-                }
-            }
-        }
-    }
-    v
 }

@@ -122,6 +122,23 @@ fn located(policy: &str, text: &str) -> PolicyError {
     }
 }
 
+/// The input document policies see: `{"fleet": FLEET, "plan": PLAN}`, from the fleet as serialised by
+/// pxfleet-spec (its source spans and every container's `password` removed: secrets never reach a policy)
+/// and the plan document.
+pub fn input(mut fleet: Value, plan: Value) -> Value {
+    if let Some(m) = fleet.as_object_mut() {
+        m.remove("spans");
+        if let Some(cs) = m.get_mut("containers").and_then(Value::as_object_mut) {
+            for c in cs.values_mut() {
+                if let Some(c) = c.as_object_mut() {
+                    c.remove("password");
+                }
+            }
+        }
+    }
+    serde_json::json!({"fleet": fleet, "plan": plan})
+}
+
 /// Evaluates every policy against `input`; the first broken policy is an error.
 pub fn evaluate(policies: &[Policy], input: &Value) -> Result<Outcome, PolicyError> {
     let mut out = Outcome::default();
