@@ -127,8 +127,8 @@ pub struct ReconcilerConfig {
     /// Operations handed to one agent at once (dispatched, not finished); the rest stay pending at the
     /// controller. Twice the agent's parallelism keeps it busy without a deep queue on the node.
     pub dispatch_window: u32,
-    /// A dispatched operation the agent has not acknowledged (`received`) after this long is sent again
-    /// (same id: the agent runs an id at most once), only while its node has sent no operation update at all for that long.
+    /// A dispatched operation the agent has not acknowledged (`received`) after this long is sent again (same
+    /// id: the agent runs an id at most once) when the stream it was sent on is gone; never on the live stream.
     pub ack_timeout_secs: u64,
     /// A node with operations in flight and no operation update for this long is shown `stalled`.
     pub stall_secs: u64,

@@ -322,6 +322,7 @@ pub fn queue_restarts(
             created_ms: now,
             not_before_ms: now,
             dispatched_ms: None,
+            dispatched_conn: 0,
             deadline_ms: None,
             finished_ms: None,
             last_error: None,
@@ -342,24 +343,25 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
     let mut w = load(state)?;
     let mut changed = false;
     // 1. overdue dispatched operations fail (the agent may still finish; its late result is then ignored);
-    //    ones the agent never acknowledged are sent again (lost on the way, or the agent restarted), but only
-    //    while its node has sent no operation update at all for `ack_timeout_secs`: the agent acknowledges on
-    //    arrival and its stream is in order, so a node whose updates keep coming has the operation, and a
-    //    controller slow to read them must not answer with re-sends (that fed on itself at 10,000 containers).
+    //    ones the agent never acknowledged are sent again, but only when the stream they were sent on is gone
+    //    (the agent reconnected, or the controller restarted) and `ack_timeout_secs` passed: an HTTP/2 stream
+    //    delivers in order or breaks, so an operation on the node's live stream is on its way however long the
+    //    acknowledgement takes. (Re-sending on silence alone fed on itself at 10,000 containers: a controller
+    //    slow to read the acknowledgements took its own backlog for lost operations.)
     let ack_ms = rc.ack_timeout_secs * 1000;
     let nodes = state.store.nodes()?;
-    let node_quiet: BTreeMap<&str, bool> = nodes
-        .iter()
-        .map(|n| (n.name.as_str(), n.last_op_update_ms + ack_ms < now))
-        .collect();
+    let mut conns: BTreeMap<&str, Option<u64>> = BTreeMap::new();
     for op in &w.ops {
         let unacknowledged = op.state == OpState::Dispatched
             && op.dispatched_ms.is_some_and(|d| now > d + ack_ms)
-            && node_quiet.get(op.node.as_str()).copied().unwrap_or(true);
+            && *conns
+                .entry(op.node.as_str())
+                .or_insert_with(|| state.sessions.current_conn(&op.node))
+                != Some(op.dispatched_conn);
         if unacknowledged && op.deadline_ms.is_none_or(|d| now <= d) {
             let mut op = op.clone();
             tracing::warn!(op = %op.id, node = %op.node, vm_id = op.vm_id, kind = op.kind.name(),
-                "no acknowledgement from the agent within {} s; sending the operation again", rc.ack_timeout_secs);
+                "not acknowledged by the agent, and the stream it was sent on is gone; sending the operation again");
             op.state = OpState::Pending;
             op.deadline_ms = None;
             state.store.put_op(&op)?;
@@ -486,6 +488,7 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
             created_ms: now,
             not_before_ms: not_before,
             dispatched_ms: None,
+            dispatched_conn: 0,
             deadline_ms: None,
             finished_ms: None,
             last_error: None,
@@ -528,10 +531,11 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
         };
         let msg =
             pb::controller_message::Msg::Operation(convert::operation_pb(&op, password.as_deref()));
-        if state.sessions.send(&op.node, msg) {
+        if let Some(conn) = state.sessions.send_on(&op.node, msg) {
             *busy += 1;
             op.state = OpState::Dispatched;
             op.dispatched_ms = Some(now);
+            op.dispatched_conn = conn;
             state.store.put_op(&op)?;
             state.metrics.op_dispatched();
             emit(state, &op, "dispatched");
@@ -579,6 +583,7 @@ fn fail_for_template(
         created_ms: now,
         not_before_ms: now,
         dispatched_ms: None,
+        dispatched_conn: 0,
         deadline_ms: None,
         finished_ms: Some(now),
         last_error: Some(error),
@@ -1065,10 +1070,11 @@ mod tests {
         assert_eq!(created.len(), 30, "every container's create was dispatched");
     }
 
-    /// An operation the agent never acknowledged (lost in a full queue, or the agent restarted) is sent
-    /// again with the same id after `ack_timeout_secs`; an acknowledged one is not.
+    /// An operation the agent never acknowledged is sent again with the same id once the stream it went out
+    /// on is gone (the agent reconnected); on the live stream it is never re-sent, however long the
+    /// acknowledgement takes (the stream delivers in order, the controller may just be behind in reading).
     #[test]
-    fn unacknowledged_operations_are_sent_again() {
+    fn unacknowledged_operations_are_sent_again_only_when_their_stream_is_gone() {
         let st = state();
         let (_, mut rx) = st.sessions.register("n1");
         submit(&st, many(2));
@@ -1084,24 +1090,28 @@ mod tests {
             ..Default::default()
         };
         assert!(!on_update(&st, "n1", &ack).unwrap());
-        pass(&st, t0 + 5_000).unwrap();
-        assert!(ops_in(&mut rx).is_empty(), "not yet overdue");
-        let later = t0 + (st.config.reconciler.ack_timeout_secs + 1) * 1000;
-        // the node keeps sending updates (for other operations): it has the operation, no re-send
-        st.store
-            .update_node("n1", |n| n.last_op_update_ms = later - 1_000)
-            .unwrap();
+        // long past the acknowledgement deadline, node silent, same stream: nothing is re-sent
+        let later = t0 + (st.config.reconciler.ack_timeout_secs * 10) * 1000;
         pass(&st, later).unwrap();
         assert!(
             ops_in(&mut rx).is_empty(),
-            "a node that talks is not re-sent to"
+            "the live stream is not re-sent to"
         );
-        // silent for the whole timeout: sent again
-        let later = later + st.config.reconciler.ack_timeout_secs * 1000;
-        pass(&st, later).unwrap();
-        let again = ops_in(&mut rx);
+        let resent = |st: &State| {
+            st.metrics
+                .render(&Default::default())
+                .lines()
+                .any(|l| l.starts_with("pxfleet_operations_resent_total") && !l.ends_with(" 0"))
+        };
+        assert!(!resent(&st));
+        // the agent reconnects (a new stream) without that operation in its hello: sent again on the new one
+        let (_, mut rx2) = st.sessions.register("n1");
+        pass(&st, later + 1_000).unwrap();
+        let again = ops_in(&mut rx2);
         assert_eq!(again.len(), 1, "{again:?}");
         assert_eq!(again[0].op_id, sent[1].op_id, "the same operation, same id");
+        assert!(ops_in(&mut rx).is_empty());
+        assert!(resent(&st));
     }
 
     /// A node that heartbeats but whose operations do not move is shown stalled, with the reason.
