@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use futures::{Stream, StreamExt};
+use futures::{FutureExt, Stream, StreamExt};
 use pxfleet_proto::v1 as pb;
 use pxfleet_proto::v1::agent_service_server::AgentService;
 use pxfleet_tls::{Identity, JoinToken};
@@ -132,16 +132,44 @@ impl AgentService for AgentApi {
         let st2 = st.clone();
         let node2 = node.clone();
         tokio::spawn(async move {
-            while let Some(msg) = inbound.next().await {
-                let msg = match msg {
-                    Ok(m) => m,
-                    Err(e) => {
-                        tracing::info!(node = %node2, error = %e, "agent stream error");
-                        break;
-                    }
+            // Messages are handled in batches on the blocking pool: handling takes the operations lock, which a
+            // reconcile pass holds for its whole length, and an async worker must not sit waiting for it.
+            let mut ended = false;
+            while !ended {
+                let Some(first) = inbound.next().await else {
+                    break;
                 };
-                if let Err(e) = handle_message(&st2, &node2, msg) {
-                    tracing::error!(node = %node2, error = %e, "handling an agent message failed");
+                let mut batch = Vec::new();
+                let mut next = Some(first);
+                while let Some(msg) = next.take() {
+                    match msg {
+                        Ok(m) => batch.push(m),
+                        Err(e) => {
+                            tracing::info!(node = %node2, error = %e, "agent stream error");
+                            ended = true;
+                            break;
+                        }
+                    }
+                    if batch.len() < BATCH {
+                        // what has already arrived joins the batch; `None` from the stream ends it after this one
+                        match inbound.next().now_or_never() {
+                            Some(Some(m)) => next = Some(m),
+                            Some(None) => ended = true,
+                            None => {}
+                        }
+                    }
+                }
+                let (st3, node3) = (st2.clone(), node2.clone());
+                let handled = tokio::task::spawn_blocking(move || {
+                    for msg in batch {
+                        if let Err(e) = handle_message(&st3, &node3, msg) {
+                            tracing::error!(node = %node3, error = %e, "handling an agent message failed");
+                        }
+                    }
+                })
+                .await;
+                if let Err(e) = handled {
+                    tracing::error!(node = %node2, error = %e, "handling agent messages panicked");
                 }
             }
             if st2.sessions.unregister(&node2, conn) {
@@ -156,6 +184,9 @@ impl AgentService for AgentApi {
         )))
     }
 }
+
+/// Messages handled in one go at most.
+const BATCH: usize = 256;
 
 /// Stores the hello's inventory and containers, applies the operation results it carries, and requeues the
 /// node's other unfinished operations (they are re-sent with the same id). Returns the op ids to acknowledge.

@@ -341,6 +341,7 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
     let started = Instant::now();
     let rc = &state.config.reconciler;
     let mut w = load(state)?;
+    let loaded = started.elapsed();
     let mut changed = false;
     // 1. overdue dispatched operations fail (the agent may still finish; its late result is then ignored);
     //    ones the agent never acknowledged are sent again, but only when the stream they were sent on is gone
@@ -541,9 +542,17 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
             emit(state, &op, "dispatched");
         }
     }
-    state
-        .metrics
-        .reconcile_took(started.elapsed().as_secs_f64());
+    let took = started.elapsed();
+    state.metrics.reconcile_took(took.as_secs_f64());
+    if took > std::time::Duration::from_secs(1) {
+        tracing::warn!(
+            took_ms = took.as_millis() as u64,
+            load_ms = loaded.as_millis() as u64,
+            containers = w.keys.len(),
+            operations = w.ops.len(),
+            "slow reconcile pass"
+        );
+    }
     Ok(())
 }
 
@@ -598,21 +607,34 @@ fn fail_for_template(
     Ok(())
 }
 
-/// Runs passes until `shutdown`: every `interval_ms`, and at once when woken.
+/// Runs passes until `shutdown`: every `interval_ms`, and when woken, but never more than half of the time: after
+/// a pass that took `d`, the next one waits at least `d`. A pass holds the operations lock; at 10,000 containers
+/// passes woken by every finished operation ran back to back and starved the handling of the agents' results
+/// (the controller fell minutes behind the agents). Passes run on the blocking pool, not on an async worker.
 pub async fn run(state: std::sync::Arc<State>, shutdown: impl Future<Output = ()>) {
     tokio::pin!(shutdown);
     let interval = std::time::Duration::from_millis(state.config.reconciler.interval_ms);
     let mut last_prune = 0;
+    let mut rest = std::time::Duration::ZERO;
     loop {
         tokio::select! {
             _ = &mut shutdown => return,
             _ = state.wake.notified() => {}
             _ = tokio::time::sleep(interval) => {}
         }
-        let now = now_ms();
-        if let Err(e) = pass(&state, now) {
-            tracing::error!(error = %e, "reconcile pass failed");
+        tokio::select! {
+            _ = &mut shutdown => return,
+            _ = tokio::time::sleep(rest) => {}
         }
+        let now = now_ms();
+        let st = state.clone();
+        let started = Instant::now();
+        match tokio::task::spawn_blocking(move || pass(&st, now)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::error!(error = %e, "reconcile pass failed"),
+            Err(e) => tracing::error!(error = %e, "reconcile pass panicked"),
+        }
+        rest = started.elapsed();
         if now - last_prune > 3_600_000 {
             last_prune = now;
             if let Err(e) = state
