@@ -20,6 +20,7 @@ pub mod scheduler;
 pub mod server;
 pub mod state;
 pub mod store;
+mod store_cache;
 
 pub use config::Config;
 pub use server::run;

@@ -16,6 +16,7 @@ use crate::model::{
     Allocation, AppliedContainer, AuditEntry, DesiredContainer, FleetRecord, Millis, NodeRecord,
     ObservedContainer, Operation, Revision,
 };
+use crate::store_cache::Decoded;
 
 /// Store errors, with the tree and key where one is at fault.
 #[derive(Debug, thiserror::Error)]
@@ -106,6 +107,12 @@ pub struct Store {
     tokens: sled::Tree,
     serials: sled::Tree,
     allocations: sled::Tree,
+    /// Decoded values of the trees every reconcile pass reads whole.
+    desired_cache: Decoded<Vec<DesiredContainer>>,
+    applied_cache: Decoded<AppliedContainer>,
+    observed_cache: Decoded<ObservedContainer>,
+    nodes_cache: Decoded<NodeRecord>,
+    ops_cache: Decoded<Operation>,
     /// Group commit for [`Store::flush`] (sled's `flush_async` deadlocks when called concurrently).
     flusher: pxfleet_common::Flusher,
 }
@@ -114,7 +121,11 @@ fn enc<T: Serialize>(v: &T) -> Vec<u8> {
     serde_json::to_vec(v).expect("domain types serialize")
 }
 
-fn dec<T: DeserializeOwned>(tree: &'static str, key: &[u8], v: &[u8]) -> Result<T, StoreError> {
+pub(crate) fn dec<T: DeserializeOwned>(
+    tree: &'static str,
+    key: &[u8],
+    v: &[u8],
+) -> Result<T, StoreError> {
     serde_json::from_slice(v).map_err(|source| StoreError::Corrupt {
         tree,
         key: String::from_utf8_lossy(key).into_owned(),
@@ -187,6 +198,11 @@ impl Store {
             tokens: db.open_tree("tokens")?,
             serials: db.open_tree("serials")?,
             allocations: db.open_tree("allocations")?,
+            desired_cache: Decoded::default(),
+            applied_cache: Decoded::default(),
+            observed_cache: Decoded::default(),
+            nodes_cache: Decoded::default(),
+            ops_cache: Decoded::default(),
             flusher: pxfleet_common::Flusher::new(db.clone(), "store"),
             db,
         })
@@ -240,12 +256,15 @@ impl Store {
     }
 
     pub fn desired(&self, fleet: &str) -> Result<Vec<DesiredContainer>, StoreError> {
-        Ok(Self::get(&self.desired, "desired", fleet.as_bytes())?.unwrap_or_default())
+        Ok(self
+            .desired_cache
+            .get(&self.desired, "desired", fleet.as_bytes())?
+            .unwrap_or_default())
     }
 
     pub fn all_desired(&self) -> Result<Vec<DesiredContainer>, StoreError> {
-        let per_fleet: Vec<Vec<DesiredContainer>> = Self::scan(&self.desired, "desired", b"")?;
-        Ok(per_fleet.into_iter().flatten().collect())
+        let per_fleet = self.desired_cache.scan(&self.desired, "desired", b"")?;
+        Ok(per_fleet.iter().flat_map(|f| f.iter().cloned()).collect())
     }
 
     pub fn secrets(&self, fleet: &str) -> Result<BTreeMap<String, String>, StoreError> {
@@ -451,11 +470,12 @@ impl Store {
     // --- applied ---
 
     pub fn applied(&self, fleet: &str, name: &str) -> Result<Option<AppliedContainer>, StoreError> {
-        Self::get(&self.applied, "applied", &key2(fleet, name))
+        self.applied_cache
+            .get(&self.applied, "applied", &key2(fleet, name))
     }
 
     pub fn all_applied(&self) -> Result<Vec<AppliedContainer>, StoreError> {
-        Self::scan(&self.applied, "applied", b"")
+        self.applied_cache.scan_owned(&self.applied, "applied", b"")
     }
 
     pub fn put_applied(&self, a: &AppliedContainer) -> Result<(), StoreError> {
@@ -503,17 +523,18 @@ impl Store {
     }
 
     pub fn all_observed(&self) -> Result<Vec<ObservedContainer>, StoreError> {
-        Self::scan(&self.observed, "observed", b"")
+        self.observed_cache
+            .scan_owned(&self.observed, "observed", b"")
     }
 
     // --- nodes ---
 
     pub fn node(&self, name: &str) -> Result<Option<NodeRecord>, StoreError> {
-        Self::get(&self.nodes, "nodes", name.as_bytes())
+        self.nodes_cache.get(&self.nodes, "nodes", name.as_bytes())
     }
 
     pub fn nodes(&self) -> Result<Vec<NodeRecord>, StoreError> {
-        Self::scan(&self.nodes, "nodes", b"")
+        self.nodes_cache.scan_owned(&self.nodes, "nodes", b"")
     }
 
     /// Read-modify-write of one node record (created from default when absent). Returns the new record.
@@ -555,11 +576,14 @@ impl Store {
     }
 
     pub fn op(&self, id: &str) -> Result<Option<Operation>, StoreError> {
-        Self::get(&self.operations, "operations", id.as_bytes())
+        self.ops_cache
+            .get(&self.operations, "operations", id.as_bytes())
     }
 
     pub fn ops(&self) -> Result<Vec<Operation>, StoreError> {
-        let mut ops: Vec<Operation> = Self::scan(&self.operations, "operations", b"")?;
+        let mut ops: Vec<Operation> =
+            self.ops_cache
+                .scan_owned(&self.operations, "operations", b"")?;
         ops.sort_by(|a, b| {
             a.created_ms
                 .cmp(&b.created_ms)
