@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Instant;
 
 use pxfleet_proto::v1 as pb;
@@ -60,38 +61,57 @@ impl ContainerRow {
 
 type Key = (String, String);
 
+/// Everything a pass looks at, shared with the store's decoded cache (nothing is copied to build it).
 struct World {
-    desired: BTreeMap<Key, DesiredContainer>,
-    applied: BTreeMap<Key, AppliedContainer>,
-    observed: BTreeMap<Key, Vec<ObservedContainer>>,
-    latest: BTreeMap<Key, Operation>,
-    ops: Vec<Operation>,
+    desired: BTreeMap<Key, Arc<DesiredContainer>>,
+    applied: BTreeMap<Key, Arc<AppliedContainer>>,
+    observed: BTreeMap<Key, Vec<Arc<ObservedContainer>>>,
+    latest: BTreeMap<Key, Arc<Operation>>,
+    ops: Vec<Arc<Operation>>,
     keys: BTreeSet<Key>,
+}
+
+impl World {
+    fn desired(&self, k: &Key) -> Option<&DesiredContainer> {
+        self.desired.get(k).map(|d| &**d)
+    }
+    fn applied(&self, k: &Key) -> Option<&AppliedContainer> {
+        self.applied.get(k).map(|a| &**a)
+    }
+    fn observed(&self, k: &Key) -> Option<&[Arc<ObservedContainer>]> {
+        self.observed.get(k).map(|v| v.as_slice())
+    }
+    fn latest(&self, k: &Key) -> Option<&Operation> {
+        self.latest.get(k).map(|o| &**o)
+    }
 }
 
 fn load(state: &State) -> Result<World, StoreError> {
     let store = &state.store;
     let fleets: BTreeSet<String> = store.fleets()?.into_iter().map(|f| f.name).collect();
-    let desired: BTreeMap<Key, DesiredContainer> = store
-        .all_desired()?
+    let desired: BTreeMap<Key, Arc<DesiredContainer>> = store
+        .all_desired_shared()?
         .into_iter()
         .map(|d| ((d.fleet.clone(), d.name.clone()), d))
         .collect();
-    let applied: BTreeMap<Key, AppliedContainer> = store
-        .all_applied()?
+    let applied: BTreeMap<Key, Arc<AppliedContainer>> = store
+        .all_applied_shared()?
         .into_iter()
         .map(|a| ((a.fleet.clone(), a.name.clone()), a))
         .collect();
-    let mut observed: BTreeMap<Key, Vec<ObservedContainer>> = BTreeMap::new();
-    for o in store.all_observed()? {
-        if let Some(ManagedBy { fleet, name }) = o.managed.clone() {
-            if fleets.contains(&fleet) {
-                observed.entry((fleet, name)).or_default().push(o);
+    let mut observed: BTreeMap<Key, Vec<Arc<ObservedContainer>>> = BTreeMap::new();
+    for o in store.all_observed_shared()? {
+        if let Some(ManagedBy { fleet, name }) = &o.managed {
+            if fleets.contains(fleet) {
+                observed
+                    .entry((fleet.clone(), name.clone()))
+                    .or_default()
+                    .push(o);
             }
         }
     }
-    let ops = store.ops()?;
-    let mut latest: BTreeMap<Key, Operation> = BTreeMap::new();
+    let ops = store.ops_shared()?;
+    let mut latest: BTreeMap<Key, Arc<Operation>> = BTreeMap::new();
     for op in &ops {
         if !op.container.is_empty() {
             latest.insert((op.fleet.clone(), op.container.clone()), op.clone());
@@ -115,15 +135,19 @@ fn load(state: &State) -> Result<World, StoreError> {
 
 /// The observed container for an entry: the one where desired (or applied) says it is, else any.
 fn pick<'a>(
-    list: Option<&'a Vec<ObservedContainer>>,
+    list: Option<&'a [Arc<ObservedContainer>]>,
     d: Option<&DesiredContainer>,
     a: Option<&AppliedContainer>,
 ) -> Option<&'a ObservedContainer> {
     let list = list?;
-    let at = |node: &str, vm_id: u32| list.iter().find(|o| o.node == node && o.vm_id == vm_id);
+    let at = |node: &str, vm_id: u32| {
+        list.iter()
+            .find(|o| o.node == node && o.vm_id == vm_id)
+            .map(|o| &**o)
+    };
     d.and_then(|d| at(&d.node, d.vm_id))
         .or_else(|| a.and_then(|a| at(&a.node, a.vm_id)))
-        .or_else(|| list.first())
+        .or_else(|| list.first().map(|o| &**o))
 }
 
 /// Every managed container with its status, sorted by fleet and name.
@@ -133,14 +157,14 @@ pub fn container_rows(state: &State) -> Result<Vec<ContainerRow>, StoreError> {
     Ok(w.keys
         .iter()
         .map(|k| {
-            let d = w.desired.get(k);
-            let o = pick(w.observed.get(k), d, w.applied.get(k)).cloned();
-            let latest = w.latest.get(k).cloned();
+            let d = w.desired(k);
+            let o = pick(w.observed(k), d, w.applied(k)).cloned();
+            let latest = w.latest(k).cloned();
             let drifted = match (d, &o) {
                 (Some(d), Some(o))
                     if o.lock.is_none() && o.node == d.node && o.vm_id == d.vm_id =>
                 {
-                    !crate::reconciler::changes(d, w.applied.get(k), o)
+                    !crate::reconciler::changes(d, w.applied(k), o)
                         .drift
                         .is_empty()
                 }
@@ -301,10 +325,10 @@ pub fn queue_restarts(
     let now = now_ms();
     for name in names {
         let k = (fleet.to_string(), name.clone());
-        if w.latest.get(&k).is_some_and(|op| op.state.is_active()) {
+        if w.latest(&k).is_some_and(|op| op.state.is_active()) {
             continue;
         }
-        let Some(o) = pick(w.observed.get(&k), w.desired.get(&k), w.applied.get(&k)) else {
+        let Some(o) = pick(w.observed(&k), w.desired(&k), w.applied(&k)) else {
             continue;
         };
         if !o.running || o.lock.is_some() {
@@ -360,7 +384,7 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
                 .or_insert_with(|| state.sessions.current_conn(&op.node))
                 != Some(op.dispatched_conn);
         if unacknowledged && op.deadline_ms.is_none_or(|d| now <= d) {
-            let mut op = op.clone();
+            let mut op = (**op).clone();
             tracing::warn!(op = %op.id, node = %op.node, vm_id = op.vm_id, kind = op.kind.name(),
                 "not acknowledged by the agent, and the stream it was sent on is gone; sending the operation again");
             op.state = OpState::Pending;
@@ -374,7 +398,7 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
             && op.deadline_ms.is_some_and(|d| now > d)
         {
             changed = true;
-            let mut op = op.clone();
+            let mut op = (**op).clone();
             op.state = OpState::Failed;
             op.finished_ms = Some(now);
             op.last_error = Some(format!("no result within {} s", rc.operation_deadline_secs));
@@ -399,10 +423,10 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
     let mut planned: Vec<Operation> = Vec::new();
     // 2. the next operation per container
     for k in &w.keys {
-        let d = w.desired.get(k);
-        let a = w.applied.get(k);
-        let o = pick(w.observed.get(k), d, a);
-        let latest = w.latest.get(k);
+        let d = w.desired(k);
+        let a = w.applied(k);
+        let o = pick(w.observed(k), d, a);
+        let latest = w.latest(k);
         if latest.is_some_and(|op| op.state.is_active()) {
             continue;
         }
@@ -511,7 +535,7 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
         }
     }
     let mut secrets: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
-    for op in w.ops.iter().chain(&planned) {
+    for op in w.ops.iter().map(|o| &**o).chain(&planned) {
         if op.state != OpState::Pending || op.not_before_ms > now {
             continue;
         }

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -16,7 +17,7 @@ use crate::model::{
     Allocation, AppliedContainer, AuditEntry, DesiredContainer, FleetRecord, Millis, NodeRecord,
     ObservedContainer, Operation, Revision,
 };
-use crate::store_cache::Decoded;
+use crate::store_cache::{Decoded, SharedList};
 
 /// Store errors, with the tree and key where one is at fault.
 #[derive(Debug, thiserror::Error)]
@@ -108,7 +109,7 @@ pub struct Store {
     serials: sled::Tree,
     allocations: sled::Tree,
     /// Decoded values of the trees every reconcile pass reads whole.
-    desired_cache: Decoded<Vec<DesiredContainer>>,
+    desired_cache: Decoded<SharedList<DesiredContainer>>,
     applied_cache: Decoded<AppliedContainer>,
     observed_cache: Decoded<ObservedContainer>,
     nodes_cache: Decoded<NodeRecord>,
@@ -259,12 +260,43 @@ impl Store {
         Ok(self
             .desired_cache
             .get(&self.desired, "desired", fleet.as_bytes())?
+            .map(|l| l.0.iter().map(|d| (**d).clone()).collect())
             .unwrap_or_default())
     }
 
     pub fn all_desired(&self) -> Result<Vec<DesiredContainer>, StoreError> {
+        Ok(self
+            .all_desired_shared()?
+            .into_iter()
+            .map(|d| (*d).clone())
+            .collect())
+    }
+
+    /// Every fleet's desired containers, shared with the store's cache (a reconcile pass reads them all).
+    pub fn all_desired_shared(&self) -> Result<Vec<Arc<DesiredContainer>>, StoreError> {
         let per_fleet = self.desired_cache.scan(&self.desired, "desired", b"")?;
-        Ok(per_fleet.iter().flat_map(|f| f.iter().cloned()).collect())
+        Ok(per_fleet.iter().flat_map(|f| f.0.iter().cloned()).collect())
+    }
+
+    /// Every applied container, shared with the store's cache.
+    pub fn all_applied_shared(&self) -> Result<Vec<Arc<AppliedContainer>>, StoreError> {
+        self.applied_cache.scan(&self.applied, "applied", b"")
+    }
+
+    /// Everything observed on every node, shared with the store's cache.
+    pub fn all_observed_shared(&self) -> Result<Vec<Arc<ObservedContainer>>, StoreError> {
+        self.observed_cache.scan(&self.observed, "observed", b"")
+    }
+
+    /// Every operation in creation order, shared with the store's cache.
+    pub fn ops_shared(&self) -> Result<Vec<Arc<Operation>>, StoreError> {
+        let mut ops = self.ops_cache.scan(&self.operations, "operations", b"")?;
+        ops.sort_by(|a, b| {
+            a.created_ms
+                .cmp(&b.created_ms)
+                .then_with(|| a.id.cmp(&b.id))
+        });
+        Ok(ops)
     }
 
     pub fn secrets(&self, fleet: &str) -> Result<BTreeMap<String, String>, StoreError> {
@@ -581,15 +613,11 @@ impl Store {
     }
 
     pub fn ops(&self) -> Result<Vec<Operation>, StoreError> {
-        let mut ops: Vec<Operation> =
-            self.ops_cache
-                .scan_owned(&self.operations, "operations", b"")?;
-        ops.sort_by(|a, b| {
-            a.created_ms
-                .cmp(&b.created_ms)
-                .then_with(|| a.id.cmp(&b.id))
-        });
-        Ok(ops)
+        Ok(self
+            .ops_shared()?
+            .into_iter()
+            .map(|o| (*o).clone())
+            .collect())
     }
 
     /// Drops finished operations older than `before`, keeping history bounded.

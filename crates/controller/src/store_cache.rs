@@ -15,6 +15,22 @@ use crate::store::StoreError;
 
 type Entry<T> = (sled::IVec, Arc<T>);
 
+/// A stored list whose elements are shared out one by one (a fleet's desired containers).
+pub(crate) struct SharedList<T>(pub Vec<Arc<T>>);
+
+impl<T> Clone for SharedList<T> {
+    fn clone(&self) -> Self {
+        SharedList(self.0.clone())
+    }
+}
+
+impl<'de, T: serde::Deserialize<'de>> serde::Deserialize<'de> for SharedList<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = Vec::<T>::deserialize(d)?;
+        Ok(SharedList(v.into_iter().map(Arc::new).collect()))
+    }
+}
+
 /// Shared by the clones of a store (they share the trees).
 pub(crate) struct Decoded<T> {
     map: Arc<Mutex<HashMap<sled::IVec, Entry<T>>>>,
