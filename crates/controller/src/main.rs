@@ -41,8 +41,19 @@ enum Cmd {
     Dev(pxfleet_controller::dev::DevArgs),
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+/// Threads of the blocking pool (reconcile passes, batches of agent messages): enough for the store's work to
+/// overlap, few enough that a thousand agents' batches do not each get a thread (and a malloc arena).
+const BLOCKING_THREADS: usize = 16;
+
+fn main() -> anyhow::Result<()> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .max_blocking_threads(BLOCKING_THREADS)
+        .build()?
+        .block_on(run())
+}
+
+async fn run() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("PXFLEET_LOG")
