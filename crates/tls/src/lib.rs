@@ -14,6 +14,7 @@ mod ca;
 mod config;
 mod error;
 mod identity;
+mod refusal;
 mod token;
 mod transport;
 
@@ -29,10 +30,11 @@ pub use config::{
 };
 pub use error::TlsError;
 pub use identity::{Identity, Role, SCHEME};
+pub use refusal::{Audience, RefusalCause, RefusedBy, Refusal};
 pub use token::JoinToken;
 pub use transport::{
     connect, connect_lazy, connect_with_server_name, peer_cert_info, peer_identity,
-    require_identity, serve_tls, tls_incoming, CONNECT_TIMEOUT, HANDSHAKE_TIMEOUT,
+    require_identity, serve_tls, tls_incoming, CONNECT_TIMEOUT, FIRST_BYTES_TIMEOUT, HANDSHAKE_TIMEOUT,
     MAX_PENDING_HANDSHAKES,
 };
 
