@@ -80,6 +80,7 @@ pub fn init(
     let admin_id = Identity::user("admin", Role::Admin, &[])?;
     let admin_creds = ca.issue_client(&admin_id, pxfleet_tls::DEFAULT_CLIENT_VALIDITY)?;
     let serial = admin_creds.cert.serial.as_str().to_string();
+    let admin_creds_not_after = admin_creds.cert.not_after;
     let admin = admin_creds.into_bundle(ca.cert_pem());
     let admin_paths = BundlePaths::in_dir(&data_dir.join("admin"), "admin");
     admin.write(&admin_paths)?;
@@ -100,6 +101,7 @@ pub fn init(
         subject: admin_id.uri(),
         issued_ms: now_ms(),
         revoked: false,
+        not_after_ms: crate::identities::millis(admin_creds_not_after),
     })?;
     drop(store);
     Ok(InitReport {

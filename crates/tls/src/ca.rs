@@ -24,7 +24,7 @@ pub const SERVER_VALIDITY: Duration = Duration::from_secs(3 * 365 * 24 * 3600);
 /// Suggested validity for node and user certificates.
 pub const DEFAULT_CLIENT_VALIDITY: Duration = Duration::from_secs(365 * 24 * 3600);
 /// Certificates start this long before "now", to tolerate clock skew between controller and nodes.
-const BACKDATE: Duration = Duration::from_secs(300);
+pub const BACKDATE: Duration = Duration::from_secs(300);
 
 /// A certificate serial number as lowercase hex of its DER integer bytes (what x509 tools print without colons).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -303,3 +303,63 @@ impl ServerCertVerifier for PinnedServerVerifier {
         self.algorithms.supported_schemes()
     }
 }
+
+/// The client certificate a [`renewable_client_config`] presents; [`ClientCertSlot::set`] swaps it for the
+/// next handshakes (a renewed node certificate) without rebuilding the configuration or its users.
+#[derive(Debug)]
+pub struct ClientCertSlot {
+    current: RwLock<Arc<rustls::sign::CertifiedKey>>,
+}
+
+impl ClientCertSlot {
+    fn certified(bundle: &Bundle) -> Result<Arc<rustls::sign::CertifiedKey>, TlsError> {
+        let chain = vec![cert_der_from_pem(&bundle.cert_pem, "client certificate")?];
+        let key = key_from_pem(&bundle.key_pem, "client key")?;
+        rustls::sign::CertifiedKey::from_der(chain, key, &provider())
+            .map(Arc::new)
+            .map_err(TlsError::rustls("loading the client certificate and key"))
+    }
+
+    /// Presents `bundle`'s certificate and key from the next handshake on (the CA is not changed).
+    pub fn set(&self, bundle: &Bundle) -> Result<(), TlsError> {
+        let certified = ClientCertSlot::certified(bundle)?;
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = certified;
+        Ok(())
+    }
+}
+
+impl rustls::client::ResolvesClientCert for ClientCertSlot {
+    fn resolve(
+        &self,
+        _root_hint_subjects: &[&[u8]],
+        _sigschemes: &[SignatureScheme],
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        Some(
+            self.current
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
+        )
+    }
+
+    fn has_certs(&self) -> bool {
+        true
+    }
+}
+
+/// Like [`client_config`], but the certificate can be replaced later through the returned slot (a running
+/// agent renews its node certificate this way).
+pub fn renewable_client_config(
+    client: &Bundle,
+) -> Result<(Arc<ClientConfig>, Arc<ClientCertSlot>), TlsError> {
+    let slot = Arc::new(ClientCertSlot {
+        current: RwLock::new(ClientCertSlot::certified(client)?),
+    });
+    let mut config = ClientConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(TlsError::rustls("restricting to TLS 1.3"))?
+        .with_root_certificates(roots_from_pem(&client.ca_pem)?)
+        .with_client_cert_resolver(slot.clone());
+    config.alpn_protocols = vec![ALPN_H2.to_vec()];
+    Ok((Arc::new(config), slot))
+}

@@ -113,14 +113,15 @@ impl Refusal {
                         detail: String::new(),
                     },
                     AlertDescription::CertificateRevoked => RefusalCause::Revoked,
-                    AlertDescription::AccessDenied
-                    | AlertDescription::UnsupportedCertificate => RefusalCause::NoIdentity,
+                    AlertDescription::AccessDenied | AlertDescription::UnsupportedCertificate => {
+                        RefusalCause::NoIdentity
+                    }
                     AlertDescription::CertificateRequired => RefusalCause::CertificateRequired,
                     AlertDescription::BadCertificate
                     | AlertDescription::CertificateUnknown
-                    | AlertDescription::DecryptError => {
-                        RefusalCause::Other("the certificate is malformed or its signature does not verify".into())
-                    }
+                    | AlertDescription::DecryptError => RefusalCause::Other(
+                        "the certificate is malformed or its signature does not verify".into(),
+                    ),
                     _ => return None,
                 };
                 Some(Refusal {
@@ -188,7 +189,8 @@ impl Refusal {
     pub fn fix(&self, audience: &Audience) -> String {
         use RefusalCause::*;
         use RefusedBy::*;
-        let new_user_cert = "make a new key and request with `pxctl user request NAME` and have an admin sign it \
+        let new_user_cert =
+            "make a new key and request with `pxctl user request NAME` and have an admin sign it \
                              with `pxctl user issue NAME.csr --role ROLE`";
         let reenrol = |node: &str| {
             format!(
@@ -362,7 +364,9 @@ mod tests {
         assert_eq!(r.by, RefusedBy::Controller);
         let text = r.to_string();
         assert!(
-            text.contains("controller refused") && text.contains("expired") && text.contains("certificate_expired"),
+            text.contains("controller refused")
+                && text.contains("expired")
+                && text.contains("certificate_expired"),
             "{text}"
         );
         let r = Refusal::from_rustls(&rustls::Error::AlertReceived(AlertDescription::UnknownCA))
@@ -370,7 +374,9 @@ mod tests {
         assert!(r.to_string().contains("unknown_ca"), "{r}");
         assert!(r.fix(&Audience::Pxctl).contains("pxctl user request"));
         assert!(r
-            .fix(&Audience::Agent { node: "mk33".into() })
+            .fix(&Audience::Agent {
+                node: "mk33".into()
+            })
             .contains("pxctl node token create --node mk33"));
     }
 
@@ -381,8 +387,13 @@ mod tests {
             rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer),
         );
         let r = Refusal::find(&io).unwrap();
-        assert_eq!((r.by, r.cause.clone()), (RefusedBy::Client, RefusalCause::UnknownCa));
-        assert!(r.fix(&Audience::Pxctl).contains("`ca` file in your pxctl config"));
+        assert_eq!(
+            (r.by, r.cause.clone()),
+            (RefusedBy::Client, RefusalCause::UnknownCa)
+        );
+        assert!(r
+            .fix(&Audience::Pxctl)
+            .contains("`ca` file in your pxctl config"));
         let plain = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
         assert!(Refusal::find(&plain).is_none());
     }

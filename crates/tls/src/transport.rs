@@ -208,8 +208,7 @@ struct TlsConnect {
     connector: TlsConnector,
 }
 
-type ConnectFuture =
-    Pin<Box<dyn Future<Output = Result<TokioIo<Peeked>, std::io::Error>> + Send>>;
+type ConnectFuture = Pin<Box<dyn Future<Output = Result<TokioIo<Peeked>, std::io::Error>> + Send>>;
 
 /// How long [`connect`] waits after the handshake for the controller's first bytes (its HTTP/2 SETTINGS, or
 /// the TLS alert with which it refuses our certificate). Nothing within this time is not an error.

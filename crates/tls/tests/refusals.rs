@@ -40,6 +40,15 @@ impl AgentService for Whoami {
         }))
     }
 
+    async fn renew(
+        &self,
+        _request: tonic::Request<pxfleet_proto::v1::RenewRequest>,
+    ) -> Result<tonic::Response<pxfleet_proto::v1::EnrollResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented(
+            "renew is not part of this test",
+        ))
+    }
+
     type ConnectStream = Pin<Box<dyn Stream<Item = Result<ControllerMessage, Status>> + Send>>;
 
     async fn connect(
@@ -66,10 +75,7 @@ impl Server {
     async fn start_named(revocation: Arc<dyn RevocationCheck>, sans: &[&str]) -> Server {
         let ca = Ca::generate("pxfleet test CA").unwrap();
         let sans: Vec<String> = sans.iter().map(|s| s.to_string()).collect();
-        let bundle = ca
-            .issue_server(&sans)
-            .unwrap()
-            .into_bundle(ca.cert_pem());
+        let bundle = ca.issue_server(&sans).unwrap().into_bundle(ca.cert_pem());
         let config = server_config(&bundle, revocation).unwrap();
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -128,10 +134,20 @@ async fn a_client_certificate_from_another_ca_is_refused_by_the_controller_with_
         key_pem: forged.key_pem,
     };
     let r = refusal(connect(&server.url(), client_config(&bundle).unwrap()).await);
-    assert_eq!((r.by, &r.cause), (RefusedBy::Controller, &RefusalCause::UnknownCa));
+    assert_eq!(
+        (r.by, &r.cause),
+        (RefusedBy::Controller, &RefusalCause::UnknownCa)
+    );
     let text = r.to_string();
-    assert!(text.contains("controller refused") && text.contains("unknown_ca"), "{text}");
-    assert!(r.fix(&Audience::Pxctl).contains("another controller"), "{}", r.fix(&Audience::Pxctl));
+    assert!(
+        text.contains("controller refused") && text.contains("unknown_ca"),
+        "{text}"
+    );
+    assert!(
+        r.fix(&Audience::Pxctl).contains("another controller"),
+        "{}",
+        r.fix(&Audience::Pxctl)
+    );
     server.stop().await;
 }
 
@@ -148,8 +164,13 @@ async fn an_expired_client_certificate_is_refused_with_certificate_expired() {
     assert_eq!(r.by, RefusedBy::Controller);
     assert!(matches!(r.cause, RefusalCause::Expired { .. }), "{r:?}");
     assert!(r.to_string().contains("certificate_expired"), "{r}");
-    let fix = r.fix(&Audience::Agent { node: "mk33".into() });
-    assert!(fix.contains("new token") && fix.contains("--node mk33"), "{fix}");
+    let fix = r.fix(&Audience::Agent {
+        node: "mk33".into(),
+    });
+    assert!(
+        fix.contains("new token") && fix.contains("--node mk33"),
+        "{fix}"
+    );
     server.stop().await;
 }
 
@@ -158,11 +179,22 @@ async fn a_revoked_client_certificate_is_refused_with_certificate_revoked() {
     let revoked = Arc::new(RevocationList::default());
     let server = Server::start(revoked.clone()).await;
     let bundle = server.client_bundle(&Identity::user("bob", Role::Viewer, &[]).unwrap());
-    revoked.revoke(pxfleet_tls::CertInfo::from_pem(&bundle.cert_pem).unwrap().serial);
+    revoked.revoke(
+        pxfleet_tls::CertInfo::from_pem(&bundle.cert_pem)
+            .unwrap()
+            .serial,
+    );
     let r = refusal(connect(&server.url(), client_config(&bundle).unwrap()).await);
-    assert_eq!((r.by, &r.cause), (RefusedBy::Controller, &RefusalCause::Revoked));
+    assert_eq!(
+        (r.by, &r.cause),
+        (RefusedBy::Controller, &RefusalCause::Revoked)
+    );
     assert!(r.to_string().contains("certificate_revoked"), "{r}");
-    assert!(r.fix(&Audience::Pxctl).contains("revoked"), "{}", r.fix(&Audience::Pxctl));
+    assert!(
+        r.fix(&Audience::Pxctl).contains("revoked"),
+        "{}",
+        r.fix(&Audience::Pxctl)
+    );
     server.stop().await;
 }
 
@@ -170,27 +202,54 @@ async fn a_revoked_client_certificate_is_refused_with_certificate_revoked() {
 async fn a_client_trusting_another_ca_refuses_the_controller() {
     let server = Server::start(Arc::new(RevocationList::default())).await;
     let other = Ca::generate("another controller's CA").unwrap();
-    let r = refusal(connect(&server.url(), anonymous_client_config(other.cert_pem()).unwrap()).await);
-    assert_eq!((r.by, &r.cause), (RefusedBy::Client, &RefusalCause::UnknownCa));
-    assert!(r.to_string().contains("this client refused the controller"), "{r}");
-    assert!(r.fix(&Audience::Pxctl).contains("`ca` file in your pxctl config"));
+    let r = refusal(
+        connect(
+            &server.url(),
+            anonymous_client_config(other.cert_pem()).unwrap(),
+        )
+        .await,
+    );
+    assert_eq!(
+        (r.by, &r.cause),
+        (RefusedBy::Client, &RefusalCause::UnknownCa)
+    );
+    assert!(
+        r.to_string().contains("this client refused the controller"),
+        "{r}"
+    );
+    assert!(r
+        .fix(&Audience::Pxctl)
+        .contains("`ca` file in your pxctl config"));
     server.stop().await;
 }
 
 #[tokio::test]
 async fn a_server_name_mismatch_names_both_names() {
     // The certificate names only ctl.example and 127.0.0.1; "localhost" reaches the listener but is not named.
-    let server =
-        Server::start_named(Arc::new(RevocationList::default()), &["ctl.example", "127.0.0.1"]).await;
+    let server = Server::start_named(
+        Arc::new(RevocationList::default()),
+        &["ctl.example", "127.0.0.1"],
+    )
+    .await;
     let url = format!("https://localhost:{}", server.addr.port());
     let r = refusal(connect(&url, anonymous_client_config(server.ca.cert_pem()).unwrap()).await);
-    let RefusalCause::NameMismatch { expected, presented } = &r.cause else {
+    let RefusalCause::NameMismatch {
+        expected,
+        presented,
+    } = &r.cause
+    else {
         panic!("{r:?}")
     };
     assert_eq!(expected, "localhost");
-    assert!(presented.iter().any(|p| p.contains("ctl.example")), "{presented:?}");
+    assert!(
+        presented.iter().any(|p| p.contains("ctl.example")),
+        "{presented:?}"
+    );
     let fix = r.fix(&Audience::Pxctl);
-    assert!(fix.contains("server_name") && fix.contains("reissue-server-cert"), "{fix}");
+    assert!(
+        fix.contains("server_name") && fix.contains("reissue-server-cert"),
+        "{fix}"
+    );
     server.stop().await;
 }
 
@@ -198,10 +257,16 @@ async fn a_server_name_mismatch_names_both_names() {
 async fn an_accepted_client_still_works_after_the_first_bytes_were_read() {
     let server = Server::start(Arc::new(RevocationList::default())).await;
     let bundle = server.client_bundle(&Identity::user("al", Role::Admin, &[]).unwrap());
-    let channel = connect(&server.url(), client_config(&bundle).unwrap()).await.unwrap();
+    let channel = connect(&server.url(), client_config(&bundle).unwrap())
+        .await
+        .unwrap();
     let mut api = AgentServiceClient::new(channel);
     for _ in 0..3 {
-        let who = api.enroll(EnrollRequest::default()).await.unwrap().into_inner();
+        let who = api
+            .enroll(EnrollRequest::default())
+            .await
+            .unwrap()
+            .into_inner();
         assert_eq!(who.cert_pem, "pxfleet://user/al?role=admin");
     }
     server.stop().await;
