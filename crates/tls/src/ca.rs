@@ -239,6 +239,35 @@ pub fn generate_key_and_csr(common_name: &str) -> Result<KeyAndCsr, TlsError> {
     })
 }
 
+/// The subject common name a CSR asks for (`pxctl user request NAME` puts NAME there); the CA ignores it when
+/// signing, `pxctl user issue` uses it as the default user name.
+pub fn csr_common_name(csr_pem: &str) -> Result<Option<String>, TlsError> {
+    let bad = |reason: String| TlsError::Csr { reason };
+    let (_, pem) = x509_parser::pem::parse_x509_pem(csr_pem.as_bytes()).map_err(|e| {
+        bad(format!(
+            "not PEM ({e}); expected a CERTIFICATE REQUEST block"
+        ))
+    })?;
+    if pem.label != "CERTIFICATE REQUEST" {
+        return Err(bad(format!(
+            "a PEM {} block, expected CERTIFICATE REQUEST (the .csr file `pxctl user request` wrote)",
+            pem.label
+        )));
+    }
+    use x509_parser::prelude::FromDer;
+    let (_, csr) =
+        x509_parser::certification_request::X509CertificationRequest::from_der(&pem.contents)
+            .map_err(|e| bad(format!("unreadable ({e})")))?;
+    let name = csr
+        .certification_request_info
+        .subject
+        .iter_common_name()
+        .next()
+        .and_then(|cn| cn.as_str().ok())
+        .map(str::to_string);
+    Ok(name)
+}
+
 /// The controller's certificate authority.
 pub struct Ca {
     issuer: Issuer<'static, KeyPair>,

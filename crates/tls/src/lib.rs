@@ -20,9 +20,9 @@ mod transport;
 
 pub use bundle::{write_file, Bundle, BundlePaths, CERT_MODE, KEY_MODE};
 pub use ca::{
-    fingerprint_of_pem, fingerprint_sha256, generate_key_and_csr, normalize_fingerprint,
-    verify_ca_fingerprint, Ca, CertInfo, Credentials, IssuedCert, KeyAndCsr, Serial, BACKDATE,
-    CA_VALIDITY, DEFAULT_CLIENT_VALIDITY, SERVER_VALIDITY,
+    csr_common_name, fingerprint_of_pem, fingerprint_sha256, generate_key_and_csr,
+    normalize_fingerprint, verify_ca_fingerprint, Ca, CertInfo, Credentials, IssuedCert, KeyAndCsr,
+    Serial, BACKDATE, CA_VALIDITY, DEFAULT_CLIENT_VALIDITY, SERVER_VALIDITY,
 };
 pub use config::{
     anonymous_client_config, client_config, pinned_client_config, provider,
