@@ -357,7 +357,8 @@ impl Cluster {
         }
     }
 
-    async fn add_node(&mut self, name: &str) -> Result<()> {
+    /// Adds a simulated node: pvesim state, a join token, `pxagent join`, then `pxagent run`.
+    pub async fn add_node(&mut self, name: &str) -> Result<()> {
         let root = self.dir.path().to_path_buf();
         let base = root.join("nodes").join(name);
         let node = SimNode {
