@@ -102,13 +102,11 @@ pub enum Command {
     ///
     /// How a new user gets access, the key never leaving their machine:
     ///
-    ///   1. the user:   pxctl user request alice            (writes alice.key, 0600, and alice.csr)
-    ///
-    ///   2. an admin:   pxctl user issue alice.csr --role operator --fleets dev
-    ///                  (writes alice.pem, ca.pem and alice.pxctl.toml next to the CSR)
-    ///
-    ///   3. the user puts those three files next to alice.key and runs
-    ///                  pxctl --config alice.pxctl.toml get fleets
+    ///   the user:   pxctl user request alice      (writes alice.key, mode 0600, and alice.csr)
+    ///   an admin:   pxctl user issue alice.csr --role operator --fleets dev
+    ///               (writes alice.pem, ca.pem and alice.pxctl.toml next to the CSR)
+    ///   the user:   with those three files next to alice.key:
+    ///               pxctl --config alice.pxctl.toml get fleets
     ///
     /// Roles: viewer (read only), operator (plan, submit, destroy; only the --fleets listed, all when none),
     /// admin (everything, including tokens and certificates). `pxctl user list` shows every certificate

@@ -43,7 +43,7 @@ impl Client {
             pxfleet_tls::TlsError::Handshake { url, refusal } => CliError::Handshake {
                 url,
                 fix: refusal.fix(&pxfleet_tls::Audience::Pxctl),
-                refusal,
+                refusal: Box::new(refusal),
             },
             e => CliError::from(e),
         })?;

@@ -39,7 +39,7 @@ pub enum CliError {
     #[error("connecting to {url}: {refusal}. To fix: {fix}")]
     Handshake {
         url: String,
-        refusal: pxfleet_tls::Refusal,
+        refusal: Box<pxfleet_tls::Refusal>,
         fix: String,
     },
     /// The controller answered an RPC with an error.
