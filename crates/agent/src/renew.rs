@@ -65,9 +65,10 @@ pub async fn renew_once(
         .await
         .map_err(|s| RenewError::Refused(Box::new(s)))?
         .into_inner();
-    let ours = pxfleet_tls::fingerprint_of_pem(&current.ca_pem)?;
+    // The CA that signed the new certificate must be one we already trust (during a CA rotation ca.pem holds
+    // the old and the new CA; the renewed certificate then comes from the new one).
     let theirs = pxfleet_tls::fingerprint_of_pem(&resp.ca_pem)?;
-    if ours != theirs {
+    if !trusted_fingerprints(&current.ca_pem).contains(&theirs) {
         return Err(RenewError::OtherCa(theirs));
     }
     let bundle = Bundle {
@@ -82,6 +83,27 @@ pub async fn renew_once(
     })?;
     slot.set(&bundle)?;
     Ok(bundle)
+}
+
+/// SHA-256 fingerprints of every certificate in a ca.pem.
+fn trusted_fingerprints(ca_pem: &str) -> Vec<String> {
+    use rustls::pki_types::pem::PemObject;
+    rustls::pki_types::CertificateDer::pem_slice_iter(ca_pem.as_bytes())
+        .filter_map(Result::ok)
+        .map(|der| pxfleet_tls::fingerprint_sha256(&der))
+        .collect()
+}
+
+/// `pxagent renew`: renews now (before a CA rotation's end, or to test the path), with the agent's files.
+pub async fn renew_now(config: &AgentConfig) -> Result<CertInfo, RenewError> {
+    let bundle = Bundle::read(&BundlePaths {
+        ca: config.ca.clone(),
+        cert: config.cert.clone(),
+        key: config.key.clone(),
+    })?;
+    let (tls, slot) = pxfleet_tls::renewable_client_config(&bundle)?;
+    let renewed = renew_once(config, tls, &slot, &bundle).await?;
+    Ok(CertInfo::from_pem(&renewed.cert_pem)?)
 }
 
 /// Runs until dropped: sleeps until [`renew_at`] of the current certificate, renews, repeats. Failures are

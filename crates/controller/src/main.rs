@@ -35,6 +35,18 @@ enum Cmd {
         #[arg(long, default_value = config::DEFAULT_CONFIG_PATH)]
         config: PathBuf,
     },
+    /// Reissue the server certificate with new names (same CA, new key); restart the controller to use it.
+    ///
+    /// Nodes and users keep their certificates: they trust the CA, not this certificate. The previous
+    /// certificate and key are kept as server.pem.old and server.key.old. localhost and 127.0.0.1 are
+    /// always added.
+    ReissueServerCert {
+        #[arg(long, default_value = config::DEFAULT_CONFIG_PATH)]
+        config: PathBuf,
+        /// The complete list of names (DNS or IP) for the new certificate, comma-separated or repeated.
+        #[arg(long, value_delimiter = ',', required = true)]
+        san: Vec<String>,
+    },
     /// Check a configuration file and exit.
     ValidateConfig { file: PathBuf },
     /// Everything on loopback: a controller, N agents and N simulated PVE nodes, until Ctrl-C.
@@ -75,6 +87,19 @@ async fn main() -> anyhow::Result<()> {
                 .await
                 .with_context(|| format!("binding {}", cfg.metrics_listen))?;
             pxfleet_controller::run(cfg, listener, metrics, shutdown_signal()).await?;
+        }
+        Cmd::ReissueServerCert { config, san } => {
+            let cfg = Config::load(&config)?;
+            let r = pki::reissue_server(&cfg, &san)?;
+            println!("server certificate: {}", r.server_cert.display());
+            println!("previous names:     {}", r.old_names.join(", "));
+            println!("names:              {}", r.names.join(", "));
+            println!("valid until:        {}", r.not_after);
+            println!(
+                "previous files:     {} (and the key beside it)",
+                r.backup_cert.display()
+            );
+            println!("restart pxcontroller to serve it; agents and pxctl reconnect without new certificates");
         }
         Cmd::Dev(args) => pxfleet_controller::dev::run(args.resolve()?, shutdown_signal()).await?,
         Cmd::ValidateConfig { file } => {

@@ -133,6 +133,72 @@ pub fn load(config: &Config) -> Result<(Ca, Bundle), PkiError> {
     Ok((ca, server))
 }
 
+/// The PEM texts of `tls.extra_client_cas` (CAs whose client certificates are still accepted during a CA
+/// rotation).
+pub fn extra_client_cas(config: &Config) -> Result<Vec<String>, PkiError> {
+    config
+        .tls
+        .extra_client_cas
+        .iter()
+        .map(|p| read(&config.resolve(p)))
+        .collect()
+}
+
+/// What `reissue-server-cert` wrote.
+#[derive(Debug, Clone)]
+pub struct Reissued {
+    pub server_cert: PathBuf,
+    /// The previous certificate and key, kept as `server.pem.old` / `server.key.old`.
+    pub backup_cert: PathBuf,
+    pub old_names: Vec<String>,
+    pub names: Vec<String>,
+    pub not_after: time::OffsetDateTime,
+}
+
+/// Reissues the controller's server certificate with new names (`sans`, plus localhost and 127.0.0.1) and a
+/// new key, signed by the same CA: nodes and users keep their certificates, since they trust the CA, not
+/// this certificate. The previous files are kept beside it (`.old`). The running controller uses the new
+/// certificate after a restart.
+pub fn reissue_server(config: &Config, sans: &[String]) -> Result<Reissued, PkiError> {
+    let (ca, old) = load(config)?;
+    let mut names: Vec<String> = sans.to_vec();
+    for default in ["localhost", "127.0.0.1"] {
+        if !names.iter().any(|n| n == default) {
+            names.push(default.to_string());
+        }
+    }
+    let old_names = pxfleet_tls::server_names(&old.cert_pem);
+    let t = &config.tls;
+    let cert_path = config.resolve(&t.server_cert);
+    let key_path = config.resolve(&t.server_key);
+    let backup_cert = cert_path.with_extension("pem.old");
+    pxfleet_tls::write_file(
+        &backup_cert,
+        old.cert_pem.as_bytes(),
+        pxfleet_tls::CERT_MODE,
+    )?;
+    pxfleet_tls::write_file(
+        &key_path.with_extension("key.old"),
+        old.key_pem.as_bytes(),
+        pxfleet_tls::KEY_MODE,
+    )?;
+    let server = ca.issue_server(&names)?;
+    let not_after = server.cert.not_after;
+    pxfleet_tls::write_file(
+        &cert_path,
+        server.cert.cert_pem.as_bytes(),
+        pxfleet_tls::CERT_MODE,
+    )?;
+    pxfleet_tls::write_file(&key_path, server.key_pem.as_bytes(), pxfleet_tls::KEY_MODE)?;
+    Ok(Reissued {
+        server_cert: cert_path,
+        backup_cert,
+        old_names,
+        names,
+        not_after,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -177,5 +243,46 @@ mod tests {
             init(dir.path(), &[], "https://x:1"),
             Err(PkiError::Exists { .. })
         ));
+    }
+
+    #[test]
+    fn the_server_certificate_is_reissued_with_new_names_by_the_same_ca() {
+        let dir = tempfile::tempdir().unwrap();
+        init(
+            dir.path(),
+            &["ctl.example".into()],
+            "https://ctl.example:8443",
+        )
+        .unwrap();
+        let config = Config {
+            data_dir: dir.path().to_path_buf(),
+            ..Config::default()
+        };
+        let (ca_before, _) = load(&config).unwrap();
+        let r = reissue_server(&config, &["ctl.new.example".into(), "10.0.0.5".into()]).unwrap();
+        assert!(
+            r.old_names.contains(&"ctl.example".to_string()),
+            "{:?}",
+            r.old_names
+        );
+        assert_eq!(
+            r.names,
+            ["ctl.new.example", "10.0.0.5", "localhost", "127.0.0.1"]
+        );
+        let (ca_after, server) = load(&config).unwrap();
+        assert_eq!(
+            ca_after.fingerprint_sha256(),
+            ca_before.fingerprint_sha256()
+        );
+        assert_eq!(pxfleet_tls::server_names(&server.cert_pem), r.names);
+        assert!(r.backup_cert.exists());
+        let mode = std::fs::metadata(dir.path().join("pki/server.key.old"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        // The new key and certificate belong together.
+        pxfleet_tls::server_config(&server, std::sync::Arc::new(pxfleet_tls::NoRevocation))
+            .unwrap();
     }
 }

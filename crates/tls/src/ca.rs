@@ -268,6 +268,32 @@ pub fn csr_common_name(csr_pem: &str) -> Result<Option<String>, TlsError> {
     Ok(name)
 }
 
+/// The DNS names and IP addresses a server certificate lists.
+pub fn server_names(cert_pem: &str) -> Vec<String> {
+    let Ok((_, pem)) = x509_parser::pem::parse_x509_pem(cert_pem.as_bytes()) else {
+        return Vec::new();
+    };
+    let Ok(cert) = pem.parse_x509() else {
+        return Vec::new();
+    };
+    let Ok(Some(san)) = cert.subject_alternative_name() else {
+        return Vec::new();
+    };
+    san.value
+        .general_names
+        .iter()
+        .filter_map(|n| match n {
+            x509_parser::extensions::GeneralName::DNSName(d) => Some(d.to_string()),
+            x509_parser::extensions::GeneralName::IPAddress(b) => match b.len() {
+                4 => Some(std::net::IpAddr::from(<[u8; 4]>::try_from(*b).ok()?).to_string()),
+                16 => Some(std::net::IpAddr::from(<[u8; 16]>::try_from(*b).ok()?).to_string()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
+}
+
 /// The controller's certificate authority.
 pub struct Ca {
     issuer: Issuer<'static, KeyPair>,

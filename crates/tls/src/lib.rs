@@ -21,13 +21,13 @@ mod transport;
 pub use bundle::{write_file, Bundle, BundlePaths, CERT_MODE, KEY_MODE};
 pub use ca::{
     csr_common_name, fingerprint_of_pem, fingerprint_sha256, generate_key_and_csr,
-    normalize_fingerprint, verify_ca_fingerprint, Ca, CertInfo, Credentials, IssuedCert, KeyAndCsr,
-    Serial, BACKDATE, CA_VALIDITY, DEFAULT_CLIENT_VALIDITY, SERVER_VALIDITY,
+    normalize_fingerprint, server_names, verify_ca_fingerprint, Ca, CertInfo, Credentials,
+    IssuedCert, KeyAndCsr, Serial, BACKDATE, CA_VALIDITY, DEFAULT_CLIENT_VALIDITY, SERVER_VALIDITY,
 };
 pub use config::{
     anonymous_client_config, client_config, pinned_client_config, provider,
-    renewable_client_config, server_config, ClientCertSlot, NoRevocation, RevocationCheck,
-    RevocationList,
+    renewable_client_config, server_config, server_config_with_client_cas, ClientCertSlot,
+    NoRevocation, RevocationCheck, RevocationList,
 };
 pub use error::TlsError;
 pub use identity::{Identity, Role, SCHEME};
