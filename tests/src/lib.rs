@@ -535,6 +535,11 @@ impl Cluster {
         &self.admin
     }
 
+    /// Replaces the admin credentials the harness uses (after a CA rotation, the admin holds new ones).
+    pub fn set_admin(&mut self, admin: Bundle) {
+        self.admin = admin;
+    }
+
     /// A FleetService client with the admin certificate.
     pub async fn api(&self) -> Result<FleetServiceClient<Channel>> {
         self.api_as(&self.admin).await

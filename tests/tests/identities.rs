@@ -516,3 +516,156 @@ async fn a_node_offline_past_its_certificate_expiry_is_told_to_enrol_again() {
         "{reason}"
     );
 }
+
+async fn pxcontroller(c: &Cluster, args: &[&str]) -> String {
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    pxfleet_tests::run_command(&c.bins.pxcontroller, &args, &[])
+        .await
+        .expect("pxcontroller")
+}
+
+async fn wait_ready_with_serial(c: &Cluster, node: &str, want: impl Fn(&str) -> bool) -> String {
+    wait_until("the node ready", Duration::from_secs(60), || async {
+        let nodes = c.nodes_info().await.map_err(|e| e.to_string())?;
+        match nodes.iter().find(|n| n.name == node) {
+            Some(n)
+                if n.status == pxfleet_tests::v1::NodeStatus::Ready as i32
+                    && want(&n.cert_serial) =>
+            {
+                Ok(n.cert_serial.clone())
+            }
+            other => Err(format!("{other:?}\n{}", c.logs())),
+        }
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_certificate_is_reissued_with_new_names_without_re_enrolling_nodes() {
+    let mut c = Cluster::start(1).await.expect("cluster");
+    let before = wait_ready_with_serial(&c, "mk33", |s| !s.is_empty()).await;
+    let admin = BundlePaths::in_dir(&c.controller_dir.join("admin"), "admin");
+    let dir = c.dir.path().join("reissue");
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = write_config(
+        &dir,
+        "new-name",
+        &c.url,
+        &admin,
+        "server_name = \"ctl.new.example\"\n",
+    );
+    let (code, _, err) = pxctl_as(&c, &cfg, &["get", "nodes"]).await;
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("not valid for the name ctl.new.example"),
+        "{err}"
+    );
+
+    let config = c.controller_config.to_str().unwrap().to_string();
+    let out = pxcontroller(
+        &c,
+        &[
+            "reissue-server-cert",
+            "--config",
+            &config,
+            "--san",
+            "ctl.new.example",
+        ],
+    )
+    .await;
+    assert!(
+        out.contains("ctl.new.example") && out.contains("restart"),
+        "{out}"
+    );
+    c.stop_controller().await;
+    c.start_controller().await.unwrap();
+
+    let (code, out, err) = pxctl_as(&c, &cfg, &["get", "nodes"]).await;
+    assert_eq!(code, 0, "the new name is not served: {out}\n{err}");
+    // The node came back by itself with the certificate it had: no new token, no new enrolment.
+    let after = wait_ready_with_serial(&c, "mk33", |s| !s.is_empty()).await;
+    assert_eq!(after, before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ca_is_rotated_with_an_overlap_and_the_old_one_dropped() {
+    let mut c = Cluster::start(1).await.expect("cluster");
+    let config = c.controller_config.to_str().unwrap().to_string();
+    let old_serial = wait_ready_with_serial(&c, "mk33", |s| !s.is_empty()).await;
+    let admin_paths = BundlePaths::in_dir(&c.controller_dir.join("admin"), "admin");
+    let node_ca = c.node("mk33").agent_dir.join("ca.pem");
+
+    // 1. prepare: the next CA; every client trusts both.
+    pxcontroller(&c, &["rotate-ca", "prepare", "--config", &config]).await;
+    let bundle = std::fs::read_to_string(c.controller_dir.join("pki/ca-bundle.pem")).unwrap();
+    assert_eq!(bundle.matches("BEGIN CERTIFICATE").count(), 2);
+    for ca in [&node_ca, &admin_paths.ca] {
+        std::fs::write(ca, &bundle).unwrap();
+    }
+    c.set_admin(Bundle::read(&admin_paths).unwrap());
+    c.kill_agent("mk33").await;
+    c.start_agent("mk33").unwrap();
+
+    // 2. switch: the new CA signs; old certificates still accepted during the overlap.
+    pxcontroller(&c, &["rotate-ca", "switch", "--config", &config]).await;
+    restart_with_tls(&mut c, "extra_client_cas = [\"pki/ca-old.pem\"]").await;
+    let (code, _, err) = c.pxctl(&["get", "nodes"]).await;
+    assert_eq!(
+        code, 0,
+        "the old admin certificate during the overlap: {err}"
+    );
+    wait_ready_with_serial(&c, "mk33", |s| s == old_serial).await;
+
+    // 3. renew the node and reissue the admin under the new CA.
+    let agent_toml = c.node("mk33").agent_toml();
+    let out = pxfleet_tests::run_command(
+        &c.bins.pxagent,
+        &[
+            "renew".into(),
+            "--config".into(),
+            agent_toml.display().to_string(),
+        ],
+        &[],
+    )
+    .await
+    .expect("pxagent renew");
+    assert!(out.contains("renewed"), "{out}");
+    c.kill_agent("mk33").await;
+    c.start_agent("mk33").unwrap();
+    let new_serial = wait_ready_with_serial(&c, "mk33", |s| !s.is_empty() && s != old_serial).await;
+    let admin2 = onboard(&c, "admin2", &["--role", "admin"]).await;
+
+    // 4. drop the old CA: its certificates are refused, the new ones work.
+    c.stop_controller().await;
+    let text = std::fs::read_to_string(&c.controller_config).unwrap();
+    std::fs::write(
+        &c.controller_config,
+        text.replace("extra_client_cas = [\"pki/ca-old.pem\"]", ""),
+    )
+    .unwrap();
+    let admin2_dir = admin2.parent().unwrap();
+    c.set_admin(Bundle::read(&BundlePaths::in_dir(admin2_dir, "admin2")).unwrap());
+    c.start_controller().await.unwrap();
+    let (code, _, err) = c.pxctl(&["get", "nodes"]).await;
+    assert_ne!(
+        code, 0,
+        "an old-CA certificate still works after the overlap"
+    );
+    assert!(err.contains("unknown_ca"), "{err}");
+    let (code, out, err) = pxctl_as(&c, &admin2, &["get", "nodes"]).await;
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(
+        wait_ready_with_serial(&c, "mk33", |s| s == new_serial).await,
+        new_serial
+    );
+    // New enrolments pin the new CA.
+    let token = c.join_token("mk95", 600).await.unwrap();
+    let fp = pxfleet_tls::fingerprint_of_pem(
+        &std::fs::read_to_string(c.controller_dir.join("pki/ca.pem")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(token.ca_fingerprint, fp);
+    c.join("mk95", &c.dir.path().join("mk95"), &token.token)
+        .await
+        .expect("enrols under the new CA");
+}

@@ -199,6 +199,106 @@ pub fn reissue_server(config: &Config, sans: &[String]) -> Result<Reissued, PkiE
     })
 }
 
+/// Files of a CA rotation, beside the CA in `pki/`.
+#[derive(Debug, Clone)]
+pub struct RotationPaths {
+    /// The next CA (made by `prepare`).
+    pub next_cert: PathBuf,
+    pub next_key: PathBuf,
+    /// Current and next CA certificates concatenated: the ca.pem every agent and pxctl user needs during the
+    /// overlap.
+    pub bundle: PathBuf,
+    /// The previous CA after `switch` (listed in `tls.extra_client_cas` during the overlap).
+    pub old_cert: PathBuf,
+    pub old_key: PathBuf,
+}
+
+impl RotationPaths {
+    pub fn of(config: &Config) -> RotationPaths {
+        let ca = config.resolve(&config.tls.ca_cert);
+        let dir = ca.parent().map(Path::to_path_buf).unwrap_or_default();
+        RotationPaths {
+            next_cert: dir.join("ca-next.pem"),
+            next_key: dir.join("ca-next.key"),
+            bundle: dir.join("ca-bundle.pem"),
+            old_cert: dir.join("ca-old.pem"),
+            old_key: dir.join("ca-old.key"),
+        }
+    }
+}
+
+/// CA rotation, step 1: makes the next CA (`pki/ca-next.pem`, key 0600) and `pki/ca-bundle.pem` (current +
+/// next). Nothing changes for the running controller; distribute the bundle as every client's ca.pem.
+pub fn rotate_ca_prepare(config: &Config) -> Result<RotationPaths, PkiError> {
+    let paths = RotationPaths::of(config);
+    if paths.next_cert.exists() {
+        return Err(PkiError::Exists {
+            path: paths.next_cert,
+        });
+    }
+    let current = read(&config.resolve(&config.tls.ca_cert))?;
+    let next = Ca::generate("pxfleet controller CA")?;
+    pxfleet_tls::write_file(
+        &paths.next_key,
+        next.key_pem().as_bytes(),
+        pxfleet_tls::KEY_MODE,
+    )?;
+    pxfleet_tls::write_file(
+        &paths.next_cert,
+        next.cert_pem().as_bytes(),
+        pxfleet_tls::CERT_MODE,
+    )?;
+    let bundle = format!("{}\n{}", current.trim_end(), next.cert_pem());
+    pxfleet_tls::write_file(&paths.bundle, bundle.as_bytes(), pxfleet_tls::CERT_MODE)?;
+    Ok(paths)
+}
+
+/// CA rotation, step 2: the next CA becomes the CA (the previous one is kept as `pki/ca-old.*`), and the
+/// server certificate is reissued by it with the same names. Add `extra_client_cas = ["pki/ca-old.pem"]` to
+/// `[tls]` and restart: certificates of the old CA keep working until they are renewed or reissued.
+pub fn rotate_ca_switch(config: &Config) -> Result<RotationPaths, PkiError> {
+    let paths = RotationPaths::of(config);
+    let next_cert = read(&paths.next_cert)?;
+    let next = Ca::from_pem(&next_cert, &read(&paths.next_key)?)?;
+    let (old, server) = load(config)?;
+    pxfleet_tls::write_file(
+        &paths.old_key,
+        old.key_pem().as_bytes(),
+        pxfleet_tls::KEY_MODE,
+    )?;
+    pxfleet_tls::write_file(
+        &paths.old_cert,
+        old.cert_pem().as_bytes(),
+        pxfleet_tls::CERT_MODE,
+    )?;
+    let t = &config.tls;
+    pxfleet_tls::write_file(
+        &config.resolve(&t.ca_key),
+        next.key_pem().as_bytes(),
+        pxfleet_tls::KEY_MODE,
+    )?;
+    pxfleet_tls::write_file(
+        &config.resolve(&t.ca_cert),
+        next.cert_pem().as_bytes(),
+        pxfleet_tls::CERT_MODE,
+    )?;
+    let names = pxfleet_tls::server_names(&server.cert_pem);
+    let reissued = next.issue_server(&names)?;
+    pxfleet_tls::write_file(
+        &config.resolve(&t.server_cert),
+        reissued.cert.cert_pem.as_bytes(),
+        pxfleet_tls::CERT_MODE,
+    )?;
+    pxfleet_tls::write_file(
+        &config.resolve(&t.server_key),
+        reissued.key_pem.as_bytes(),
+        pxfleet_tls::KEY_MODE,
+    )?;
+    let _ = std::fs::remove_file(&paths.next_key);
+    let _ = std::fs::remove_file(&paths.next_cert);
+    Ok(paths)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
