@@ -237,7 +237,12 @@ pub fn rotate_ca_prepare(config: &Config) -> Result<RotationPaths, PkiError> {
         });
     }
     let current = read(&config.resolve(&config.tls.ca_cert))?;
-    let next = Ca::generate("pxfleet controller CA")?;
+    // A name of its own: with two CAs of the same name trusted at once, certificate path building may pick
+    // the wrong one and report a bad signature.
+    let next = Ca::generate(&format!(
+        "pxfleet controller CA {}",
+        crate::identities::when(now_ms())
+    ))?;
     pxfleet_tls::write_file(
         &paths.next_key,
         next.key_pem().as_bytes(),
