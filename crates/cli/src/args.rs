@@ -108,10 +108,10 @@ pub enum Command {
     ///   the user:   with those three files next to alice.key:
     ///               pxctl --config alice.pxctl.toml get fleets
     ///
-    /// Roles: viewer (read only), operator (plan, submit, destroy; only the --fleets listed, all when none),
-    /// admin (everything, including tokens and certificates). `pxctl user list` shows every certificate
-    /// with its serial and expiry; `pxctl user revoke alice` refuses alice's certificates from the next
-    /// connection on.
+    /// Roles: viewer reads; operator also plans, submits and destroys (only the --fleets
+    /// listed, all when none); admin does everything, tokens and certificates included.
+    /// `pxctl user list` shows every certificate with its serial and expiry;
+    /// `pxctl user revoke alice` refuses alice's certificates from her next connection on.
     #[command(subcommand, verbatim_doc_comment)]
     User(UserCommand),
 }
@@ -495,6 +495,47 @@ mod tests {
             panic!()
         };
         assert_eq!((node.as_str(), reason.as_str()), ("mk33", "disk swap"));
+    }
+
+    #[test]
+    fn user_commands() {
+        let Command::User(UserCommand::Issue(i)) = parse(&[
+            "user",
+            "issue",
+            "alice.csr",
+            "--role",
+            "operator",
+            "--fleets",
+            "dev,staging",
+            "--days",
+            "30",
+        ])
+        .command
+        else {
+            panic!()
+        };
+        assert_eq!(i.csr, PathBuf::from("alice.csr"));
+        assert_eq!(i.role, UserRole::Operator);
+        assert_eq!(i.fleets, ["dev", "staging"]);
+        assert_eq!(i.days, Some(30));
+        let err = Cli::try_parse_from(["pxctl", "user", "issue", "a.csr", "--role", "root"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("viewer, operator, admin"), "{err}");
+        let Command::User(UserCommand::Request(r)) =
+            parse(&["user", "request", "alice", "--dir", "/tmp/k"]).command
+        else {
+            panic!()
+        };
+        assert_eq!(
+            (r.name.as_str(), r.dir.as_path()),
+            ("alice", std::path::Path::new("/tmp/k"))
+        );
+        let Command::User(UserCommand::Revoke(v)) = parse(&["user", "revoke", "4f3a"]).command
+        else {
+            panic!()
+        };
+        assert_eq!(v.target, "4f3a");
     }
 
     #[test]
