@@ -90,11 +90,10 @@ async fn main() -> anyhow::Result<()> {
             let config = AgentConfig::load(&config)?;
             let info = pxfleet_agent::renew::renew_now(&config)
                 .await
-                .map_err(|e| {
-                    if let pxfleet_agent::renew::RenewError::Tls(t) = &e {
+                .inspect_err(|e| {
+                    if let pxfleet_agent::renew::RenewError::Tls(t) = e {
                         pxfleet_agent::renew::log_refusal(t, &config.node);
                     }
-                    e
                 })?;
             println!(
                 "renewed the certificate of node {}: serial {}, valid until {}; written to {}",
