@@ -248,6 +248,13 @@ impl Config {
         if self.join_token_ttl_secs == 0 {
             return Err(invalid("join_token_ttl_secs", "must be at least 1".into()));
         }
+        if self.tls.node_cert_validity_secs == 0 {
+            return Err(invalid(
+                "tls.node_cert_validity_secs",
+                "must be at least 1 (agents renew when a third is left; a year is the default)"
+                    .into(),
+            ));
+        }
         Ok(())
     }
 
