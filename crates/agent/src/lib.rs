@@ -11,6 +11,7 @@ pub mod journal;
 pub mod observe;
 pub mod ops;
 pub mod pve_driver;
+pub mod renew;
 pub mod seed;
 pub mod stream;
 

@@ -17,7 +17,7 @@ use crate::convert;
 use crate::driver;
 use crate::model::{now_ms, AuditEntry};
 use crate::state::State;
-use crate::store::{SerialRecord, StoreError};
+use crate::store::StoreError;
 
 /// How often agents heartbeat; 30 s without one marks the node down.
 pub const HEARTBEAT_INTERVAL_SECS: u32 = 5;
@@ -42,30 +42,40 @@ impl AgentService for AgentApi {
     ) -> Result<Response<pb::EnrollResponse>, Status> {
         let r = req.into_inner();
         let token: JoinToken = r.token.parse().map_err(|_| refused())?;
-        if token.ca_fingerprint != self.state.ca.fingerprint_sha256() {
-            return Err(refused());
-        }
         let identity =
             Identity::node(&r.node).map_err(|e| Status::invalid_argument(e.to_string()))?;
         let st = &self.state;
+        let fingerprint = st.ca.fingerprint_sha256();
+        let explain = |st: &State| {
+            let rec = st.store.token(&token.id).ok().flatten();
+            let reason = crate::identities::token_refusal(
+                rec.as_ref(),
+                &token,
+                &r.node,
+                now_ms(),
+                &fingerprint,
+            );
+            tracing::warn!(node = %r.node, token = %token.id, %reason, "enrolment refused");
+            Status::permission_denied(reason)
+        };
+        if token.ca_fingerprint != fingerprint {
+            return Err(explain(st));
+        }
         st.store
             .consume_token(&token.id, now_ms(), |t| {
                 token.matches_hash(&t.hash) && (t.node.is_empty() || t.node == r.node)
             })
             .map_err(|e| match e {
-                StoreError::TokenRefused => refused(),
+                StoreError::TokenRefused => explain(st),
                 e => Status::from(e),
             })?;
+        let validity = std::time::Duration::from_secs(st.config.tls.node_cert_validity_secs);
         let cert = st
             .ca
-            .sign_csr(&r.csr_pem, &identity, pxfleet_tls::DEFAULT_CLIENT_VALIDITY)
+            .sign_csr(&r.csr_pem, &identity, validity)
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
-        st.store.put_serial(&SerialRecord {
-            serial: cert.serial.as_str().to_string(),
-            subject: identity.uri(),
-            issued_ms: now_ms(),
-            revoked: false,
-        })?;
+        st.store
+            .put_serial(&crate::identities::serial_record(&cert, &identity))?;
         st.store
             .update_node(&r.node, |n| n.enrolled_ms = now_ms())?;
         st.store.audit(&AuditEntry {
@@ -83,6 +93,13 @@ impl AgentService for AgentApi {
             serial: cert.serial.as_str().to_string(),
             not_after_unix_ms: cert.not_after.unix_timestamp() * 1000,
         }))
+    }
+
+    async fn renew(
+        &self,
+        req: Request<pb::RenewRequest>,
+    ) -> Result<Response<pb::EnrollResponse>, Status> {
+        crate::identities::renew(&self.state, req).await
     }
 
     type ConnectStream = ConnectStream;

@@ -78,6 +78,11 @@ pub struct TlsConfig {
     pub ca_key: PathBuf,
     pub server_cert: PathBuf,
     pub server_key: PathBuf,
+    /// Lifetime of node certificates (enrolment and renewal), seconds. Agents renew when a third is left.
+    pub node_cert_validity_secs: u64,
+    /// Additional CA certificates (PEM files) trusted for client certificates during a CA rotation: nodes and
+    /// users holding certificates of the old CA keep working until they renew (docs/security.md).
+    pub extra_client_cas: Vec<PathBuf>,
 }
 
 impl Default for TlsConfig {
@@ -87,6 +92,8 @@ impl Default for TlsConfig {
             ca_key: PathBuf::from("pki/ca.key"),
             server_cert: PathBuf::from("pki/server.pem"),
             server_key: PathBuf::from("pki/server.key"),
+            node_cert_validity_secs: pxfleet_tls::DEFAULT_CLIENT_VALIDITY.as_secs(),
+            extra_client_cas: Vec::new(),
         }
     }
 }
@@ -240,6 +247,13 @@ impl Config {
         }
         if self.join_token_ttl_secs == 0 {
             return Err(invalid("join_token_ttl_secs", "must be at least 1".into()));
+        }
+        if self.tls.node_cert_validity_secs == 0 {
+            return Err(invalid(
+                "tls.node_cert_validity_secs",
+                "must be at least 1 (agents renew when a third is left; a year is the default)"
+                    .into(),
+            ));
         }
         Ok(())
     }

@@ -908,12 +908,9 @@ impl FleetService for FleetApi {
             .ca
             .sign_csr(&r.csr_pem, &identity, validity)
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
-        self.state.store.put_serial(&SerialRecord {
-            serial: cert.serial.as_str().to_string(),
-            subject: identity.uri(),
-            issued_ms: now_ms(),
-            revoked: false,
-        })?;
+        self.state
+            .store
+            .put_serial(&crate::identities::serial_record(&cert, &identity))?;
         self.state.store.audit(&AuditEntry {
             time_ms: now_ms(),
             actor: id.as_ref().map(|i| i.uri()).unwrap_or_default(),
@@ -950,6 +947,7 @@ impl FleetService for FleetApi {
                 subject: String::new(),
                 issued_ms: 0,
                 revoked: false,
+                not_after_ms: 0,
             });
         rec.revoked = true;
         self.state.store.put_serial(&rec)?;
@@ -963,6 +961,21 @@ impl FleetService for FleetApi {
         })?;
         self.state.store.flush().await?;
         Ok(Response::new(pb::RevokeCertificateResponse {}))
+    }
+
+    async fn list_certificates(
+        &self,
+        req: Request<pb::ListCertificatesRequest>,
+    ) -> Result<Response<pb::ListCertificatesResponse>, Status> {
+        check_fleet(who(&req).as_ref(), Need::Admin)?;
+        let mut serials = self.state.store.serials()?;
+        serials.sort_by(|a, b| (a.issued_ms, &a.serial).cmp(&(b.issued_ms, &b.serial)));
+        Ok(Response::new(pb::ListCertificatesResponse {
+            certificates: serials
+                .iter()
+                .map(crate::identities::certificate_info)
+                .collect(),
+        }))
     }
 }
 
@@ -1010,7 +1023,13 @@ impl FleetApi {
     ) -> pb::NodeInfo {
         let mine: Vec<&crate::model::Operation> =
             active.iter().filter(|o| o.node == n.name).collect();
-        let (status, status_reason) = self.state.node_health(n, &mine, now_ms());
+        let (status, mut status_reason) = self.state.node_health(n, &mine, now_ms());
+        if status == crate::model::NodeStatus::Down {
+            let serials = self.state.store.serials().unwrap_or_default();
+            if let Some(why) = crate::identities::node_cert_problem(&serials, &n.name, now_ms()) {
+                status_reason = why;
+            }
+        }
         pb::NodeInfo {
             name: n.name.clone(),
             status: convert::node_status_pb(status) as i32,

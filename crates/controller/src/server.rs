@@ -79,7 +79,12 @@ async fn serve(
         .filter_map(|s| Serial::from_hex(&s.serial).ok())
         .collect();
     let revocations = Arc::new(RevocationList::new(revoked));
-    let tls = pxfleet_tls::server_config(&server_bundle, revocations.clone())?;
+    let extra_cas = pki::extra_client_cas(&config)?;
+    let tls = pxfleet_tls::server_config_with_client_cas(
+        &server_bundle,
+        &extra_cas,
+        revocations.clone(),
+    )?;
     let state = State::new(config, store, ca, revocations);
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);

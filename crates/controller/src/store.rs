@@ -70,6 +70,9 @@ pub struct SerialRecord {
     pub subject: String,
     pub issued_ms: Millis,
     pub revoked: bool,
+    /// When the certificate expires (0 = not recorded: issued before this was kept).
+    #[serde(default)]
+    pub not_after_ms: Millis,
 }
 
 /// Everything one submit (or destroy) writes, atomically.
@@ -649,6 +652,11 @@ impl Store {
     pub fn put_token(&self, t: &TokenRecord) -> Result<(), StoreError> {
         self.tokens.insert(t.id.as_bytes(), enc(t))?;
         Ok(())
+    }
+
+    /// The token record `id`, if any (to explain a refusal; [`Store::consume_token`] decides).
+    pub fn token(&self, id: &str) -> Result<Option<TokenRecord>, StoreError> {
+        Self::get(&self.tokens, "tokens", id.as_bytes())
     }
 
     /// Marks token `id` used, atomically; refused if unknown, used, expired, or `accept` says no (wrong secret

@@ -10,6 +10,7 @@ pub mod output;
 pub mod power;
 pub mod remote_plan;
 pub mod submit;
+pub mod user;
 
 use pxfleet_proto::v1 as pb;
 
