@@ -17,6 +17,7 @@ pub mod pki;
 pub mod planning;
 pub mod reconciler;
 pub mod scheduler;
+pub mod seal;
 pub mod server;
 pub mod state;
 pub mod store;

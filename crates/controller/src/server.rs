@@ -51,10 +51,11 @@ pub async fn run(
 ) -> Result<(), ServerError> {
     let dir_lock = DataDirLock::acquire(&config.data_dir)?;
     let db = config.db_path();
-    let store = Store::open(&db).map_err(|source| ServerError::Store {
-        path: db.clone(),
-        source,
-    })?;
+    let store =
+        Store::open_sealed(&db, &config.seal_key_path()).map_err(|source| ServerError::Store {
+            path: db.clone(),
+            source,
+        })?;
     let result = serve(config, store, listener, metrics_listener, shutdown).await;
     // `serve` dropped its state; tasks it spawned may still hold a clone for a moment.
     let released = datadir::wait_store_released(&db, RELEASE_LIMIT).await;
