@@ -60,6 +60,8 @@ pub struct Config {
     /// data directory reveals no password. Default: `seal.key` in the directory of the config file (relative
     /// paths are taken relative to that directory); see [`Config::seal_key_path`].
     pub seal_key: Option<PathBuf>,
+    /// Limits against a bad or hostile client ([`crate::limits`]).
+    pub limits: crate::limits::LimitsConfig,
 }
 
 impl Default for Config {
@@ -73,6 +75,7 @@ impl Default for Config {
             reconciler: ReconcilerConfig::default(),
             join_token_ttl_secs: 3600,
             seal_key: None,
+            limits: crate::limits::LimitsConfig::default(),
         }
     }
 }
@@ -254,6 +257,9 @@ impl Config {
             if v == 0 {
                 return Err(invalid(field, "must be at least 1".into()));
             }
+        }
+        if let Some((field, message)) = self.limits.invalid() {
+            return Err(invalid(field, message));
         }
         if self.join_token_ttl_secs == 0 {
             return Err(invalid("join_token_ttl_secs", "must be at least 1".into()));

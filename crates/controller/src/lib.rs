@@ -11,6 +11,7 @@ pub mod datadir;
 pub mod dev;
 pub mod driver;
 pub mod fleet_service;
+pub mod limits;
 pub mod metrics;
 pub mod model;
 pub mod pki;

@@ -122,13 +122,22 @@ async fn serve(
         });
     }
     tracing::info!(addr = ?listener.local_addr().ok(), "pxcontroller serving");
+    let limits = state.config.limits.clone();
+    let max_message = limits.max_message_bytes as usize;
     let router = tonic::transport::Server::builder()
-        .add_service(FleetServiceServer::new(FleetApi {
-            state: state.clone(),
-        }))
-        .add_service(AgentServiceServer::new(AgentApi {
-            state: state.clone(),
-        }));
+        .timeout(limits.request_timeout())
+        .add_service(
+            FleetServiceServer::new(FleetApi {
+                state: state.clone(),
+            })
+            .max_decoding_message_size(max_message),
+        )
+        .add_service(
+            AgentServiceServer::new(AgentApi {
+                state: state.clone(),
+            })
+            .max_decoding_message_size(max_message),
+        );
     let served = pxfleet_tls::serve_tls(router, listener, tls, stopped()).await;
     // also when serving failed before the shutdown signal
     let _ = stop_tx.send(true);
