@@ -688,3 +688,105 @@ async fn oversized_inputs_are_refused() {
     // the controller is still fine and stored nothing
     assert!(c.containers("big").await.unwrap().is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_trail_names_who_did_what_and_only_admins_read_it() {
+    let c = Cluster::start(1).await.expect("cluster");
+    let r = c.submit(&small_fleet("aud")).await.unwrap();
+    assert!(r.diagnostics.is_empty(), "{:?}", r.diagnostics);
+    let pw = passwords(&c, "aud").await;
+    assert_eq!(pw.len(), 1);
+    // an operator reads the secrets, the admin stops the fleet, cordons, makes a token, destroys
+    let operator = c.issue_user("otto", Role::Operator).unwrap();
+    c.api_as(&operator)
+        .await
+        .unwrap()
+        .output(pb::OutputRequest {
+            fleet: "aud".into(),
+            show_sensitive: true,
+        })
+        .await
+        .unwrap();
+    let (code, _, err) = c.pxctl(&["stop", "aud", "--no-wait"]).await;
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = c
+        .pxctl(&["node", "cordon", "mk33", "--reason", "disk"])
+        .await;
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = c.pxctl(&["node", "uncordon", "mk33"]).await;
+    assert_eq!(code, 0, "{err}");
+    c.join_token("mk99", 60).await.unwrap();
+    let (code, _, err) = c.pxctl(&["destroy", "aud", "-y", "--no-wait"]).await;
+    assert_eq!(code, 0, "{err}");
+
+    let all = c.pxctl_json(&["audit"]).await;
+    let entries = all.as_array().expect("an array");
+    let find = |action: &str, actor: &str, target: &str| {
+        entries
+            .iter()
+            .find(|e| e["action"] == action && e["actor"] == actor && e["target"] == target)
+            .unwrap_or_else(|| {
+                panic!("no {action} by {actor} of {target} in the audit trail: {all:#}")
+            })
+    };
+    let admin = "pxfleet://user/admin?role=admin";
+    for (action, actor, target) in [
+        ("submit", admin, "aud"),
+        (
+            "output_sensitive",
+            "pxfleet://user/otto?role=operator",
+            "aud",
+        ),
+        ("stop", admin, "aud"),
+        ("cordon", admin, "mk33"),
+        ("uncordon", admin, "mk33"),
+        ("create_join_token", admin, "mk99"),
+        ("destroy", admin, "aud"),
+        ("enroll", "pxfleet://node/mk33", "mk33"),
+    ] {
+        let e = find(action, actor, target);
+        assert!(
+            e["time"].as_str().is_some_and(|t| t.starts_with("20")),
+            "{e}"
+        );
+    }
+    // no secret in the trail
+    assert!(pw.iter().all(|p| !all.to_string().contains(p.as_str())));
+    // --fleet keeps what was done to the fleet; --since in the future keeps nothing
+    let fleet_only = c.pxctl_json(&["audit", "--fleet", "aud"]).await;
+    let actions: Vec<&str> = fleet_only
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["action"].as_str())
+        .collect();
+    assert_eq!(
+        actions,
+        vec![
+            "submit",
+            "output_sensitive",
+            "output_sensitive",
+            "stop",
+            "destroy"
+        ],
+        "{fleet_only:#}"
+    );
+    let none = c
+        .pxctl_json(&["audit", "--since", "2100-01-01T00:00:00Z"])
+        .await;
+    assert_eq!(none, serde_json::json!([]));
+    // a viewer and an operator may not read it
+    for who in [
+        c.issue_user("vera", Role::Viewer).unwrap(),
+        operator.clone(),
+    ] {
+        let e = c
+            .api_as(&who)
+            .await
+            .unwrap()
+            .get_audit(pb::GetAuditRequest::default())
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), Code::PermissionDenied, "{e:?}");
+    }
+}

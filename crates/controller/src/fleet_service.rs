@@ -997,6 +997,15 @@ impl FleetService for FleetApi {
         self.state.store.flush().await?;
         Ok(Response::new(pb::RevokeCertificateResponse {}))
     }
+
+    async fn get_audit(
+        &self,
+        req: Request<pb::GetAuditRequest>,
+    ) -> Result<Response<pb::GetAuditResponse>, Status> {
+        check_fleet(who(&req).as_ref(), Need::Admin)?;
+        let entries = crate::audit::entries(&self.state.store, &req.into_inner())?;
+        Ok(Response::new(pb::GetAuditResponse { entries }))
+    }
 }
 
 impl FleetApi {

@@ -4,6 +4,7 @@
 
 pub mod agent_service;
 pub mod agents;
+pub mod audit;
 pub mod authz;
 pub mod config;
 pub mod convert;
