@@ -141,7 +141,8 @@ impl SealKey {
         pxfleet_tls::write_file(path, text.as_bytes(), KEY_FILE_MODE).map_err(|e| {
             SealError::Io {
                 path: path.to_path_buf(),
-                action: "creating it",
+                action: "creating it (where the controller may not write, create it with \
+                         `pxcontroller seal-key --file FILE` as root and give it to the controller's user)",
                 source: std::io::Error::other(e.to_string()),
             }
         })?;
