@@ -287,5 +287,49 @@ async fn a_request_that_does_not_finish_in_request_timeout_secs_is_cancelled() {
         .unwrap_err();
     assert_eq!(err.code(), Code::Cancelled, "{err:?}");
     assert!(err.message().contains("Timeout expired"), "{err:?}");
+    drop(client);
+    // the deadline bounds the time until a response starts, not a stream's life: an agent stream opened
+    // properly is still answered after it
+    let mut client = AgentServiceClient::new(env.channel(&node).await);
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    let msg = |m| pb::AgentMessage { msg: Some(m) };
+    tx.send(msg(pb::agent_message::Msg::Hello(pb::Hello {
+        node: "n1".into(),
+        agent_version: "test".into(),
+        protocol_version: pxfleet_proto::PROTOCOL_VERSION,
+        inventory: Some(pb::Inventory {
+            node: "n1".into(),
+            ..Default::default()
+        }),
+        operations: vec![],
+    })))
+    .await
+    .unwrap();
+    let mut inbound = client
+        .connect(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .expect("a Hello in time is served")
+        .into_inner();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    tx.send(msg(pb::agent_message::Msg::Heartbeat(pb::Heartbeat {
+        seq: 7,
+        ..Default::default()
+    })))
+    .await
+    .unwrap();
+    loop {
+        let m = tokio::time::timeout(Duration::from_secs(60), inbound.message())
+            .await
+            .expect("no answer within a minute")
+            .expect("the agent stream was cut")
+            .expect("the agent stream ended");
+        if let Some(pb::controller_message::Msg::Ack(a)) = m.msg {
+            if a.heartbeat_seq == 7 {
+                break;
+            }
+        }
+    }
+    drop(tx);
+    drop(inbound);
     env.stop().await;
 }
