@@ -446,7 +446,7 @@ impl FleetService for FleetApi {
         let state = self.state.clone();
         let mut rx = state.events.subscribe();
         let fleet = r.fleet.clone();
-        let stream = async_stream(move |tx| async move {
+        let stream = async_stream(self.state.limiter.closing(), move |tx| async move {
             // held while the stream lives; async_stream ends it when the client goes away
             let _permit = permit;
             let mut last: BTreeMap<String, ContainerStatus> = BTreeMap::new();
@@ -1098,8 +1098,12 @@ impl FleetApi {
     }
 }
 
-/// A stream fed by a task through a channel; the task stops when the client goes away.
-fn async_stream<F, Fut>(f: F) -> EventStream
+/// A stream fed by a task through a channel; the task stops when the client goes away or `closing` resolves
+/// (shutdown).
+fn async_stream<F, Fut>(
+    closing: impl std::future::Future<Output = ()> + Send + 'static,
+    f: F,
+) -> EventStream
 where
     F: FnOnce(tokio::sync::mpsc::Sender<Result<pb::FleetEvent, Status>>) -> Fut,
     Fut: std::future::Future<Output = ()> + Send + 'static,
@@ -1111,6 +1115,7 @@ where
         tokio::select! {
             _ = fut => {}
             _ = gone.closed() => {}
+            _ = closing => {}
         }
     });
     Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))

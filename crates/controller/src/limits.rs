@@ -124,6 +124,8 @@ impl LimitsConfig {
 #[derive(Debug)]
 pub struct Limiter {
     config: LimitsConfig,
+    /// Set at shutdown: open Watch streams end, so a client holding one cannot hold up a graceful shutdown.
+    closing: tokio::sync::watch::Sender<bool>,
     watches: Arc<Mutex<HashMap<String, u32>>>,
     enroll: Mutex<EnrollFailures>,
 }
@@ -165,6 +167,7 @@ impl Limiter {
     pub fn new(config: LimitsConfig) -> Limiter {
         Limiter {
             config,
+            closing: tokio::sync::watch::channel(false).0,
             watches: Default::default(),
             enroll: Default::default(),
         }
@@ -190,6 +193,19 @@ impl Limiter {
             identity: identity.to_string(),
             watches: self.watches.clone(),
         })
+    }
+
+    /// Ends every open Watch stream (at shutdown).
+    pub fn close_streams(&self) {
+        self.closing.send_replace(true);
+    }
+
+    /// Resolves once [`Limiter::close_streams`] was called.
+    pub fn closing(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut rx = self.closing.subscribe();
+        async move {
+            let _ = rx.wait_for(|c| *c).await;
+        }
     }
 
     /// Open Watch streams of `identity` (for tests and metrics).

@@ -118,6 +118,7 @@ async fn serve(
             stopped.await;
             if let Some(state) = state.upgrade() {
                 state.sessions.close_all();
+                state.limiter.close_streams();
             }
         });
     }

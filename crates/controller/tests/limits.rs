@@ -207,10 +207,14 @@ async fn watch_streams_per_identity_are_bounded_and_freed_when_closed() {
         }
     }
     assert!(freed, "a closed Watch stream kept its slot");
-    // open streams would hold the graceful shutdown
-    drop(second);
-    drop(admin);
+    // a stream still open does not hold up the controller's graceful shutdown: it ends
+    let mut second = second;
     env.stop().await;
+    assert!(
+        matches!(second.message().await, Ok(None) | Err(_)),
+        "the Watch stream outlived the controller"
+    );
+    drop(admin);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
