@@ -21,5 +21,5 @@ pub use executor::{Event, Executor, ExecutorSettings};
 pub use join::{join, JoinError, Joined};
 pub use journal::Journal;
 pub use ops::{OpKind, OpUpdate, Operation};
-pub use seed::{SeedError, Seeder};
+pub use seed::{DownloadLimits, SeedError, Seeder};
 pub use stream::{run, run_with, RunError};

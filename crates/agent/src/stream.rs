@@ -103,7 +103,7 @@ pub async fn run_with<D: NodeDriver>(
 ) -> Result<(), RunError> {
     std::fs::create_dir_all(&config.state_dir).ok();
     let journal = Journal::open(&config.journal_dir())?;
-    let seeder = Seeder::new(config.template_ca_file.clone());
+    let seeder = Seeder::with_limits(config.template_ca_file.clone(), config.template_limits());
     let settings = ExecutorSettings {
         parallelism: config.parallelism,
         address_wait: config.address_wait(),

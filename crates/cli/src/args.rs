@@ -114,6 +114,9 @@ pub enum Command {
     /// `pxctl user revoke alice` refuses alice's certificates from her next connection on.
     #[command(subcommand, verbatim_doc_comment)]
     User(UserCommand),
+    /// The audit trail (admin): who submitted, destroyed, started or stopped what, who read secrets, made join
+    /// tokens, enrolled nodes, cordoned, issued or revoked certificates, and when. Oldest first.
+    Audit(AuditArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -336,6 +339,36 @@ pub struct PowerArgs {
     /// Give up following progress after this long.
     #[arg(long, value_parser = parse_duration, default_value = "1h")]
     pub timeout: Duration,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct AuditArgs {
+    /// Only what was done to this fleet (submits, destroys, power changes, secret reads).
+    #[arg(long)]
+    pub fleet: Option<String>,
+    /// Only entries since then: a duration back from now (90s, 10m, 2h, 7d) or an RFC 3339 time
+    /// (2026-12-03T08:00:00Z).
+    #[arg(long, value_parser = parse_since, value_name = "T")]
+    pub since: Option<std::time::SystemTime>,
+    /// At most this many entries, the newest (0 = the controller's default, 1000).
+    #[arg(long, default_value_t = 0)]
+    pub limit: u32,
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = ListFormat::Table)]
+    pub format: ListFormat,
+}
+
+/// `--since`: a duration back from now (`2h`) or an RFC 3339 time.
+pub fn parse_since(s: &str) -> Result<std::time::SystemTime, String> {
+    if let Ok(d) = parse_duration(s) {
+        return std::time::SystemTime::now()
+            .checked_sub(d)
+            .ok_or_else(|| format!("{s:?} reaches back before 1970"));
+    }
+    let t = time::OffsetDateTime::parse(s.trim(), &time::format_description::well_known::Rfc3339)
+        .map_err(|_| {
+            format!("{s:?} is neither a duration (90s, 10m, 2h, 7d) nor an RFC 3339 time (2026-12-03T08:00:00Z)")
+        })?;
+    Ok(std::time::SystemTime::from(t))
 }
 
 #[derive(Debug, Clone, Args)]

@@ -40,7 +40,41 @@ impl AgentService for AgentApi {
         &self,
         req: Request<pb::EnrollRequest>,
     ) -> Result<Response<pb::EnrollResponse>, Status> {
-        let r = req.into_inner();
+        let peer = req.remote_addr().map(|a| a.ip());
+        self.state.limiter.enroll_allowed(peer)?;
+        let result = self.enroll_checked(req.into_inner()).await;
+        if let Err(e) = &result {
+            if e.code() != tonic::Code::Internal && e.code() != tonic::Code::Unavailable {
+                self.state.limiter.enroll_failed(peer);
+                tracing::info!(peer = ?peer, error = %e.message(), "enrolment refused");
+            }
+        }
+        result
+    }
+
+    type ConnectStream = ConnectStream;
+
+    async fn connect(
+        &self,
+        req: Request<Streaming<pb::AgentMessage>>,
+    ) -> Result<Response<Self::ConnectStream>, Status> {
+        self.connect_checked(req).await
+    }
+
+    async fn renew(
+        &self,
+        req: Request<pb::RenewRequest>,
+    ) -> Result<Response<pb::EnrollResponse>, Status> {
+        crate::identities::renew(&self.state, req).await
+    }
+}
+
+impl AgentApi {
+    /// Enrolment once the rate limit let it through (every error counts as a failure).
+    async fn enroll_checked(
+        &self,
+        r: pb::EnrollRequest,
+    ) -> Result<Response<pb::EnrollResponse>, Status> {
         let token: JoinToken = r.token.parse().map_err(|_| refused())?;
         let identity =
             Identity::node(&r.node).map_err(|e| Status::invalid_argument(e.to_string()))?;
@@ -95,19 +129,10 @@ impl AgentService for AgentApi {
         }))
     }
 
-    async fn renew(
-        &self,
-        req: Request<pb::RenewRequest>,
-    ) -> Result<Response<pb::EnrollResponse>, Status> {
-        crate::identities::renew(&self.state, req).await
-    }
-
-    type ConnectStream = ConnectStream;
-
-    async fn connect(
+    async fn connect_checked(
         &self,
         req: Request<Streaming<pb::AgentMessage>>,
-    ) -> Result<Response<Self::ConnectStream>, Status> {
+    ) -> Result<Response<ConnectStream>, Status> {
         let cert = pxfleet_tls::peer_cert_info(&req);
         let id = cert.as_ref().and_then(|c| c.identity.clone());
         let node = check_node(id.as_ref(), "")?.to_string();

@@ -4,6 +4,7 @@
 
 pub mod agent_service;
 pub mod agents;
+pub mod audit;
 pub mod authz;
 pub mod config;
 pub mod convert;
@@ -12,12 +13,14 @@ pub mod dev;
 pub mod driver;
 pub mod fleet_service;
 pub mod identities;
+pub mod limits;
 pub mod metrics;
 pub mod model;
 pub mod pki;
 pub mod planning;
 pub mod reconciler;
 pub mod scheduler;
+pub mod seal;
 pub mod server;
 pub mod state;
 pub mod store;

@@ -60,6 +60,15 @@ enum Cmd {
         #[arg(long, default_value = config::DEFAULT_CONFIG_PATH)]
         config: PathBuf,
     },
+    /// Create the key that seals secrets at rest, if it does not exist yet (0600; prints its id). The
+    /// controller also creates it on first start when it can write there.
+    SealKey {
+        /// The key file (default: `seal_key` of the config, i.e. seal.key next to controller.toml).
+        #[arg(long)]
+        file: Option<PathBuf>,
+        #[arg(long, default_value = config::DEFAULT_CONFIG_PATH)]
+        config: PathBuf,
+    },
     /// Check a configuration file and exit.
     ValidateConfig { file: PathBuf },
     /// Everything on loopback: a controller, N agents and N simulated PVE nodes, until Ctrl-C.
@@ -158,6 +167,18 @@ async fn run() -> anyhow::Result<()> {
             }
         }
         Cmd::Dev(args) => pxfleet_controller::dev::run(args.resolve()?, shutdown_signal()).await?,
+        Cmd::SealKey { file, config } => {
+            let path = match file {
+                Some(f) => f,
+                None => Config::load(&config)?.seal_key_path(),
+            };
+            let key = if path.exists() {
+                pxfleet_controller::seal::SealKey::load(&path)?
+            } else {
+                pxfleet_controller::seal::SealKey::create(&path)?
+            };
+            println!("seal key {}: id {}", path.display(), key.id_hex());
+        }
         Cmd::ValidateConfig { file } => {
             Config::load(&file)?;
             println!("{}: ok", file.display());
