@@ -85,12 +85,21 @@ enum RotateStep {
 /// overlap, few enough that a thousand agents' batches do not each get a thread (and a malloc arena).
 const BLOCKING_THREADS: usize = 16;
 
-fn main() -> anyhow::Result<()> {
-    tokio::runtime::Builder::new_multi_thread()
+fn main() -> std::process::ExitCode {
+    let result = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .max_blocking_threads(BLOCKING_THREADS)
-        .build()?
-        .block_on(run())
+        .build()
+        .map_err(anyhow::Error::from)
+        .and_then(|rt| rt.block_on(run()));
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            // The cause chain on one line, for an operator (no backtrace, whatever RUST_BACKTRACE says).
+            eprintln!("pxcontroller: error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
 }
 
 async fn run() -> anyhow::Result<()> {
