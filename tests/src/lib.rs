@@ -357,7 +357,8 @@ impl Cluster {
         }
     }
 
-    async fn add_node(&mut self, name: &str) -> Result<()> {
+    /// Adds a simulated node: pvesim state, a join token, `pxagent join`, then `pxagent run`.
+    pub async fn add_node(&mut self, name: &str) -> Result<()> {
         let root = self.dir.path().to_path_buf();
         let base = root.join("nodes").join(name);
         let node = SimNode {
@@ -532,6 +533,11 @@ impl Cluster {
     /// The admin credentials `pxcontroller init` made.
     pub fn admin(&self) -> &Bundle {
         &self.admin
+    }
+
+    /// Replaces the admin credentials the harness uses (after a CA rotation, the admin holds new ones).
+    pub fn set_admin(&mut self, admin: Bundle) {
+        self.admin = admin;
     }
 
     /// A FleetService client with the admin certificate.

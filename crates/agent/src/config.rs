@@ -86,6 +86,19 @@ pub struct AgentConfig {
     /// Environment passed to the PVE tools (for example `PVESIM_STATE` in tests).
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// The largest template file downloaded, in bytes (default 16 GiB); a larger one fails its operation.
+    #[serde(default = "default_template_max_bytes")]
+    pub template_max_bytes: u64,
+    /// The longest one template download may take, in seconds (default 7200).
+    #[serde(default = "default_template_timeout_secs")]
+    pub template_timeout_secs: u64,
+}
+
+fn default_template_max_bytes() -> u64 {
+    crate::seed::DEFAULT_TEMPLATE_MAX_BYTES
+}
+fn default_template_timeout_secs() -> u64 {
+    crate::seed::DEFAULT_TEMPLATE_TIMEOUT_SECS
 }
 
 fn default_state_dir() -> PathBuf {
@@ -129,6 +142,16 @@ impl AgentConfig {
             command_timeout_secs: default_command_timeout_secs(),
             template_ca_file: None,
             env: BTreeMap::new(),
+            template_max_bytes: default_template_max_bytes(),
+            template_timeout_secs: default_template_timeout_secs(),
+        }
+    }
+
+    /// The template download bounds this configuration sets.
+    pub fn template_limits(&self) -> crate::seed::DownloadLimits {
+        crate::seed::DownloadLimits {
+            max_bytes: self.template_max_bytes,
+            timeout: std::time::Duration::from_secs(self.template_timeout_secs),
         }
     }
 
@@ -190,6 +213,18 @@ impl AgentConfig {
             return Err(invalid(
                 "parallelism",
                 format!("{} is out of range; expected 1..=256", self.parallelism),
+            ));
+        }
+        if self.template_max_bytes == 0 {
+            return Err(invalid(
+                "template_max_bytes",
+                "0 is not allowed; expected at least 1".into(),
+            ));
+        }
+        if self.template_timeout_secs == 0 {
+            return Err(invalid(
+                "template_timeout_secs",
+                "0 is not allowed; expected at least 1".into(),
             ));
         }
         if self.heartbeat_secs == 0 {

@@ -105,7 +105,12 @@ impl From<JournalError> for OpFailure {
 impl From<SeedError> for OpFailure {
     fn from(e: SeedError) -> Self {
         let retryable = match &e {
-            SeedError::Mismatch { .. } | SeedError::BadName { .. } | SeedError::Tls { .. } => false,
+            SeedError::Mismatch { .. }
+            | SeedError::BadName { .. }
+            | SeedError::Tls { .. }
+            | SeedError::TooLarge { .. } => false,
+            // a slow mirror may be faster next time
+            SeedError::TimedOut { .. } => true,
             SeedError::Status { status, .. } => *status >= 500 || *status == 429,
             SeedError::Http { .. } | SeedError::Io { .. } => true,
         };

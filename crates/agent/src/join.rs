@@ -14,8 +14,14 @@ pub enum JoinError {
     Token(pxfleet_tls::TlsError),
     #[error("{0}")]
     Tls(#[from] pxfleet_tls::TlsError),
-    #[error("controller {url} refused enrolment: {status}")]
+    #[error("controller {url} refused enrolment: {}", status.message())]
     Refused { url: String, status: tonic::Status },
+    #[error("{source}. To fix: {fix}")]
+    Handshake {
+        #[source]
+        source: pxfleet_tls::TlsError,
+        fix: String,
+    },
     #[error("the CA returned by {url} does not match the token's fingerprint: {source}")]
     CaMismatch {
         url: String,
@@ -52,7 +58,15 @@ pub async fn join(
     config.validate(Path::new("<command line>"))?;
     let key = pxfleet_tls::generate_key_and_csr(node)?;
     let tls = pxfleet_tls::pinned_client_config(&parsed.ca_fingerprint)?;
-    let channel = pxfleet_tls::connect(controller, tls).await?;
+    let channel = pxfleet_tls::connect(controller, tls)
+        .await
+        .map_err(|e| match &e {
+            pxfleet_tls::TlsError::Handshake { refusal, .. } => JoinError::Handshake {
+                fix: refusal.fix(&pxfleet_tls::Audience::Join),
+                source: e,
+            },
+            _ => JoinError::Tls(e),
+        })?;
     let mut client = v1::agent_service_client::AgentServiceClient::new(channel);
     let resp = client
         .enroll(v1::EnrollRequest {

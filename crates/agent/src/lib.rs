@@ -11,6 +11,7 @@ pub mod journal;
 pub mod observe;
 pub mod ops;
 pub mod pve_driver;
+pub mod renew;
 pub mod seed;
 pub mod stream;
 
@@ -20,5 +21,5 @@ pub use executor::{Event, Executor, ExecutorSettings};
 pub use join::{join, JoinError, Joined};
 pub use journal::Journal;
 pub use ops::{OpKind, OpUpdate, Operation};
-pub use seed::{SeedError, Seeder};
+pub use seed::{DownloadLimits, SeedError, Seeder};
 pub use stream::{run, run_with, RunError};

@@ -38,6 +38,12 @@ enum Command {
         #[arg(long, default_value = DEFAULT_CONFIG_PATH)]
         config: PathBuf,
     },
+    /// Renew the node certificate now (the running agent also renews by itself when a third of its
+    /// lifetime is left). Uses the current certificate; a node whose certificate expired needs a new token.
+    Renew {
+        #[arg(long, default_value = DEFAULT_CONFIG_PATH)]
+        config: PathBuf,
+    },
     /// Check a config file and exit.
     ValidateConfig {
         #[arg(long, default_value = DEFAULT_CONFIG_PATH)]
@@ -79,6 +85,26 @@ async fn main() -> anyhow::Result<()> {
         Command::Run { config } => {
             let config = AgentConfig::load(&config)?;
             pxfleet_agent::run(config, shutdown_signal()).await?;
+        }
+        Command::Renew { config } => {
+            let config = AgentConfig::load(&config)?;
+            let info = pxfleet_agent::renew::renew_now(&config)
+                .await
+                .inspect_err(|e| {
+                    if let pxfleet_agent::renew::RenewError::Tls(t) = e {
+                        pxfleet_agent::renew::log_refusal(t, &config.node);
+                    }
+                })?;
+            println!(
+                "renewed the certificate of node {}: serial {}, valid until {}; written to {}",
+                config.node,
+                info.serial,
+                info.not_after,
+                config.cert.display()
+            );
+            println!(
+                "a running pxagent presents it from its next connection (restart it to switch now)"
+            );
         }
         Command::ValidateConfig { config } => {
             AgentConfig::load(&config)?;

@@ -32,6 +32,30 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// A download that receives nothing for this long is abandoned.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// Bounds on one template download, so a hostile or broken URL cannot fill the node's disk or hold an
+/// operation forever (agent.toml `template_max_bytes`, `template_timeout_secs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DownloadLimits {
+    /// The largest template accepted, in bytes (checked against Content-Length and while streaming).
+    pub max_bytes: u64,
+    /// The longest a whole download (connect, redirects, body) may take.
+    pub timeout: Duration,
+}
+
+/// Default [`DownloadLimits::max_bytes`]: 16 GiB, far above any LXC template.
+pub const DEFAULT_TEMPLATE_MAX_BYTES: u64 = 16 << 30;
+/// Default [`DownloadLimits::timeout`]: 2 hours.
+pub const DEFAULT_TEMPLATE_TIMEOUT_SECS: u64 = 7200;
+
+impl Default for DownloadLimits {
+    fn default() -> Self {
+        DownloadLimits {
+            max_bytes: DEFAULT_TEMPLATE_MAX_BYTES,
+            timeout: Duration::from_secs(DEFAULT_TEMPLATE_TIMEOUT_SECS),
+        }
+    }
+}
+
 /// Why a template could not be seeded. Cloneable: one failed download fails every waiter.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum SeedError {
@@ -52,6 +76,16 @@ pub enum SeedError {
     Tls { path: PathBuf, message: String },
     #[error("template file name `{name}` is not a plain file name")]
     BadName { name: String },
+    #[error(
+        "template {url}: larger than {limit} bytes, the most this agent downloads (agent.toml \
+         template_max_bytes); nothing was kept"
+    )]
+    TooLarge { url: String, limit: u64 },
+    #[error(
+        "template {url}: the download did not finish within {secs} s (agent.toml template_timeout_secs); \
+         nothing was kept"
+    )]
+    TimedOut { url: String, secs: u64 },
 }
 
 /// A template file in place.
@@ -72,6 +106,7 @@ pub struct Seeder {
 
 struct SeederInner {
     extra_ca: Option<PathBuf>,
+    limits: DownloadLimits,
     flights: Mutex<HashMap<PathBuf, Flight>>,
     /// Files hashed by this process (skip re-hashing an existing file every time): path -> digests.
     verified: Mutex<HashMap<PathBuf, Digests>>,
@@ -81,9 +116,15 @@ struct SeederInner {
 impl Seeder {
     /// `extra_ca`: a PEM file trusted for HTTPS downloads besides the system bundle.
     pub fn new(extra_ca: Option<PathBuf>) -> Self {
+        Seeder::with_limits(extra_ca, DownloadLimits::default())
+    }
+
+    /// [`Seeder::new`] with explicit download bounds.
+    pub fn with_limits(extra_ca: Option<PathBuf>, limits: DownloadLimits) -> Self {
         Seeder {
             inner: Arc::new(SeederInner {
                 extra_ca,
+                limits,
                 flights: Mutex::new(HashMap::new()),
                 verified: Mutex::new(HashMap::new()),
                 downloads: AtomicUsize::new(0),
@@ -197,7 +238,15 @@ async fn seed_one(
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let tmp = dir.join(format!(".{name}.tmp.{:016x}", rand::random::<u64>()));
-    let got = match download_to(inner, url, &tmp, digest).await {
+    let limit = inner.limits.timeout;
+    let got = match tokio::time::timeout(limit, download_to(inner, url, &tmp, digest))
+        .await
+        .unwrap_or_else(|_| {
+            Err(SeedError::TimedOut {
+                url: url.to_string(),
+                secs: limit.as_secs(),
+            })
+        }) {
         Ok(got) => got,
         Err(e) => {
             let _ = tokio::fs::remove_file(&tmp).await;
@@ -407,6 +456,20 @@ async fn download_to(
                 status: status.as_u16(),
             });
         }
+        let max = inner.limits.max_bytes;
+        let too_large = || SeedError::TooLarge {
+            url: url.to_string(),
+            limit: max,
+        };
+        let announced = resp
+            .headers()
+            .get(hyper::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if announced.is_some_and(|n| n > max) {
+            return Err(too_large());
+        }
+        let mut received: u64 = 0;
         let mut file = tokio::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -422,6 +485,10 @@ async fn download_to(
             let Some(frame) = frame else { break };
             let frame = frame.map_err(|e| http(format!("reading body: {e}")))?;
             if let Some(data) = frame.data_ref() {
+                received += data.len() as u64;
+                if received > max {
+                    return Err(too_large());
+                }
                 hasher.update(data);
                 file.write_all(data).await.map_err(|e| io_err(tmp, e))?;
             }

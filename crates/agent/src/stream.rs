@@ -81,9 +81,17 @@ pub async fn run(
         source,
     };
     let bundle = pxfleet_tls::Bundle::read(&paths).map_err(cred_err)?;
-    let tls = pxfleet_tls::client_config(&bundle).map_err(cred_err)?;
+    let (tls, slot) = pxfleet_tls::renewable_client_config(&bundle).map_err(cred_err)?;
+    let renewer = tokio::spawn(crate::renew::keep_renewed(
+        config.clone(),
+        tls.clone(),
+        slot,
+        bundle,
+    ));
     let driver = Arc::new(PveDriver::from_config(&config));
-    run_with(config, driver, tls, shutdown).await
+    let result = run_with(config, driver, tls, shutdown).await;
+    renewer.abort();
+    result
 }
 
 /// Runs the agent with any node driver and TLS client config (tests use an in-memory node).
@@ -95,7 +103,7 @@ pub async fn run_with<D: NodeDriver>(
 ) -> Result<(), RunError> {
     std::fs::create_dir_all(&config.state_dir).ok();
     let journal = Journal::open(&config.journal_dir())?;
-    let seeder = Seeder::new(config.template_ca_file.clone());
+    let seeder = Seeder::with_limits(config.template_ca_file.clone(), config.template_limits());
     let settings = ExecutorSettings {
         parallelism: config.parallelism,
         address_wait: config.address_wait(),
@@ -168,7 +176,9 @@ async fn session<D: NodeDriver>(
     events: &mut mpsc::UnboundedReceiver<Event>,
     backoff: &mut Backoff,
 ) -> Result<(), SessionError> {
-    let channel = pxfleet_tls::connect(&config.controller, tls.clone()).await?;
+    let channel = pxfleet_tls::connect(&config.controller, tls.clone())
+        .await
+        .inspect_err(|e| crate::renew::log_refusal(e, &config.node))?;
     let mut client = v1::agent_service_client::AgentServiceClient::new(channel);
     let (tx, rx) = mpsc::channel::<v1::AgentMessage>(OUTBOUND_QUEUE);
     // Discard updates queued before this session: the hello below carries the journal's view.

@@ -237,3 +237,90 @@ async fn a_sha512_checksum_still_reports_the_sha256() {
         .unwrap();
     assert_eq!(seeded.sha256, common::sha256_hex(&body));
 }
+
+/// A server that answers every request with `200 OK`, no Content-Length, then `len` bytes and a close: the
+/// size is known only while streaming.
+async fn serve_unannounced(len: usize) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let _ = s.read(&mut buf).await;
+                let _ = s
+                    .write_all(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n")
+                    .await;
+                let _ = s.write_all(&vec![b'x'; len]).await;
+                let _ = s.shutdown().await;
+            });
+        }
+    });
+    url
+}
+
+#[tokio::test]
+async fn a_template_larger_than_template_max_bytes_is_refused_and_not_kept() {
+    let limits = pxfleet_agent::DownloadLimits {
+        max_bytes: 1000,
+        timeout: Duration::from_secs(60),
+    };
+    // announced by Content-Length
+    let srv = common::serve(vec![b'x'; 5000], Duration::ZERO).await;
+    let dir = tempfile::tempdir().unwrap();
+    let err = Seeder::with_limits(None, limits)
+        .ensure(
+            dir.path(),
+            "t.tar.zst",
+            &format!("{}/t.tar.zst", srv.url),
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, SeedError::TooLarge { limit: 1000, .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("template_max_bytes"), "{err}");
+    assert!(files(dir.path()).is_empty(), "{:?}", files(dir.path()));
+    // not announced: counted while streaming
+    let url = serve_unannounced(200_000).await;
+    let err = Seeder::with_limits(None, limits)
+        .ensure(dir.path(), "u.tar.zst", &format!("{url}/u.tar.zst"), None)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, SeedError::TooLarge { .. }), "{err}");
+    assert!(files(dir.path()).is_empty(), "{:?}", files(dir.path()));
+    // at the limit: accepted
+    let url = serve_unannounced(1000).await;
+    Seeder::with_limits(None, limits)
+        .ensure(dir.path(), "v.tar.zst", &format!("{url}/v.tar.zst"), None)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_template_download_slower_than_template_timeout_secs_is_abandoned() {
+    // the server waits 30 s before answering; the agent allows 1 s
+    let srv = common::serve(b"late".to_vec(), Duration::from_secs(30)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let err = Seeder::with_limits(
+        None,
+        pxfleet_agent::DownloadLimits {
+            max_bytes: 1 << 20,
+            timeout: Duration::from_secs(1),
+        },
+    )
+    .ensure(
+        dir.path(),
+        "t.tar.zst",
+        &format!("{}/t.tar.zst", srv.url),
+        None,
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, SeedError::TimedOut { secs: 1, .. }), "{err}");
+    assert!(err.to_string().contains("template_timeout_secs"), "{err}");
+    assert!(files(dir.path()).is_empty(), "{:?}", files(dir.path()));
+}

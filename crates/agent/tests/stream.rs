@@ -48,6 +48,15 @@ impl AgentService for TestController {
         }))
     }
 
+    async fn renew(
+        &self,
+        _request: tonic::Request<v1::RenewRequest>,
+    ) -> Result<tonic::Response<v1::EnrollResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented(
+            "renew is not part of this test",
+        ))
+    }
+
     type ConnectStream = ReceiverStream<Result<ControllerMessage, Status>>;
 
     async fn connect(

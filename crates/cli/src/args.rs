@@ -98,6 +98,25 @@ pub enum Command {
     /// Node enrolment and scheduling.
     #[command(subcommand)]
     Node(NodeCommand),
+    /// User certificates: request one (on your machine), issue, list and revoke them (admin).
+    ///
+    /// How a new user gets access, the key never leaving their machine:
+    ///
+    ///   the user:   pxctl user request alice      (writes alice.key, mode 0600, and alice.csr)
+    ///   an admin:   pxctl user issue alice.csr --role operator --fleets dev
+    ///               (writes alice.pem, ca.pem and alice.pxctl.toml next to the CSR)
+    ///   the user:   with those three files next to alice.key:
+    ///               pxctl --config alice.pxctl.toml get fleets
+    ///
+    /// Roles: viewer reads; operator also plans, submits and destroys (only the --fleets
+    /// listed, all when none); admin does everything, tokens and certificates included.
+    /// `pxctl user list` shows every certificate with its serial and expiry;
+    /// `pxctl user revoke alice` refuses alice's certificates from her next connection on.
+    #[command(subcommand, verbatim_doc_comment)]
+    User(UserCommand),
+    /// The audit trail (admin): who submitted, destroyed, started or stopped what, who read secrets, made join
+    /// tokens, enrolled nodes, cordoned, issued or revoked certificates, and when. Oldest first.
+    Audit(AuditArgs),
     /// Write a fleet.yaml from another tool's files (on stdout; warnings on stderr).
     #[command(subcommand)]
     Import(ImportCommand),
@@ -128,6 +147,94 @@ pub struct ImportTerraformArgs {
     /// may be repeated.
     #[arg(long, value_name = "FILE")]
     pub var_file: Vec<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum UserCommand {
+    /// Make a private key and a certificate request for NAME, here; no controller needed.
+    ///
+    /// Writes DIR/NAME.key (mode 0600; it never leaves this machine) and DIR/NAME.csr. Send the .csr to an
+    /// admin of the controller, who runs `pxctl user issue NAME.csr --role ROLE` and sends back NAME.pem,
+    /// ca.pem and NAME.pxctl.toml. Put them in DIR and use `pxctl --config DIR/NAME.pxctl.toml ...`.
+    #[command(verbatim_doc_comment)]
+    Request(UserRequestArgs),
+    /// Admin: sign a certificate request with the controller's CA, for a role (and fleets).
+    ///
+    /// Writes NAME.pem (the certificate), ca.pem (the controller's CA) and NAME.pxctl.toml (a pxctl config
+    /// naming the controller, ca.pem, NAME.pem and NAME.key) into --out-dir (default: the CSR's directory).
+    /// Hand those three files to the user. The user name is the CSR's common name unless --name is given.
+    #[command(verbatim_doc_comment)]
+    Issue(UserIssueArgs),
+    /// Admin: every certificate the controller's CA issued, with role, fleets, serial, expiry, revocation.
+    List(UserListArgs),
+    /// Admin: revoke a user's certificates (by NAME) or one certificate (by SERIAL, users or nodes).
+    ///
+    /// The controller refuses a revoked certificate at the next connection (TLS alert certificate_revoked).
+    Revoke(UserRevokeArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct UserRequestArgs {
+    /// The user name (letters, digits, . _ - @); becomes pxfleet://user/NAME.
+    pub name: String,
+    /// Where to write NAME.key and NAME.csr.
+    #[arg(long, default_value = ".", value_name = "DIR")]
+    pub dir: PathBuf,
+    /// Replace an existing NAME.key.
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum UserRole {
+    /// Read only.
+    Viewer,
+    /// Plan, submit, destroy (only --fleets when given).
+    Operator,
+    /// Everything.
+    Admin,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct UserIssueArgs {
+    /// The certificate request (NAME.csr from `pxctl user request`).
+    #[arg(value_name = "CSR")]
+    pub csr: PathBuf,
+    #[arg(long, value_enum)]
+    pub role: UserRole,
+    /// Operator only: the fleets it may change, comma-separated (default: all).
+    #[arg(long, value_delimiter = ',', value_name = "FLEET,...")]
+    pub fleets: Vec<String>,
+    /// Validity in days (default: the controller's, one year).
+    #[arg(long, value_name = "N")]
+    pub days: Option<u32>,
+    /// The user name (default: the CSR's common name).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Where to write NAME.pem, ca.pem and NAME.pxctl.toml (default: the CSR's directory).
+    #[arg(long, value_name = "DIR")]
+    pub out_dir: Option<PathBuf>,
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = ListFormat::Table)]
+    pub format: ListFormat,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct UserListArgs {
+    /// Include node certificates.
+    #[arg(long)]
+    pub all: bool,
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = ListFormat::Table)]
+    pub format: ListFormat,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct UserRevokeArgs {
+    /// A user name (revokes all of its valid certificates) or a certificate serial (hex).
+    #[arg(value_name = "NAME|SERIAL")]
+    pub target: String,
+    /// Why (kept in the audit trail).
+    #[arg(long, default_value = "")]
+    pub reason: String,
 }
 
 /// Listing renderings.
@@ -262,6 +369,36 @@ pub struct PowerArgs {
     /// Give up following progress after this long.
     #[arg(long, value_parser = parse_duration, default_value = "1h")]
     pub timeout: Duration,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct AuditArgs {
+    /// Only what was done to this fleet (submits, destroys, power changes, secret reads).
+    #[arg(long)]
+    pub fleet: Option<String>,
+    /// Only entries since then: a duration back from now (90s, 10m, 2h, 7d) or an RFC 3339 time
+    /// (2026-12-03T08:00:00Z).
+    #[arg(long, value_parser = parse_since, value_name = "T")]
+    pub since: Option<std::time::SystemTime>,
+    /// At most this many entries, the newest (0 = the controller's default, 1000).
+    #[arg(long, default_value_t = 0)]
+    pub limit: u32,
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = ListFormat::Table)]
+    pub format: ListFormat,
+}
+
+/// `--since`: a duration back from now (`2h`) or an RFC 3339 time.
+pub fn parse_since(s: &str) -> Result<std::time::SystemTime, String> {
+    if let Ok(d) = parse_duration(s) {
+        return std::time::SystemTime::now()
+            .checked_sub(d)
+            .ok_or_else(|| format!("{s:?} reaches back before 1970"));
+    }
+    let t = time::OffsetDateTime::parse(s.trim(), &time::format_description::well_known::Rfc3339)
+        .map_err(|_| {
+            format!("{s:?} is neither a duration (90s, 10m, 2h, 7d) nor an RFC 3339 time (2026-12-03T08:00:00Z)")
+        })?;
+    Ok(std::time::SystemTime::from(t))
 }
 
 #[derive(Debug, Clone, Args)]
@@ -421,6 +558,47 @@ mod tests {
             panic!()
         };
         assert_eq!((node.as_str(), reason.as_str()), ("mk33", "disk swap"));
+    }
+
+    #[test]
+    fn user_commands() {
+        let Command::User(UserCommand::Issue(i)) = parse(&[
+            "user",
+            "issue",
+            "alice.csr",
+            "--role",
+            "operator",
+            "--fleets",
+            "dev,staging",
+            "--days",
+            "30",
+        ])
+        .command
+        else {
+            panic!()
+        };
+        assert_eq!(i.csr, PathBuf::from("alice.csr"));
+        assert_eq!(i.role, UserRole::Operator);
+        assert_eq!(i.fleets, ["dev", "staging"]);
+        assert_eq!(i.days, Some(30));
+        let err = Cli::try_parse_from(["pxctl", "user", "issue", "a.csr", "--role", "root"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("viewer, operator, admin"), "{err}");
+        let Command::User(UserCommand::Request(r)) =
+            parse(&["user", "request", "alice", "--dir", "/tmp/k"]).command
+        else {
+            panic!()
+        };
+        assert_eq!(
+            (r.name.as_str(), r.dir.as_path()),
+            ("alice", std::path::Path::new("/tmp/k"))
+        );
+        let Command::User(UserCommand::Revoke(v)) = parse(&["user", "revoke", "4f3a"]).command
+        else {
+            panic!()
+        };
+        assert_eq!(v.target, "4f3a");
     }
 
     #[test]

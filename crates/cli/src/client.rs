@@ -6,7 +6,7 @@ use pxfleet_tls::{Bundle, BundlePaths};
 use tonic::transport::Channel;
 
 use crate::config::Settings;
-use crate::error::Result;
+use crate::error::{CliError, Result};
 
 /// A connected FleetService client and the URL it talks to.
 #[derive(Debug, Clone)]
@@ -33,12 +33,20 @@ impl Client {
             key: settings.key.clone(),
         })?;
         let config = pxfleet_tls::client_config(&bundle)?;
-        let channel = match &settings.server_name {
-            None => pxfleet_tls::connect(&settings.controller, config).await?,
+        let connected = match &settings.server_name {
+            None => pxfleet_tls::connect(&settings.controller, config).await,
             Some(name) => {
-                pxfleet_tls::connect_with_server_name(&settings.controller, name, config).await?
+                pxfleet_tls::connect_with_server_name(&settings.controller, name, config).await
             }
         };
+        let channel = connected.map_err(|e| match e {
+            pxfleet_tls::TlsError::Handshake { url, refusal } => CliError::Handshake {
+                url,
+                fix: refusal.fix(&pxfleet_tls::Audience::Pxctl),
+                refusal: Box::new(refusal),
+            },
+            e => CliError::from(e),
+        })?;
         tracing::debug!(url = %settings.controller, "connected to the controller");
         Ok(Client::from_channel(channel, settings.controller.clone()))
     }

@@ -35,6 +35,13 @@ pub enum CliError {
     /// Credentials or the connection to the controller failed.
     #[error("{0}")]
     Tls(#[from] pxfleet_tls::TlsError),
+    /// The TLS handshake was refused: which side, why, and what to do.
+    #[error("connecting to {url}: {refusal}. To fix: {fix}")]
+    Handshake {
+        url: String,
+        refusal: Box<pxfleet_tls::Refusal>,
+        fix: String,
+    },
     /// The controller answered an RPC with an error.
     #[error("{}", status_line(.0))]
     Rpc(Box<tonic::Status>),

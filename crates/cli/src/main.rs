@@ -36,6 +36,17 @@ fn main() -> ExitCode {
             let (mut out, mut err) = (std::io::stdout().lock(), std::io::stderr().lock());
             ExitCode::from(pxfleet_cli::import::run(&a, &mut out, &mut err))
         }
+        // Made locally: the key never leaves this machine, and no controller is needed.
+        Command::User(pxfleet_cli::args::UserCommand::Request(a)) => {
+            let (mut out, mut err) = (std::io::stdout().lock(), std::io::stderr().lock());
+            match pxfleet_cli::cmd::user::request(&a, &mut out, &mut err) {
+                Ok(code) => ExitCode::from(code),
+                Err(e) => {
+                    eprintln!("error: {}", pxfleet_cli::error_chain(&e));
+                    ExitCode::from(1)
+                }
+            }
+        }
         command => ExitCode::from(pxfleet_cli::run_stdio(&cli.global, &command)),
     }
 }

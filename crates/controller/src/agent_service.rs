@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use futures::{Stream, StreamExt};
+use futures::{FutureExt, Stream, StreamExt};
 use pxfleet_proto::v1 as pb;
 use pxfleet_proto::v1::agent_service_server::AgentService;
 use pxfleet_tls::{Identity, JoinToken};
@@ -17,7 +17,7 @@ use crate::convert;
 use crate::driver;
 use crate::model::{now_ms, AuditEntry};
 use crate::state::State;
-use crate::store::{SerialRecord, StoreError};
+use crate::store::StoreError;
 
 /// How often agents heartbeat; 30 s without one marks the node down.
 pub const HEARTBEAT_INTERVAL_SECS: u32 = 5;
@@ -40,32 +40,76 @@ impl AgentService for AgentApi {
         &self,
         req: Request<pb::EnrollRequest>,
     ) -> Result<Response<pb::EnrollResponse>, Status> {
-        let r = req.into_inner();
-        let token: JoinToken = r.token.parse().map_err(|_| refused())?;
-        if token.ca_fingerprint != self.state.ca.fingerprint_sha256() {
-            return Err(refused());
+        let peer = req.remote_addr().map(|a| a.ip());
+        self.state.limiter.enroll_allowed(peer)?;
+        let result = self.enroll_checked(req.into_inner()).await;
+        if let Err(e) = &result {
+            if e.code() != tonic::Code::Internal && e.code() != tonic::Code::Unavailable {
+                self.state.limiter.enroll_failed(peer);
+                tracing::info!(peer = ?peer, error = %e.message(), "enrolment refused");
+            }
         }
+        result
+    }
+
+    type ConnectStream = ConnectStream;
+
+    async fn connect(
+        &self,
+        req: Request<Streaming<pb::AgentMessage>>,
+    ) -> Result<Response<Self::ConnectStream>, Status> {
+        self.connect_checked(req).await
+    }
+
+    async fn renew(
+        &self,
+        req: Request<pb::RenewRequest>,
+    ) -> Result<Response<pb::EnrollResponse>, Status> {
+        crate::identities::renew(&self.state, req).await
+    }
+}
+
+impl AgentApi {
+    /// Enrolment once the rate limit let it through (every error counts as a failure).
+    async fn enroll_checked(
+        &self,
+        r: pb::EnrollRequest,
+    ) -> Result<Response<pb::EnrollResponse>, Status> {
+        let token: JoinToken = r.token.parse().map_err(|_| refused())?;
         let identity =
             Identity::node(&r.node).map_err(|e| Status::invalid_argument(e.to_string()))?;
         let st = &self.state;
+        let fingerprint = st.ca.fingerprint_sha256();
+        let explain = |st: &State| {
+            let rec = st.store.token(&token.id).ok().flatten();
+            let reason = crate::identities::token_refusal(
+                rec.as_ref(),
+                &token,
+                &r.node,
+                now_ms(),
+                &fingerprint,
+            );
+            tracing::warn!(node = %r.node, token = %token.id, %reason, "enrolment refused");
+            Status::permission_denied(reason)
+        };
+        if token.ca_fingerprint != fingerprint {
+            return Err(explain(st));
+        }
         st.store
             .consume_token(&token.id, now_ms(), |t| {
                 token.matches_hash(&t.hash) && (t.node.is_empty() || t.node == r.node)
             })
             .map_err(|e| match e {
-                StoreError::TokenRefused => refused(),
+                StoreError::TokenRefused => explain(st),
                 e => Status::from(e),
             })?;
+        let validity = std::time::Duration::from_secs(st.config.tls.node_cert_validity_secs);
         let cert = st
             .ca
-            .sign_csr(&r.csr_pem, &identity, pxfleet_tls::DEFAULT_CLIENT_VALIDITY)
+            .sign_csr(&r.csr_pem, &identity, validity)
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
-        st.store.put_serial(&SerialRecord {
-            serial: cert.serial.as_str().to_string(),
-            subject: identity.uri(),
-            issued_ms: now_ms(),
-            revoked: false,
-        })?;
+        st.store
+            .put_serial(&crate::identities::serial_record(&cert, &identity))?;
         st.store
             .update_node(&r.node, |n| n.enrolled_ms = now_ms())?;
         st.store.audit(&AuditEntry {
@@ -85,12 +129,10 @@ impl AgentService for AgentApi {
         }))
     }
 
-    type ConnectStream = ConnectStream;
-
-    async fn connect(
+    async fn connect_checked(
         &self,
         req: Request<Streaming<pb::AgentMessage>>,
-    ) -> Result<Response<Self::ConnectStream>, Status> {
+    ) -> Result<Response<ConnectStream>, Status> {
         let cert = pxfleet_tls::peer_cert_info(&req);
         let id = cert.as_ref().and_then(|c| c.identity.clone());
         let node = check_node(id.as_ref(), "")?.to_string();
@@ -132,16 +174,44 @@ impl AgentService for AgentApi {
         let st2 = st.clone();
         let node2 = node.clone();
         tokio::spawn(async move {
-            while let Some(msg) = inbound.next().await {
-                let msg = match msg {
-                    Ok(m) => m,
-                    Err(e) => {
-                        tracing::info!(node = %node2, error = %e, "agent stream error");
-                        break;
-                    }
+            // Messages are handled in batches on the blocking pool: handling takes the operations lock, which a
+            // reconcile pass holds for its whole length, and an async worker must not sit waiting for it.
+            let mut ended = false;
+            while !ended {
+                let Some(first) = inbound.next().await else {
+                    break;
                 };
-                if let Err(e) = handle_message(&st2, &node2, msg) {
-                    tracing::error!(node = %node2, error = %e, "handling an agent message failed");
+                let mut batch = Vec::new();
+                let mut next = Some(first);
+                while let Some(msg) = next.take() {
+                    match msg {
+                        Ok(m) => batch.push(m),
+                        Err(e) => {
+                            tracing::info!(node = %node2, error = %e, "agent stream error");
+                            ended = true;
+                            break;
+                        }
+                    }
+                    if batch.len() < BATCH {
+                        // what has already arrived joins the batch; `None` from the stream ends it after this one
+                        match inbound.next().now_or_never() {
+                            Some(Some(m)) => next = Some(m),
+                            Some(None) => ended = true,
+                            None => {}
+                        }
+                    }
+                }
+                let (st3, node3) = (st2.clone(), node2.clone());
+                let handled = tokio::task::spawn_blocking(move || {
+                    for msg in batch {
+                        if let Err(e) = handle_message(&st3, &node3, msg) {
+                            tracing::error!(node = %node3, error = %e, "handling an agent message failed");
+                        }
+                    }
+                })
+                .await;
+                if let Err(e) = handled {
+                    tracing::error!(node = %node2, error = %e, "handling agent messages panicked");
                 }
             }
             if st2.sessions.unregister(&node2, conn) {
@@ -156,6 +226,9 @@ impl AgentService for AgentApi {
         )))
     }
 }
+
+/// Messages handled in one go at most.
+const BATCH: usize = 256;
 
 /// Stores the hello's inventory and containers, applies the operation results it carries, and requeues the
 /// node's other unfinished operations (they are re-sent with the same id). Returns the op ids to acknowledge.

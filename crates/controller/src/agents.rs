@@ -20,10 +20,24 @@ struct Session {
     tx: mpsc::Sender<Outbound>,
 }
 
-#[derive(Default)]
 pub struct Sessions {
     next_conn: AtomicU64,
     by_node: Mutex<HashMap<String, Session>>,
+}
+
+impl Default for Sessions {
+    /// Connection numbers start at the clock (microseconds), so a number recorded on an operation before a
+    /// restart never names a stream of the restarted controller.
+    fn default() -> Self {
+        let start = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_micros() as u64)
+            .unwrap_or(1);
+        Sessions {
+            next_conn: AtomicU64::new(start),
+            by_node: Mutex::new(HashMap::new()),
+        }
+    }
 }
 
 impl Sessions {
@@ -80,14 +94,30 @@ impl Sessions {
         self.by_node.lock().expect("sessions lock").clear();
     }
 
+    /// The connection number of the node's live session.
+    pub fn current_conn(&self, node: &str) -> Option<u64> {
+        self.by_node
+            .lock()
+            .expect("sessions lock")
+            .get(node)
+            .filter(|s| !s.tx.is_closed())
+            .map(|s| s.conn)
+    }
+
     /// Queues a message for a node without waiting; false when the node has no session or its queue is full.
     pub fn send(&self, node: &str, msg: pb::controller_message::Msg) -> bool {
-        let tx = match self.by_node.lock().expect("sessions lock").get(node) {
-            Some(s) => s.tx.clone(),
-            None => return false,
+        self.send_on(node, msg).is_some()
+    }
+
+    /// Like [`Sessions::send`], returning the connection number the message was queued on.
+    pub fn send_on(&self, node: &str, msg: pb::controller_message::Msg) -> Option<u64> {
+        let (conn, tx) = match self.by_node.lock().expect("sessions lock").get(node) {
+            Some(s) => (s.conn, s.tx.clone()),
+            None => return None,
         };
         tx.try_send(Ok(pb::ControllerMessage { msg: Some(msg) }))
-            .is_ok()
+            .ok()
+            .map(|()| conn)
     }
 }
 

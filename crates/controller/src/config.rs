@@ -9,6 +9,8 @@ use serde::Deserialize;
 
 /// Default state directory (FHS: state under `/var/lib`).
 pub const DEFAULT_DATA_DIR: &str = "/var/lib/pxcontroller";
+/// The seal key's file name, next to the configuration file unless `seal_key` says otherwise.
+pub const SEAL_KEY_FILE: &str = "seal.key";
 /// Default path of the configuration file.
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/pxcontroller/controller.toml";
 
@@ -54,6 +56,12 @@ pub struct Config {
     pub reconciler: ReconcilerConfig,
     /// Lifetime of a join token made by `CreateJoinToken` when the caller gives none.
     pub join_token_ttl_secs: u64,
+    /// The key file that seals secrets at rest (`crate::seal`); kept apart from `data_dir` so a copy of the
+    /// data directory reveals no password. Default: `seal.key` in the directory of the config file (relative
+    /// paths are taken relative to that directory); see [`Config::seal_key_path`].
+    pub seal_key: Option<PathBuf>,
+    /// Limits against a bad or hostile client ([`crate::limits`]).
+    pub limits: crate::limits::LimitsConfig,
 }
 
 impl Default for Config {
@@ -66,6 +74,8 @@ impl Default for Config {
             vm_ids: VmIdRange::default(),
             reconciler: ReconcilerConfig::default(),
             join_token_ttl_secs: 3600,
+            seal_key: None,
+            limits: crate::limits::LimitsConfig::default(),
         }
     }
 }
@@ -78,6 +88,11 @@ pub struct TlsConfig {
     pub ca_key: PathBuf,
     pub server_cert: PathBuf,
     pub server_key: PathBuf,
+    /// Lifetime of node certificates (enrolment and renewal), seconds. Agents renew when a third is left.
+    pub node_cert_validity_secs: u64,
+    /// Additional CA certificates (PEM files) trusted for client certificates during a CA rotation: nodes and
+    /// users holding certificates of the old CA keep working until they renew (docs/security.md).
+    pub extra_client_cas: Vec<PathBuf>,
 }
 
 impl Default for TlsConfig {
@@ -87,6 +102,8 @@ impl Default for TlsConfig {
             ca_key: PathBuf::from("pki/ca.key"),
             server_cert: PathBuf::from("pki/server.pem"),
             server_key: PathBuf::from("pki/server.key"),
+            node_cert_validity_secs: pxfleet_tls::DEFAULT_CLIENT_VALIDITY.as_secs(),
+            extra_client_cas: Vec::new(),
         }
     }
 }
@@ -127,8 +144,8 @@ pub struct ReconcilerConfig {
     /// Operations handed to one agent at once (dispatched, not finished); the rest stay pending at the
     /// controller. Twice the agent's parallelism keeps it busy without a deep queue on the node.
     pub dispatch_window: u32,
-    /// A dispatched operation the agent has not acknowledged (`received`) after this long is sent again
-    /// (same id: the agent runs an id at most once), only while its node has sent no operation update at all for that long.
+    /// A dispatched operation the agent has not acknowledged (`received`) after this long is sent again (same
+    /// id: the agent runs an id at most once) when the stream it was sent on is gone; never on the live stream.
     pub ack_timeout_secs: u64,
     /// A node with operations in flight and no operation update for this long is shown `stalled`.
     pub stall_secs: u64,
@@ -166,7 +183,17 @@ impl Config {
             path: path.to_path_buf(),
             source,
         })?;
-        Config::parse(path, &text)
+        let mut config = Config::parse(path, &text)?;
+        let dir = path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        config.seal_key = Some(match config.seal_key.take() {
+            Some(p) if p.is_relative() => dir.join(p),
+            Some(p) => p,
+            None => dir.join(SEAL_KEY_FILE),
+        });
+        Ok(config)
     }
 
     /// Parses and validates config text; `path` is used in error messages only.
@@ -238,8 +265,18 @@ impl Config {
                 return Err(invalid(field, "must be at least 1".into()));
             }
         }
+        if let Some((field, message)) = self.limits.invalid() {
+            return Err(invalid(field, message));
+        }
         if self.join_token_ttl_secs == 0 {
             return Err(invalid("join_token_ttl_secs", "must be at least 1".into()));
+        }
+        if self.tls.node_cert_validity_secs == 0 {
+            return Err(invalid(
+                "tls.node_cert_validity_secs",
+                "must be at least 1 (agents renew when a third is left; a year is the default)"
+                    .into(),
+            ));
         }
         Ok(())
     }
@@ -250,6 +287,24 @@ impl Config {
             p.to_path_buf()
         } else {
             self.data_dir.join(p)
+        }
+    }
+
+    /// The seal key file: `seal_key` (set by [`Config::load`] to `seal.key` next to the config file when the
+    /// file does not name one); for a configuration built in code without one, `DATA_DIR.seal.key` beside
+    /// (never inside) the data directory.
+    pub fn seal_key_path(&self) -> PathBuf {
+        match &self.seal_key {
+            Some(p) => p.clone(),
+            None => {
+                let mut name = self
+                    .data_dir
+                    .file_name()
+                    .map(|n| n.to_os_string())
+                    .unwrap_or_else(|| "pxcontroller".into());
+                name.push(".seal.key");
+                self.data_dir.with_file_name(name)
+            }
         }
     }
 
@@ -313,6 +368,20 @@ mod tests {
         let err =
             Config::parse(Path::new("c.toml"), "[vm_ids]\nfirst = 500\nlast = 400\n").unwrap_err();
         assert!(err.to_string().contains("field `vm_ids`"), "{err}");
+    }
+
+    #[test]
+    fn seal_key_defaults_next_to_the_config_file_not_in_the_data_dir() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("controller.toml");
+        std::fs::write(&path, "data_dir = \"/srv/pxc\"\n").unwrap();
+        let c = Config::load(&path).unwrap();
+        assert_eq!(c.seal_key_path(), dir.path().join("seal.key"));
+        std::fs::write(&path, "seal_key = \"keys/s.key\"\n").unwrap();
+        let c = Config::load(&path).unwrap();
+        assert_eq!(c.seal_key_path(), dir.path().join("keys/s.key"));
+        let c = Config::parse(Path::new("c.toml"), "data_dir = \"/srv/pxc\"\n").unwrap();
+        assert_eq!(c.seal_key_path(), PathBuf::from("/srv/pxc.seal.key"));
     }
 
     #[test]

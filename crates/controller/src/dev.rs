@@ -16,6 +16,7 @@
 //!
 //! ```text
 //! DIR/controller/        the controller's data_dir (pki/, db/, admin/)
+//! DIR/controller.seal.key the key sealing root passwords (kept out of the data_dir)
 //! DIR/cluster/           pvesim's shared cluster directory (container configs)
 //! DIR/nodes/NAME/sim     pvesim node state;  DIR/nodes/NAME/bin  pct, pvesh, pvesm, pveam -> pvesim
 //! DIR/nodes/NAME/agent   the agent's agent.toml, node certificate and journal

@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Instant;
 
 use pxfleet_proto::v1 as pb;
@@ -60,38 +61,57 @@ impl ContainerRow {
 
 type Key = (String, String);
 
+/// Everything a pass looks at, shared with the store's decoded cache (nothing is copied to build it).
 struct World {
-    desired: BTreeMap<Key, DesiredContainer>,
-    applied: BTreeMap<Key, AppliedContainer>,
-    observed: BTreeMap<Key, Vec<ObservedContainer>>,
-    latest: BTreeMap<Key, Operation>,
-    ops: Vec<Operation>,
+    desired: BTreeMap<Key, Arc<DesiredContainer>>,
+    applied: BTreeMap<Key, Arc<AppliedContainer>>,
+    observed: BTreeMap<Key, Vec<Arc<ObservedContainer>>>,
+    latest: BTreeMap<Key, Arc<Operation>>,
+    ops: Vec<Arc<Operation>>,
     keys: BTreeSet<Key>,
+}
+
+impl World {
+    fn desired(&self, k: &Key) -> Option<&DesiredContainer> {
+        self.desired.get(k).map(|d| &**d)
+    }
+    fn applied(&self, k: &Key) -> Option<&AppliedContainer> {
+        self.applied.get(k).map(|a| &**a)
+    }
+    fn observed(&self, k: &Key) -> Option<&[Arc<ObservedContainer>]> {
+        self.observed.get(k).map(|v| v.as_slice())
+    }
+    fn latest(&self, k: &Key) -> Option<&Operation> {
+        self.latest.get(k).map(|o| &**o)
+    }
 }
 
 fn load(state: &State) -> Result<World, StoreError> {
     let store = &state.store;
     let fleets: BTreeSet<String> = store.fleets()?.into_iter().map(|f| f.name).collect();
-    let desired: BTreeMap<Key, DesiredContainer> = store
-        .all_desired()?
+    let desired: BTreeMap<Key, Arc<DesiredContainer>> = store
+        .all_desired_shared()?
         .into_iter()
         .map(|d| ((d.fleet.clone(), d.name.clone()), d))
         .collect();
-    let applied: BTreeMap<Key, AppliedContainer> = store
-        .all_applied()?
+    let applied: BTreeMap<Key, Arc<AppliedContainer>> = store
+        .all_applied_shared()?
         .into_iter()
         .map(|a| ((a.fleet.clone(), a.name.clone()), a))
         .collect();
-    let mut observed: BTreeMap<Key, Vec<ObservedContainer>> = BTreeMap::new();
-    for o in store.all_observed()? {
-        if let Some(ManagedBy { fleet, name }) = o.managed.clone() {
-            if fleets.contains(&fleet) {
-                observed.entry((fleet, name)).or_default().push(o);
+    let mut observed: BTreeMap<Key, Vec<Arc<ObservedContainer>>> = BTreeMap::new();
+    for o in store.all_observed_shared()? {
+        if let Some(ManagedBy { fleet, name }) = &o.managed {
+            if fleets.contains(fleet) {
+                observed
+                    .entry((fleet.clone(), name.clone()))
+                    .or_default()
+                    .push(o);
             }
         }
     }
-    let ops = store.ops()?;
-    let mut latest: BTreeMap<Key, Operation> = BTreeMap::new();
+    let ops = store.ops_shared()?;
+    let mut latest: BTreeMap<Key, Arc<Operation>> = BTreeMap::new();
     for op in &ops {
         if !op.container.is_empty() {
             latest.insert((op.fleet.clone(), op.container.clone()), op.clone());
@@ -115,15 +135,19 @@ fn load(state: &State) -> Result<World, StoreError> {
 
 /// The observed container for an entry: the one where desired (or applied) says it is, else any.
 fn pick<'a>(
-    list: Option<&'a Vec<ObservedContainer>>,
+    list: Option<&'a [Arc<ObservedContainer>]>,
     d: Option<&DesiredContainer>,
     a: Option<&AppliedContainer>,
 ) -> Option<&'a ObservedContainer> {
     let list = list?;
-    let at = |node: &str, vm_id: u32| list.iter().find(|o| o.node == node && o.vm_id == vm_id);
+    let at = |node: &str, vm_id: u32| {
+        list.iter()
+            .find(|o| o.node == node && o.vm_id == vm_id)
+            .map(|o| &**o)
+    };
     d.and_then(|d| at(&d.node, d.vm_id))
         .or_else(|| a.and_then(|a| at(&a.node, a.vm_id)))
-        .or_else(|| list.first())
+        .or_else(|| list.first().map(|o| &**o))
 }
 
 /// Every managed container with its status, sorted by fleet and name.
@@ -133,14 +157,14 @@ pub fn container_rows(state: &State) -> Result<Vec<ContainerRow>, StoreError> {
     Ok(w.keys
         .iter()
         .map(|k| {
-            let d = w.desired.get(k);
-            let o = pick(w.observed.get(k), d, w.applied.get(k)).cloned();
-            let latest = w.latest.get(k).cloned();
+            let d = w.desired(k);
+            let o = pick(w.observed(k), d, w.applied(k)).cloned();
+            let latest = w.latest(k).cloned();
             let drifted = match (d, &o) {
                 (Some(d), Some(o))
                     if o.lock.is_none() && o.node == d.node && o.vm_id == d.vm_id =>
                 {
-                    !crate::reconciler::changes(d, w.applied.get(k), o)
+                    !crate::reconciler::changes(d, w.applied(k), o)
                         .drift
                         .is_empty()
                 }
@@ -301,10 +325,10 @@ pub fn queue_restarts(
     let now = now_ms();
     for name in names {
         let k = (fleet.to_string(), name.clone());
-        if w.latest.get(&k).is_some_and(|op| op.state.is_active()) {
+        if w.latest(&k).is_some_and(|op| op.state.is_active()) {
             continue;
         }
-        let Some(o) = pick(w.observed.get(&k), w.desired.get(&k), w.applied.get(&k)) else {
+        let Some(o) = pick(w.observed(&k), w.desired(&k), w.applied(&k)) else {
             continue;
         };
         if !o.running || o.lock.is_some() {
@@ -322,6 +346,7 @@ pub fn queue_restarts(
             created_ms: now,
             not_before_ms: now,
             dispatched_ms: None,
+            dispatched_conn: 0,
             deadline_ms: None,
             finished_ms: None,
             last_error: None,
@@ -340,26 +365,28 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
     let started = Instant::now();
     let rc = &state.config.reconciler;
     let mut w = load(state)?;
+    let loaded = started.elapsed();
     let mut changed = false;
     // 1. overdue dispatched operations fail (the agent may still finish; its late result is then ignored);
-    //    ones the agent never acknowledged are sent again (lost on the way, or the agent restarted), but only
-    //    while its node has sent no operation update at all for `ack_timeout_secs`: the agent acknowledges on
-    //    arrival and its stream is in order, so a node whose updates keep coming has the operation, and a
-    //    controller slow to read them must not answer with re-sends (that fed on itself at 10,000 containers).
+    //    ones the agent never acknowledged are sent again, but only when the stream they were sent on is gone
+    //    (the agent reconnected, or the controller restarted) and `ack_timeout_secs` passed: an HTTP/2 stream
+    //    delivers in order or breaks, so an operation on the node's live stream is on its way however long the
+    //    acknowledgement takes. (Re-sending on silence alone fed on itself at 10,000 containers: a controller
+    //    slow to read the acknowledgements took its own backlog for lost operations.)
     let ack_ms = rc.ack_timeout_secs * 1000;
     let nodes = state.store.nodes()?;
-    let node_quiet: BTreeMap<&str, bool> = nodes
-        .iter()
-        .map(|n| (n.name.as_str(), n.last_op_update_ms + ack_ms < now))
-        .collect();
+    let mut conns: BTreeMap<&str, Option<u64>> = BTreeMap::new();
     for op in &w.ops {
         let unacknowledged = op.state == OpState::Dispatched
             && op.dispatched_ms.is_some_and(|d| now > d + ack_ms)
-            && node_quiet.get(op.node.as_str()).copied().unwrap_or(true);
+            && *conns
+                .entry(op.node.as_str())
+                .or_insert_with(|| state.sessions.current_conn(&op.node))
+                != Some(op.dispatched_conn);
         if unacknowledged && op.deadline_ms.is_none_or(|d| now <= d) {
-            let mut op = op.clone();
+            let mut op = (**op).clone();
             tracing::warn!(op = %op.id, node = %op.node, vm_id = op.vm_id, kind = op.kind.name(),
-                "no acknowledgement from the agent within {} s; sending the operation again", rc.ack_timeout_secs);
+                "not acknowledged by the agent, and the stream it was sent on is gone; sending the operation again");
             op.state = OpState::Pending;
             op.deadline_ms = None;
             state.store.put_op(&op)?;
@@ -371,7 +398,7 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
             && op.deadline_ms.is_some_and(|d| now > d)
         {
             changed = true;
-            let mut op = op.clone();
+            let mut op = (**op).clone();
             op.state = OpState::Failed;
             op.finished_ms = Some(now);
             op.last_error = Some(format!("no result within {} s", rc.operation_deadline_secs));
@@ -396,10 +423,10 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
     let mut planned: Vec<Operation> = Vec::new();
     // 2. the next operation per container
     for k in &w.keys {
-        let d = w.desired.get(k);
-        let a = w.applied.get(k);
-        let o = pick(w.observed.get(k), d, a);
-        let latest = w.latest.get(k);
+        let d = w.desired(k);
+        let a = w.applied(k);
+        let o = pick(w.observed(k), d, a);
+        let latest = w.latest(k);
         if latest.is_some_and(|op| op.state.is_active()) {
             continue;
         }
@@ -486,6 +513,7 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
             created_ms: now,
             not_before_ms: not_before,
             dispatched_ms: None,
+            dispatched_conn: 0,
             deadline_ms: None,
             finished_ms: None,
             last_error: None,
@@ -507,7 +535,7 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
         }
     }
     let mut secrets: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
-    for op in w.ops.iter().chain(&planned) {
+    for op in w.ops.iter().map(|o| &**o).chain(&planned) {
         if op.state != OpState::Pending || op.not_before_ms > now {
             continue;
         }
@@ -528,18 +556,27 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
         };
         let msg =
             pb::controller_message::Msg::Operation(convert::operation_pb(&op, password.as_deref()));
-        if state.sessions.send(&op.node, msg) {
+        if let Some(conn) = state.sessions.send_on(&op.node, msg) {
             *busy += 1;
             op.state = OpState::Dispatched;
             op.dispatched_ms = Some(now);
+            op.dispatched_conn = conn;
             state.store.put_op(&op)?;
             state.metrics.op_dispatched();
             emit(state, &op, "dispatched");
         }
     }
-    state
-        .metrics
-        .reconcile_took(started.elapsed().as_secs_f64());
+    let took = started.elapsed();
+    state.metrics.reconcile_took(took.as_secs_f64());
+    if took > std::time::Duration::from_secs(1) {
+        tracing::warn!(
+            took_ms = took.as_millis() as u64,
+            load_ms = loaded.as_millis() as u64,
+            containers = w.keys.len(),
+            operations = w.ops.len(),
+            "slow reconcile pass"
+        );
+    }
     Ok(())
 }
 
@@ -579,6 +616,7 @@ fn fail_for_template(
         created_ms: now,
         not_before_ms: now,
         dispatched_ms: None,
+        dispatched_conn: 0,
         deadline_ms: None,
         finished_ms: Some(now),
         last_error: Some(error),
@@ -593,21 +631,34 @@ fn fail_for_template(
     Ok(())
 }
 
-/// Runs passes until `shutdown`: every `interval_ms`, and at once when woken.
+/// Runs passes until `shutdown`: every `interval_ms`, and when woken, but never more than half of the time: after
+/// a pass that took `d`, the next one waits at least `d`. A pass holds the operations lock; at 10,000 containers
+/// passes woken by every finished operation ran back to back and starved the handling of the agents' results
+/// (the controller fell minutes behind the agents). Passes run on the blocking pool, not on an async worker.
 pub async fn run(state: std::sync::Arc<State>, shutdown: impl Future<Output = ()>) {
     tokio::pin!(shutdown);
     let interval = std::time::Duration::from_millis(state.config.reconciler.interval_ms);
     let mut last_prune = 0;
+    let mut rest = std::time::Duration::ZERO;
     loop {
         tokio::select! {
             _ = &mut shutdown => return,
             _ = state.wake.notified() => {}
             _ = tokio::time::sleep(interval) => {}
         }
-        let now = now_ms();
-        if let Err(e) = pass(&state, now) {
-            tracing::error!(error = %e, "reconcile pass failed");
+        tokio::select! {
+            _ = &mut shutdown => return,
+            _ = tokio::time::sleep(rest) => {}
         }
+        let now = now_ms();
+        let st = state.clone();
+        let started = Instant::now();
+        match tokio::task::spawn_blocking(move || pass(&st, now)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::error!(error = %e, "reconcile pass failed"),
+            Err(e) => tracing::error!(error = %e, "reconcile pass panicked"),
+        }
+        rest = started.elapsed();
         if now - last_prune > 3_600_000 {
             last_prune = now;
             if let Err(e) = state
@@ -1065,10 +1116,11 @@ mod tests {
         assert_eq!(created.len(), 30, "every container's create was dispatched");
     }
 
-    /// An operation the agent never acknowledged (lost in a full queue, or the agent restarted) is sent
-    /// again with the same id after `ack_timeout_secs`; an acknowledged one is not.
+    /// An operation the agent never acknowledged is sent again with the same id once the stream it went out
+    /// on is gone (the agent reconnected); on the live stream it is never re-sent, however long the
+    /// acknowledgement takes (the stream delivers in order, the controller may just be behind in reading).
     #[test]
-    fn unacknowledged_operations_are_sent_again() {
+    fn unacknowledged_operations_are_sent_again_only_when_their_stream_is_gone() {
         let st = state();
         let (_, mut rx) = st.sessions.register("n1");
         submit(&st, many(2));
@@ -1084,24 +1136,28 @@ mod tests {
             ..Default::default()
         };
         assert!(!on_update(&st, "n1", &ack).unwrap());
-        pass(&st, t0 + 5_000).unwrap();
-        assert!(ops_in(&mut rx).is_empty(), "not yet overdue");
-        let later = t0 + (st.config.reconciler.ack_timeout_secs + 1) * 1000;
-        // the node keeps sending updates (for other operations): it has the operation, no re-send
-        st.store
-            .update_node("n1", |n| n.last_op_update_ms = later - 1_000)
-            .unwrap();
+        // long past the acknowledgement deadline, node silent, same stream: nothing is re-sent
+        let later = t0 + (st.config.reconciler.ack_timeout_secs * 10) * 1000;
         pass(&st, later).unwrap();
         assert!(
             ops_in(&mut rx).is_empty(),
-            "a node that talks is not re-sent to"
+            "the live stream is not re-sent to"
         );
-        // silent for the whole timeout: sent again
-        let later = later + st.config.reconciler.ack_timeout_secs * 1000;
-        pass(&st, later).unwrap();
-        let again = ops_in(&mut rx);
+        let resent = |st: &State| {
+            st.metrics
+                .render(&Default::default())
+                .lines()
+                .any(|l| l.starts_with("pxfleet_operations_resent_total") && !l.ends_with(" 0"))
+        };
+        assert!(!resent(&st));
+        // the agent reconnects (a new stream) without that operation in its hello: sent again on the new one
+        let (_, mut rx2) = st.sessions.register("n1");
+        pass(&st, later + 1_000).unwrap();
+        let again = ops_in(&mut rx2);
         assert_eq!(again.len(), 1, "{again:?}");
         assert_eq!(again[0].op_id, sent[1].op_id, "the same operation, same id");
+        assert!(ops_in(&mut rx).is_empty());
+        assert!(resent(&st));
     }
 
     /// A node that heartbeats but whose operations do not move is shown stalled, with the reason.

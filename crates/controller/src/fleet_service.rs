@@ -93,6 +93,22 @@ fn parse(
 }
 
 impl FleetApi {
+    /// `limits.max_fleet_bytes`, before anything is parsed.
+    #[allow(clippy::result_large_err)]
+    fn check_size(
+        &self,
+        file_name: &str,
+        source: &str,
+        files: &std::collections::HashMap<String, String>,
+    ) -> Result<(), Status> {
+        self.state.limiter.config().check_fleet_bytes(
+            file_name,
+            std::iter::once(source)
+                .chain(files.keys().map(String::as_str))
+                .chain(files.values().map(String::as_str)),
+        )
+    }
+
     fn snapshot(&self, fleet: &str) -> Result<Snapshot, StoreError> {
         let st = &self.state;
         Snapshot::take(&st.store, fleet, |n| st.node_status(n))
@@ -279,6 +295,7 @@ impl FleetService for FleetApi {
         let id = who(&req);
         check_fleet(id.as_ref(), Need::Read)?;
         let r = req.into_inner();
+        self.check_size(&r.file_name, &r.source, &r.files)?;
         let mut fleet = match parse(&r.file_name, &r.source, &r.files) {
             Parsed::Fleet(f) => *f,
             Parsed::Diagnostics(diagnostics) => {
@@ -289,6 +306,10 @@ impl FleetService for FleetApi {
             }
         };
         check_fleet(id.as_ref(), Need::Change(&fleet.name))?;
+        self.state
+            .limiter
+            .config()
+            .check_fleet_containers(&fleet.name, fleet.containers.len())?;
         if r.destroy {
             fleet.containers.clear();
         }
@@ -334,6 +355,7 @@ impl FleetService for FleetApi {
         check_fleet(id.as_ref(), Need::Read)?;
         let author = id.clone().expect("checked above");
         let r = req.into_inner();
+        self.check_size(&r.file_name, &r.source, &r.files)?;
         let fleet = match parse(&r.file_name, &r.source, &r.files) {
             Parsed::Fleet(f) => *f,
             Parsed::Diagnostics(diagnostics) => {
@@ -344,6 +366,10 @@ impl FleetService for FleetApi {
             }
         };
         check_fleet(id.as_ref(), Need::Change(&fleet.name))?;
+        self.state
+            .limiter
+            .config()
+            .check_fleet_containers(&fleet.name, fleet.containers.len())?;
         let name = fleet.name.clone();
         let lock = self.state.fleet_lock(&name);
         let _guard = lock.lock().await;
@@ -457,12 +483,19 @@ impl FleetService for FleetApi {
         &self,
         req: Request<pb::WatchRequest>,
     ) -> Result<Response<Self::WatchStream>, Status> {
-        check_fleet(who(&req).as_ref(), Need::Read)?;
+        let id = who(&req);
+        check_fleet(id.as_ref(), Need::Read)?;
+        let permit = self
+            .state
+            .limiter
+            .watch_permit(&id.map(|i| i.uri()).unwrap_or_default())?;
         let r = req.into_inner();
         let state = self.state.clone();
         let mut rx = state.events.subscribe();
         let fleet = r.fleet.clone();
-        let stream = async_stream(move |tx| async move {
+        let stream = async_stream(self.state.limiter.closing(), move |tx| async move {
+            // held while the stream lives; async_stream ends it when the client goes away
+            let _permit = permit;
             let mut last: BTreeMap<String, ContainerStatus> = BTreeMap::new();
             let mut tick = tokio::time::interval(Duration::from_millis(250));
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -955,12 +988,9 @@ impl FleetService for FleetApi {
             .ca
             .sign_csr(&r.csr_pem, &identity, validity)
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
-        self.state.store.put_serial(&SerialRecord {
-            serial: cert.serial.as_str().to_string(),
-            subject: identity.uri(),
-            issued_ms: now_ms(),
-            revoked: false,
-        })?;
+        self.state
+            .store
+            .put_serial(&crate::identities::serial_record(&cert, &identity))?;
         self.state.store.audit(&AuditEntry {
             time_ms: now_ms(),
             actor: id.as_ref().map(|i| i.uri()).unwrap_or_default(),
@@ -997,6 +1027,7 @@ impl FleetService for FleetApi {
                 subject: String::new(),
                 issued_ms: 0,
                 revoked: false,
+                not_after_ms: 0,
             });
         rec.revoked = true;
         self.state.store.put_serial(&rec)?;
@@ -1010,6 +1041,30 @@ impl FleetService for FleetApi {
         })?;
         self.state.store.flush().await?;
         Ok(Response::new(pb::RevokeCertificateResponse {}))
+    }
+
+    async fn list_certificates(
+        &self,
+        req: Request<pb::ListCertificatesRequest>,
+    ) -> Result<Response<pb::ListCertificatesResponse>, Status> {
+        check_fleet(who(&req).as_ref(), Need::Admin)?;
+        let mut serials = self.state.store.serials()?;
+        serials.sort_by(|a, b| (a.issued_ms, &a.serial).cmp(&(b.issued_ms, &b.serial)));
+        Ok(Response::new(pb::ListCertificatesResponse {
+            certificates: serials
+                .iter()
+                .map(crate::identities::certificate_info)
+                .collect(),
+        }))
+    }
+
+    async fn get_audit(
+        &self,
+        req: Request<pb::GetAuditRequest>,
+    ) -> Result<Response<pb::GetAuditResponse>, Status> {
+        check_fleet(who(&req).as_ref(), Need::Admin)?;
+        let entries = crate::audit::entries(&self.state.store, &req.into_inner())?;
+        Ok(Response::new(pb::GetAuditResponse { entries }))
     }
 }
 
@@ -1057,7 +1112,13 @@ impl FleetApi {
     ) -> pb::NodeInfo {
         let mine: Vec<&crate::model::Operation> =
             active.iter().filter(|o| o.node == n.name).collect();
-        let (status, status_reason) = self.state.node_health(n, &mine, now_ms());
+        let (status, mut status_reason) = self.state.node_health(n, &mine, now_ms());
+        if status == crate::model::NodeStatus::Down {
+            let serials = self.state.store.serials().unwrap_or_default();
+            if let Some(why) = crate::identities::node_cert_problem(&serials, &n.name, now_ms()) {
+                status_reason = why;
+            }
+        }
         pb::NodeInfo {
             name: n.name.clone(),
             status: convert::node_status_pb(status) as i32,
@@ -1103,13 +1164,25 @@ impl FleetApi {
     }
 }
 
-/// A stream fed by a task through a channel; the task stops when the client goes away.
-fn async_stream<F, Fut>(f: F) -> EventStream
+/// A stream fed by a task through a channel; the task stops when the client goes away or `closing` resolves
+/// (shutdown).
+fn async_stream<F, Fut>(
+    closing: impl std::future::Future<Output = ()> + Send + 'static,
+    f: F,
+) -> EventStream
 where
     F: FnOnce(tokio::sync::mpsc::Sender<Result<pb::FleetEvent, Status>>) -> Fut,
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
     let (tx, rx) = tokio::sync::mpsc::channel(64);
-    tokio::spawn(f(tx));
+    let gone = tx.clone();
+    let fut = f(tx);
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = fut => {}
+            _ = gone.closed() => {}
+            _ = closing => {}
+        }
+    });
     Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))
 }

@@ -4,6 +4,7 @@
 
 pub mod agent_service;
 pub mod agents;
+pub mod audit;
 pub mod authz;
 pub mod config;
 pub mod convert;
@@ -11,6 +12,8 @@ pub mod datadir;
 pub mod dev;
 pub mod driver;
 pub mod fleet_service;
+pub mod identities;
+pub mod limits;
 pub mod metrics;
 pub mod model;
 pub mod pki;
@@ -18,9 +21,11 @@ pub mod planning;
 pub mod policy;
 pub mod reconciler;
 pub mod scheduler;
+pub mod seal;
 pub mod server;
 pub mod state;
 pub mod store;
+mod store_cache;
 
 pub use config::Config;
 pub use server::run;

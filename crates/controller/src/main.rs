@@ -35,14 +35,74 @@ enum Cmd {
         #[arg(long, default_value = config::DEFAULT_CONFIG_PATH)]
         config: PathBuf,
     },
+    /// Reissue the server certificate with new names (same CA, new key); restart the controller to use it.
+    ///
+    /// Nodes and users keep their certificates: they trust the CA, not this certificate. The previous
+    /// certificate and key are kept as server.pem.old and server.key.old. localhost and 127.0.0.1 are
+    /// always added.
+    ReissueServerCert {
+        #[arg(long, default_value = config::DEFAULT_CONFIG_PATH)]
+        config: PathBuf,
+        /// The complete list of names (DNS or IP) for the new certificate, comma-separated or repeated.
+        #[arg(long, value_delimiter = ',', required = true)]
+        san: Vec<String>,
+    },
+    /// Rotate the CA with an overlap (docs/security.md, "CA rotation"): `prepare`, then `switch`.
+    ///
+    /// prepare: makes the next CA and pki/ca-bundle.pem (current + next); install the bundle as ca.pem on
+    /// every node and for every pxctl user, then restart the agents.
+    /// switch: the next CA signs from now on (old one kept as pki/ca-old.pem), the server certificate is
+    /// reissued by it; add extra_client_cas = ["pki/ca-old.pem"] to [tls] and restart the controller.
+    #[command(verbatim_doc_comment)]
+    RotateCa {
+        #[arg(value_enum)]
+        step: RotateStep,
+        #[arg(long, default_value = config::DEFAULT_CONFIG_PATH)]
+        config: PathBuf,
+    },
+    /// Create the key that seals secrets at rest, if it does not exist yet (0600; prints its id). The
+    /// controller also creates it on first start when it can write there.
+    SealKey {
+        /// The key file (default: `seal_key` of the config, i.e. seal.key next to controller.toml).
+        #[arg(long)]
+        file: Option<PathBuf>,
+        #[arg(long, default_value = config::DEFAULT_CONFIG_PATH)]
+        config: PathBuf,
+    },
     /// Check a configuration file and exit.
     ValidateConfig { file: PathBuf },
     /// Everything on loopback: a controller, N agents and N simulated PVE nodes, until Ctrl-C.
     Dev(pxfleet_controller::dev::DevArgs),
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum RotateStep {
+    Prepare,
+    Switch,
+}
+
+/// Threads of the blocking pool (reconcile passes, batches of agent messages): enough for the store's work to
+/// overlap, few enough that a thousand agents' batches do not each get a thread (and a malloc arena).
+const BLOCKING_THREADS: usize = 16;
+
+fn main() -> std::process::ExitCode {
+    let result = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .max_blocking_threads(BLOCKING_THREADS)
+        .build()
+        .map_err(anyhow::Error::from)
+        .and_then(|rt| rt.block_on(run()));
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            // The cause chain on one line, for an operator (no backtrace, whatever RUST_BACKTRACE says).
+            eprintln!("pxcontroller: error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("PXFLEET_LOG")
@@ -76,7 +136,58 @@ async fn main() -> anyhow::Result<()> {
                 .with_context(|| format!("binding {}", cfg.metrics_listen))?;
             pxfleet_controller::run(cfg, listener, metrics, shutdown_signal()).await?;
         }
+        Cmd::ReissueServerCert { config, san } => {
+            let cfg = Config::load(&config)?;
+            let r = pki::reissue_server(&cfg, &san)?;
+            println!("server certificate: {}", r.server_cert.display());
+            println!("previous names:     {}", r.old_names.join(", "));
+            println!("names:              {}", r.names.join(", "));
+            println!("valid until:        {}", r.not_after);
+            println!(
+                "previous files:     {} (and the key beside it)",
+                r.backup_cert.display()
+            );
+            println!("restart pxcontroller to serve it; agents and pxctl reconnect without new certificates");
+        }
+        Cmd::RotateCa { step, config } => {
+            let cfg = Config::load(&config)?;
+            match step {
+                RotateStep::Prepare => {
+                    let p = pki::rotate_ca_prepare(&cfg)?;
+                    println!("next CA:   {}", p.next_cert.display());
+                    println!("CA bundle: {} (current + next)", p.bundle.display());
+                    println!(
+                        "next: install the bundle as ca.pem on every node (/etc/pxagent/ca.pem) and restart pxagent; \
+                         give it to pxctl users as their ca.pem; then run `pxcontroller rotate-ca switch`"
+                    );
+                }
+                RotateStep::Switch => {
+                    let p = pki::rotate_ca_switch(&cfg)?;
+                    println!("previous CA kept as {}", p.old_cert.display());
+                    println!(
+                        "next: add to the [tls] section of {}:\n  extra_client_cas = [{:?}]\nrestart pxcontroller, \
+                         renew the nodes (`pxagent renew`, or wait for their own renewal) and reissue user certificates \
+                         (`pxctl user request` / `pxctl user issue`); then remove extra_client_cas, restart, and drop the \
+                         old CA from the clients' ca.pem",
+                        config.display(),
+                        p.old_cert.display().to_string()
+                    );
+                }
+            }
+        }
         Cmd::Dev(args) => pxfleet_controller::dev::run(args.resolve()?, shutdown_signal()).await?,
+        Cmd::SealKey { file, config } => {
+            let path = match file {
+                Some(f) => f,
+                None => Config::load(&config)?.seal_key_path(),
+            };
+            let key = if path.exists() {
+                pxfleet_controller::seal::SealKey::load(&path)?
+            } else {
+                pxfleet_controller::seal::SealKey::create(&path)?
+            };
+            println!("seal key {}: id {}", path.display(), key.id_hex());
+        }
         Cmd::ValidateConfig { file } => {
             Config::load(&file)?;
             println!("{}: ok", file.display());

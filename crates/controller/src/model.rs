@@ -376,6 +376,10 @@ pub struct Operation {
     /// Not sent before this time (backoff).
     pub not_before_ms: Millis,
     pub dispatched_ms: Option<Millis>,
+    /// The agent stream (connection number, unique across controller restarts) it was last sent on: an HTTP/2
+    /// stream delivers in order or breaks, so only an operation whose stream is gone can have been lost.
+    #[serde(default)]
+    pub dispatched_conn: u64,
     /// A dispatched operation without a result by then is failed.
     pub deadline_ms: Option<Millis>,
     pub finished_ms: Option<Millis>,

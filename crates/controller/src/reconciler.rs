@@ -542,6 +542,7 @@ mod tests {
             created_ms: 0,
             not_before_ms: 0,
             dispatched_ms: None,
+            dispatched_conn: 0,
             deadline_ms: None,
             finished_ms: None,
             last_error: None,

@@ -51,10 +51,11 @@ pub async fn run(
 ) -> Result<(), ServerError> {
     let dir_lock = DataDirLock::acquire(&config.data_dir)?;
     let db = config.db_path();
-    let store = Store::open(&db).map_err(|source| ServerError::Store {
-        path: db.clone(),
-        source,
-    })?;
+    let store =
+        Store::open_sealed(&db, &config.seal_key_path()).map_err(|source| ServerError::Store {
+            path: db.clone(),
+            source,
+        })?;
     let result = serve(config, store, listener, metrics_listener, shutdown).await;
     // `serve` dropped its state; tasks it spawned may still hold a clone for a moment.
     let released = datadir::wait_store_released(&db, RELEASE_LIMIT).await;
@@ -79,7 +80,12 @@ async fn serve(
         .filter_map(|s| Serial::from_hex(&s.serial).ok())
         .collect();
     let revocations = Arc::new(RevocationList::new(revoked));
-    let tls = pxfleet_tls::server_config(&server_bundle, revocations.clone())?;
+    let extra_cas = pki::extra_client_cas(&config)?;
+    let tls = pxfleet_tls::server_config_with_client_cas(
+        &server_bundle,
+        &extra_cas,
+        revocations.clone(),
+    )?;
     let state = State::new(config, store, ca, revocations);
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -117,17 +123,27 @@ async fn serve(
             stopped.await;
             if let Some(state) = state.upgrade() {
                 state.sessions.close_all();
+                state.limiter.close_streams();
             }
         });
     }
     tracing::info!(addr = ?listener.local_addr().ok(), "pxcontroller serving");
+    let limits = state.config.limits.clone();
+    let max_message = limits.max_message_bytes as usize;
     let router = tonic::transport::Server::builder()
-        .add_service(FleetServiceServer::new(FleetApi {
-            state: state.clone(),
-        }))
-        .add_service(AgentServiceServer::new(AgentApi {
-            state: state.clone(),
-        }));
+        .timeout(limits.request_timeout())
+        .add_service(
+            FleetServiceServer::new(FleetApi {
+                state: state.clone(),
+            })
+            .max_decoding_message_size(max_message),
+        )
+        .add_service(
+            AgentServiceServer::new(AgentApi {
+                state: state.clone(),
+            })
+            .max_decoding_message_size(max_message),
+        );
     let served = pxfleet_tls::serve_tls(router, listener, tls, stopped()).await;
     // also when serving failed before the shutdown signal
     let _ = stop_tx.send(true);

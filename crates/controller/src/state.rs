@@ -34,6 +34,8 @@ pub struct State {
     /// Held by a submit from its snapshot until its revision is stored (after its fleet's lock), so submits
     /// of different fleets place one after the other and each sees the room the previous one reserved.
     pub placement_lock: tokio::sync::Mutex<()>,
+    /// Watch streams per identity, enrolment failures ([`crate::limits`]).
+    pub limiter: crate::limits::Limiter,
 }
 
 impl State {
@@ -45,6 +47,7 @@ impl State {
     ) -> Arc<State> {
         let (events, _) = broadcast::channel(1024);
         Arc::new(State {
+            limiter: crate::limits::Limiter::new(config.limits.clone()),
             config,
             store,
             sessions: Sessions::default(),

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -16,6 +17,7 @@ use crate::model::{
     Allocation, AppliedContainer, AuditEntry, DesiredContainer, FleetRecord, Millis, NodeRecord,
     ObservedContainer, Operation, Revision,
 };
+use crate::store_cache::{Decoded, SharedList};
 
 /// Store errors, with the tree and key where one is at fault.
 #[derive(Debug, thiserror::Error)]
@@ -44,6 +46,8 @@ pub enum StoreError {
     TokenRefused,
     #[error(transparent)]
     Flush(#[from] pxfleet_common::FlushError),
+    #[error(transparent)]
+    Seal(#[from] crate::seal::SealError),
 }
 
 /// A stored join token (only its hash is kept).
@@ -68,6 +72,9 @@ pub struct SerialRecord {
     pub subject: String,
     pub issued_ms: Millis,
     pub revoked: bool,
+    /// When the certificate expires (0 = not recorded: issued before this was kept).
+    #[serde(default)]
+    pub not_after_ms: Millis,
 }
 
 /// Everything one submit (or destroy) writes, atomically.
@@ -106,15 +113,28 @@ pub struct Store {
     tokens: sled::Tree,
     serials: sled::Tree,
     allocations: sled::Tree,
+    /// Decoded values of the trees every reconcile pass reads whole.
+    desired_cache: Decoded<SharedList<DesiredContainer>>,
+    applied_cache: Decoded<AppliedContainer>,
+    observed_cache: Decoded<ObservedContainer>,
+    nodes_cache: Decoded<NodeRecord>,
+    ops_cache: Decoded<Operation>,
     /// Group commit for [`Store::flush`] (sled's `flush_async` deadlocks when called concurrently).
     flusher: pxfleet_common::Flusher,
+    /// The key the `secrets` tree is sealed with ([`crate::seal`]); None for a store opened only to read or
+    /// write other trees (init, dev-mode tokens, benchmarks), which then cannot touch secrets.
+    seal: Option<std::sync::Arc<crate::seal::SealKey>>,
 }
 
 fn enc<T: Serialize>(v: &T) -> Vec<u8> {
     serde_json::to_vec(v).expect("domain types serialize")
 }
 
-fn dec<T: DeserializeOwned>(tree: &'static str, key: &[u8], v: &[u8]) -> Result<T, StoreError> {
+pub(crate) fn dec<T: DeserializeOwned>(
+    tree: &'static str,
+    key: &[u8],
+    v: &[u8],
+) -> Result<T, StoreError> {
     serde_json::from_slice(v).map_err(|source| StoreError::Corrupt {
         tree,
         key: String::from_utf8_lossy(key).into_owned(),
@@ -164,13 +184,102 @@ fn unwrap_tx<T>(r: Result<T, TransactionError<StoreError>>) -> Result<T, StoreEr
 
 impl Store {
     /// Opens (or creates) the database in `path`.
+    /// Opens (or creates) the database in `path` without a seal key: everything but the secrets.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
         Store::from_db(sled::open(path)?)
     }
 
-    /// A throw-away in-memory-ish database for tests.
+    /// Opens (or creates) the database in `path` with the seal key in `key_file` (created on first use when
+    /// the store holds nothing sealed yet), and seals any secrets still stored in clear (a store from before
+    /// sealing). Refuses a missing or foreign key when the store holds sealed values.
+    pub fn open_sealed(path: &Path, key_file: &Path) -> Result<Store, StoreError> {
+        let mut store = Store::open(path)?;
+        let mut store_id = None;
+        for r in store.secrets.iter() {
+            let (_, v) = r?;
+            if let Some(id) = crate::seal::sealed_key_id(&v) {
+                store_id = Some(id);
+                break;
+            }
+        }
+        let key = crate::seal::SealKey::load_or_create(key_file, store_id.as_deref())?;
+        store.seal = Some(std::sync::Arc::new(key));
+        let n = store.seal_clear_secrets()?;
+        if n > 0 {
+            store.db.flush()?;
+            tracing::info!(
+                fleets = n,
+                "sealed secrets that were stored in clear (a store from before sealing)"
+            );
+        }
+        Ok(store)
+    }
+
+    /// A throw-away in-memory-ish database for tests (sealed with a random key).
     pub fn temporary() -> Result<Store, StoreError> {
-        Store::from_db(sled::Config::new().temporary(true).open()?)
+        let mut s = Store::from_db(sled::Config::new().temporary(true).open()?)?;
+        s.seal = Some(std::sync::Arc::new(crate::seal::SealKey::generate()?));
+        Ok(s)
+    }
+
+    /// The associated data a fleet's sealed secrets are bound to.
+    fn secrets_aad(fleet: &str) -> Vec<u8> {
+        key2("secrets", fleet)
+    }
+
+    fn seal_secrets(
+        &self,
+        fleet: &str,
+        secrets: &BTreeMap<String, String>,
+    ) -> Result<Vec<u8>, StoreError> {
+        let key = self.seal.as_ref().ok_or(crate::seal::SealError::NoKey)?;
+        Ok(key.seal(&Self::secrets_aad(fleet), &enc(secrets))?)
+    }
+
+    fn open_secrets(
+        &self,
+        fleet: &str,
+        value: &[u8],
+    ) -> Result<BTreeMap<String, String>, StoreError> {
+        if !crate::seal::is_sealed(value) {
+            // stored in clear before sealing; open_sealed seals these at once
+            return dec("secrets", fleet.as_bytes(), value);
+        }
+        let key = self.seal.as_ref().ok_or(crate::seal::SealError::NoKey)?;
+        let plain = key.open(
+            &Self::secrets_aad(fleet),
+            value,
+            &format!("the secrets of fleet {fleet}"),
+        )?;
+        dec("secrets", fleet.as_bytes(), &plain)
+    }
+
+    /// Seals every value of the secrets tree that is still in clear; returns how many it sealed.
+    pub fn seal_clear_secrets(&self) -> Result<usize, StoreError> {
+        let mut n = 0;
+        for r in self.secrets.iter() {
+            let (k, v) = r?;
+            if crate::seal::is_sealed(&v) {
+                continue;
+            }
+            let fleet = String::from_utf8_lossy(&k).into_owned();
+            let clear: BTreeMap<String, String> = dec("secrets", &k, &v)?;
+            let sealed = self.seal_secrets(&fleet, &clear)?;
+            // a concurrent writer (none at open) would win; the next open seals its value
+            if self
+                .secrets
+                .compare_and_swap(&k, Some(&v), Some(sealed))?
+                .is_ok()
+            {
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    /// The raw (sealed) bytes of a fleet's secrets, for tests and audits of the at-rest format.
+    pub fn raw_secrets(&self, fleet: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self.secrets.get(fleet.as_bytes())?.map(|v| v.to_vec()))
     }
 
     fn from_db(db: sled::Db) -> Result<Store, StoreError> {
@@ -187,8 +296,14 @@ impl Store {
             tokens: db.open_tree("tokens")?,
             serials: db.open_tree("serials")?,
             allocations: db.open_tree("allocations")?,
+            desired_cache: Decoded::default(),
+            applied_cache: Decoded::default(),
+            observed_cache: Decoded::default(),
+            nodes_cache: Decoded::default(),
+            ops_cache: Decoded::default(),
             flusher: pxfleet_common::Flusher::new(db.clone(), "store"),
             db,
+            seal: None,
         })
     }
 
@@ -240,21 +355,64 @@ impl Store {
     }
 
     pub fn desired(&self, fleet: &str) -> Result<Vec<DesiredContainer>, StoreError> {
-        Ok(Self::get(&self.desired, "desired", fleet.as_bytes())?.unwrap_or_default())
+        Ok(self
+            .desired_cache
+            .get(&self.desired, "desired", fleet.as_bytes())?
+            .map(|l| l.0.iter().map(|d| (**d).clone()).collect())
+            .unwrap_or_default())
     }
 
     pub fn all_desired(&self) -> Result<Vec<DesiredContainer>, StoreError> {
-        let per_fleet: Vec<Vec<DesiredContainer>> = Self::scan(&self.desired, "desired", b"")?;
-        Ok(per_fleet.into_iter().flatten().collect())
+        Ok(self
+            .all_desired_shared()?
+            .into_iter()
+            .map(|d| (*d).clone())
+            .collect())
     }
 
+    /// Every fleet's desired containers, shared with the store's cache (a reconcile pass reads them all).
+    pub fn all_desired_shared(&self) -> Result<Vec<Arc<DesiredContainer>>, StoreError> {
+        let per_fleet = self.desired_cache.scan(&self.desired, "desired", b"")?;
+        Ok(per_fleet.iter().flat_map(|f| f.0.iter().cloned()).collect())
+    }
+
+    /// Every applied container, shared with the store's cache.
+    pub fn all_applied_shared(&self) -> Result<Vec<Arc<AppliedContainer>>, StoreError> {
+        self.applied_cache.scan(&self.applied, "applied", b"")
+    }
+
+    /// Everything observed on every node, shared with the store's cache.
+    pub fn all_observed_shared(&self) -> Result<Vec<Arc<ObservedContainer>>, StoreError> {
+        self.observed_cache.scan(&self.observed, "observed", b"")
+    }
+
+    /// Every operation in creation order, shared with the store's cache.
+    pub fn ops_shared(&self) -> Result<Vec<Arc<Operation>>, StoreError> {
+        let mut ops = self.ops_cache.scan(&self.operations, "operations", b"")?;
+        ops.sort_by(|a, b| {
+            a.created_ms
+                .cmp(&b.created_ms)
+                .then_with(|| a.id.cmp(&b.id))
+        });
+        Ok(ops)
+    }
+
+    /// A fleet's secrets (container name -> root password), unsealed.
     pub fn secrets(&self, fleet: &str) -> Result<BTreeMap<String, String>, StoreError> {
-        Ok(Self::get(&self.secrets, "secrets", fleet.as_bytes())?.unwrap_or_default())
+        match self.secrets.get(fleet.as_bytes())? {
+            Some(v) => self.open_secrets(fleet, &v),
+            None => Ok(BTreeMap::new()),
+        }
     }
 
     /// Applies a submit in one transaction over fleets, revisions, desired, secrets and audit. Returns the new
     /// revision. Refused, with nothing written, if the fleet's revision moved or the batch is inconsistent.
     pub fn submit(&self, tx: &SubmitTx) -> Result<u64, StoreError> {
+        let sealed_secrets = if tx.secrets.is_empty() {
+            None
+        } else {
+            Some(self.seal_secrets(&tx.fleet, &tx.secrets)?)
+        };
         let r = (
             &self.fleets,
             &self.revisions,
@@ -265,8 +423,12 @@ impl Store {
         )
             .transaction(
                 |(fleets, revisions, desired, secrets, audit, allocations)| {
-                    let revision =
-                        self.submit_in(tx, fleets, revisions, desired, secrets, audit)?;
+                    let revision = self.submit_in(tx, fleets, revisions, desired, audit)?;
+                    let key = tx.fleet.as_bytes();
+                    match &sealed_secrets {
+                        None => secrets.remove(key)?,
+                        Some(v) => secrets.insert(key, v.as_slice())?,
+                    };
                     Self::allocate_in(tx, allocations)?;
                     Ok(revision)
                 },
@@ -315,7 +477,6 @@ impl Store {
         fleets: &TransactionalTree,
         revisions: &TransactionalTree,
         desired: &TransactionalTree,
-        secrets: &TransactionalTree,
         audit: &TransactionalTree,
     ) -> Result<u64, ConflictableTransactionError<StoreError>> {
         let key = tx.fleet.as_bytes();
@@ -377,11 +538,6 @@ impl Store {
             desired.remove(key)?;
         } else {
             desired.insert(key, enc(&new))?;
-        }
-        if tx.secrets.is_empty() {
-            secrets.remove(key)?;
-        } else {
-            secrets.insert(key, enc(&tx.secrets))?;
         }
         revisions.insert(
             revision_key(&tx.fleet, revision),
@@ -451,11 +607,12 @@ impl Store {
     // --- applied ---
 
     pub fn applied(&self, fleet: &str, name: &str) -> Result<Option<AppliedContainer>, StoreError> {
-        Self::get(&self.applied, "applied", &key2(fleet, name))
+        self.applied_cache
+            .get(&self.applied, "applied", &key2(fleet, name))
     }
 
     pub fn all_applied(&self) -> Result<Vec<AppliedContainer>, StoreError> {
-        Self::scan(&self.applied, "applied", b"")
+        self.applied_cache.scan_owned(&self.applied, "applied", b"")
     }
 
     pub fn put_applied(&self, a: &AppliedContainer) -> Result<(), StoreError> {
@@ -503,17 +660,18 @@ impl Store {
     }
 
     pub fn all_observed(&self) -> Result<Vec<ObservedContainer>, StoreError> {
-        Self::scan(&self.observed, "observed", b"")
+        self.observed_cache
+            .scan_owned(&self.observed, "observed", b"")
     }
 
     // --- nodes ---
 
     pub fn node(&self, name: &str) -> Result<Option<NodeRecord>, StoreError> {
-        Self::get(&self.nodes, "nodes", name.as_bytes())
+        self.nodes_cache.get(&self.nodes, "nodes", name.as_bytes())
     }
 
     pub fn nodes(&self) -> Result<Vec<NodeRecord>, StoreError> {
-        Self::scan(&self.nodes, "nodes", b"")
+        self.nodes_cache.scan_owned(&self.nodes, "nodes", b"")
     }
 
     /// Read-modify-write of one node record (created from default when absent). Returns the new record.
@@ -555,17 +713,16 @@ impl Store {
     }
 
     pub fn op(&self, id: &str) -> Result<Option<Operation>, StoreError> {
-        Self::get(&self.operations, "operations", id.as_bytes())
+        self.ops_cache
+            .get(&self.operations, "operations", id.as_bytes())
     }
 
     pub fn ops(&self) -> Result<Vec<Operation>, StoreError> {
-        let mut ops: Vec<Operation> = Self::scan(&self.operations, "operations", b"")?;
-        ops.sort_by(|a, b| {
-            a.created_ms
-                .cmp(&b.created_ms)
-                .then_with(|| a.id.cmp(&b.id))
-        });
-        Ok(ops)
+        Ok(self
+            .ops_shared()?
+            .into_iter()
+            .map(|o| (*o).clone())
+            .collect())
     }
 
     /// Drops finished operations older than `before`, keeping history bounded.
@@ -597,6 +754,11 @@ impl Store {
     pub fn put_token(&self, t: &TokenRecord) -> Result<(), StoreError> {
         self.tokens.insert(t.id.as_bytes(), enc(t))?;
         Ok(())
+    }
+
+    /// The token record `id`, if any (to explain a refusal; [`Store::consume_token`] decides).
+    pub fn token(&self, id: &str) -> Result<Option<TokenRecord>, StoreError> {
+        Self::get(&self.tokens, "tokens", id.as_bytes())
     }
 
     /// Marks token `id` used, atomically; refused if unknown, used, expired, or `accept` says no (wrong secret
@@ -810,6 +972,61 @@ mod tests {
         assert!(matches!(expired, Err(StoreError::TokenRefused)));
         let unknown = s.consume_token("nope", 1, yes);
         assert!(matches!(unknown, Err(StoreError::TokenRefused)));
+    }
+
+    #[test]
+    fn secrets_are_sealed_in_the_tree_and_clear_ones_are_sealed_on_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("db");
+        let key = dir.path().join("etc/seal.key");
+        // a store from before sealing: the secrets tree holds clear JSON
+        {
+            let old = Store::open(&db).unwrap();
+            old.secrets
+                .insert(
+                    "old",
+                    enc(&BTreeMap::from([(
+                        "a".to_string(),
+                        "clear-pw-1".to_string(),
+                    )])),
+                )
+                .unwrap();
+            old.db.flush().unwrap();
+        }
+        let s = Store::open_sealed(&db, &key).unwrap();
+        let raw = s.raw_secrets("old").unwrap().unwrap();
+        assert!(crate::seal::is_sealed(&raw));
+        assert!(!raw.windows(10).any(|w| w == b"clear-pw-1"));
+        assert_eq!(s.secrets("old").unwrap()["a"], "clear-pw-1");
+        s.submit(&tx("dev", Some(0), vec![dc("dev", "a", 1000)]))
+            .unwrap();
+        let raw = s.raw_secrets("dev").unwrap().unwrap();
+        assert!(crate::seal::is_sealed(&raw));
+        assert!(!raw.windows(2).any(|w| w == b"pw"));
+        assert_eq!(s.secrets("dev").unwrap()["a"], "pw");
+        // a sealed value copied under another fleet's key does not open
+        s.secrets.insert("other", raw.as_slice()).unwrap();
+        let err = s.secrets("other").unwrap_err().to_string();
+        assert!(err.contains("tampered"), "{err}");
+        s.secrets.remove("other").unwrap();
+        drop(s);
+        // the store without its key: a clear error, not garbage
+        std::fs::rename(&key, dir.path().join("moved.key")).unwrap();
+        let err = loop {
+            match Store::open_sealed(&db, &key) {
+                // sled's own threads may hold the file a moment after the last handle is dropped
+                Err(StoreError::Sled(_)) => {
+                    std::thread::sleep(std::time::Duration::from_millis(20))
+                }
+                Err(e) => break e.to_string(),
+                Ok(_) => panic!("opened without its seal key"),
+            }
+        };
+        assert!(
+            err.contains("is missing") && err.contains("seal.key"),
+            "{err}"
+        );
+        assert!(!key.exists());
     }
 
     #[test]

@@ -37,6 +37,7 @@ async fn start_in(dir: tempfile::TempDir, fingerprint: String) -> Env {
     let admin = Bundle::read(&admin_paths).unwrap();
     let mut config = Config {
         data_dir: dir.path().to_path_buf(),
+        seal_key: Some(dir.path().join("seal.key")),
         ..Config::default()
     };
     config.reconciler.interval_ms = 50;

@@ -157,6 +157,15 @@ impl AgentService for Echo {
         }))
     }
 
+    async fn renew(
+        &self,
+        _request: tonic::Request<pxfleet_proto::v1::RenewRequest>,
+    ) -> Result<tonic::Response<EnrollResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented(
+            "renew is not part of this test",
+        ))
+    }
+
     type ConnectStream = ControllerStream;
 
     async fn connect(

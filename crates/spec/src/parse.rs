@@ -89,6 +89,9 @@ const VOLUME_FIELDS: &[&str] = &[
     "read_only",
     "host_path",
 ];
+/// The longest `description` accepted: PVE keeps 8 KiB, less room for the agent's `managed-by:` mark line.
+pub const MAX_DESCRIPTION_BYTES: usize = 8192 - 512;
+
 /// Fields that cannot come from `defaults`: each container needs its own.
 const NOT_DEFAULTABLE: &[&str] = &["vm_id", "hostname", "mac_address"];
 
@@ -969,7 +972,23 @@ impl Cx<'_> {
                         c.tags = Some(tags);
                     }
                 }
-                "description" => c.description = self.string(n, &p),
+                "description" => {
+                    if let Some(d) = self.string(n, &p) {
+                        if d.len() > MAX_DESCRIPTION_BYTES {
+                            self.err(
+                                n.span,
+                                &p,
+                                format!(
+                                    "description is {} bytes; at most {MAX_DESCRIPTION_BYTES} are accepted",
+                                    d.len()
+                                ),
+                                Some("PVE keeps at most 8 KiB of description, and pxfleet adds its own mark line"),
+                            );
+                        } else {
+                            c.description = Some(d);
+                        }
+                    }
+                }
                 "labels" => c.labels = self.string_map(n, &p),
                 "constraints" => {
                     if let Some(kes) = self.map(n, &p) {

@@ -24,7 +24,7 @@ pub const SERVER_VALIDITY: Duration = Duration::from_secs(3 * 365 * 24 * 3600);
 /// Suggested validity for node and user certificates.
 pub const DEFAULT_CLIENT_VALIDITY: Duration = Duration::from_secs(365 * 24 * 3600);
 /// Certificates start this long before "now", to tolerate clock skew between controller and nodes.
-const BACKDATE: Duration = Duration::from_secs(300);
+pub const BACKDATE: Duration = Duration::from_secs(300);
 
 /// A certificate serial number as lowercase hex of its DER integer bytes (what x509 tools print without colons).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -237,6 +237,61 @@ pub fn generate_key_and_csr(common_name: &str) -> Result<KeyAndCsr, TlsError> {
         key_pem: key.serialize_pem(),
         csr_pem,
     })
+}
+
+/// The subject common name a CSR asks for (`pxctl user request NAME` puts NAME there); the CA ignores it when
+/// signing, `pxctl user issue` uses it as the default user name.
+pub fn csr_common_name(csr_pem: &str) -> Result<Option<String>, TlsError> {
+    let bad = |reason: String| TlsError::Csr { reason };
+    let (_, pem) = x509_parser::pem::parse_x509_pem(csr_pem.as_bytes()).map_err(|e| {
+        bad(format!(
+            "not PEM ({e}); expected a CERTIFICATE REQUEST block"
+        ))
+    })?;
+    if pem.label != "CERTIFICATE REQUEST" {
+        return Err(bad(format!(
+            "a PEM {} block, expected CERTIFICATE REQUEST (the .csr file `pxctl user request` wrote)",
+            pem.label
+        )));
+    }
+    use x509_parser::prelude::FromDer;
+    let (_, csr) =
+        x509_parser::certification_request::X509CertificationRequest::from_der(&pem.contents)
+            .map_err(|e| bad(format!("unreadable ({e})")))?;
+    let name = csr
+        .certification_request_info
+        .subject
+        .iter_common_name()
+        .next()
+        .and_then(|cn| cn.as_str().ok())
+        .map(str::to_string);
+    Ok(name)
+}
+
+/// The DNS names and IP addresses a server certificate lists.
+pub fn server_names(cert_pem: &str) -> Vec<String> {
+    let Ok((_, pem)) = x509_parser::pem::parse_x509_pem(cert_pem.as_bytes()) else {
+        return Vec::new();
+    };
+    let Ok(cert) = pem.parse_x509() else {
+        return Vec::new();
+    };
+    let Ok(Some(san)) = cert.subject_alternative_name() else {
+        return Vec::new();
+    };
+    san.value
+        .general_names
+        .iter()
+        .filter_map(|n| match n {
+            x509_parser::extensions::GeneralName::DNSName(d) => Some(d.to_string()),
+            x509_parser::extensions::GeneralName::IPAddress(b) => match b.len() {
+                4 => Some(std::net::IpAddr::from(<[u8; 4]>::try_from(*b).ok()?).to_string()),
+                16 => Some(std::net::IpAddr::from(<[u8; 16]>::try_from(*b).ok()?).to_string()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
 }
 
 /// The controller's certificate authority.

@@ -77,12 +77,31 @@ pub fn provider() -> Arc<CryptoProvider> {
 
 const ALPN_H2: &[u8] = b"h2";
 
+/// Every CERTIFICATE in `ca_pem` becomes a trust anchor: one CA normally, two during a CA rotation's
+/// overlap (the old and the new CA concatenated in one ca.pem).
 fn roots_from_pem(ca_pem: &str) -> Result<Arc<RootCertStore>, TlsError> {
     let mut roots = RootCertStore::empty();
-    roots
-        .add(cert_der_from_pem(ca_pem, "CA certificate")?)
-        .map_err(TlsError::rustls("using the CA certificate as trust anchor"))?;
+    add_roots(&mut roots, ca_pem, "CA certificate")?;
     Ok(Arc::new(roots))
+}
+
+fn add_roots(roots: &mut RootCertStore, pem: &str, what: &str) -> Result<(), TlsError> {
+    let mut added = 0;
+    for der in CertificateDer::pem_slice_iter(pem.as_bytes()) {
+        let der = der.map_err(|e| TlsError::Pem {
+            what: what.to_string(),
+            reason: format!("unreadable PEM CERTIFICATE block ({e})"),
+        })?;
+        roots.add(der).map_err(TlsError::rustls(format!(
+            "using the {what} as trust anchor"
+        )))?;
+        added += 1;
+    }
+    if added == 0 {
+        // The same error as everywhere else a certificate is missing.
+        cert_der_from_pem(pem, what)?;
+    }
+    Ok(())
 }
 
 fn key_from_pem(key_pem: &str, what: &str) -> Result<PrivateKeyDer<'static>, TlsError> {
@@ -98,8 +117,24 @@ pub fn server_config(
     server: &Bundle,
     revocation: Arc<dyn RevocationCheck>,
 ) -> Result<Arc<ServerConfig>, TlsError> {
+    server_config_with_client_cas(server, &[], revocation)
+}
+
+/// [`server_config`] that also accepts client certificates issued by `extra_client_cas` (PEM CA
+/// certificates): during a CA rotation, nodes and users still holding certificates of the old CA keep
+/// working until they have new ones (docs/security.md, "CA rotation").
+pub fn server_config_with_client_cas(
+    server: &Bundle,
+    extra_client_cas: &[String],
+    revocation: Arc<dyn RevocationCheck>,
+) -> Result<Arc<ServerConfig>, TlsError> {
     let provider = provider();
-    let roots = roots_from_pem(&server.ca_pem)?;
+    let mut client_roots = RootCertStore::empty();
+    add_roots(&mut client_roots, &server.ca_pem, "CA certificate")?;
+    for extra in extra_client_cas {
+        add_roots(&mut client_roots, extra, "additional client CA certificate")?;
+    }
+    let roots = Arc::new(client_roots);
     let webpki = WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone())
         .allow_unauthenticated()
         .build()
@@ -302,4 +337,64 @@ impl ServerCertVerifier for PinnedServerVerifier {
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.algorithms.supported_schemes()
     }
+}
+
+/// The client certificate a [`renewable_client_config`] presents; [`ClientCertSlot::set`] swaps it for the
+/// next handshakes (a renewed node certificate) without rebuilding the configuration or its users.
+#[derive(Debug)]
+pub struct ClientCertSlot {
+    current: RwLock<Arc<rustls::sign::CertifiedKey>>,
+}
+
+impl ClientCertSlot {
+    fn certified(bundle: &Bundle) -> Result<Arc<rustls::sign::CertifiedKey>, TlsError> {
+        let chain = vec![cert_der_from_pem(&bundle.cert_pem, "client certificate")?];
+        let key = key_from_pem(&bundle.key_pem, "client key")?;
+        rustls::sign::CertifiedKey::from_der(chain, key, &provider())
+            .map(Arc::new)
+            .map_err(TlsError::rustls("loading the client certificate and key"))
+    }
+
+    /// Presents `bundle`'s certificate and key from the next handshake on (the CA is not changed).
+    pub fn set(&self, bundle: &Bundle) -> Result<(), TlsError> {
+        let certified = ClientCertSlot::certified(bundle)?;
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = certified;
+        Ok(())
+    }
+}
+
+impl rustls::client::ResolvesClientCert for ClientCertSlot {
+    fn resolve(
+        &self,
+        _root_hint_subjects: &[&[u8]],
+        _sigschemes: &[SignatureScheme],
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        Some(
+            self.current
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
+        )
+    }
+
+    fn has_certs(&self) -> bool {
+        true
+    }
+}
+
+/// Like [`client_config`], but the certificate can be replaced later through the returned slot (a running
+/// agent renews its node certificate this way).
+pub fn renewable_client_config(
+    client: &Bundle,
+) -> Result<(Arc<ClientConfig>, Arc<ClientCertSlot>), TlsError> {
+    let slot = Arc::new(ClientCertSlot {
+        current: RwLock::new(ClientCertSlot::certified(client)?),
+    });
+    let mut config = ClientConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(TlsError::rustls("restricting to TLS 1.3"))?
+        .with_root_certificates(roots_from_pem(&client.ca_pem)?)
+        .with_client_cert_resolver(slot.clone());
+    config.alpn_protocols = vec![ALPN_H2.to_vec()];
+    Ok((Arc::new(config), slot))
 }

@@ -59,6 +59,12 @@ pub enum TlsError {
         #[source]
         source: tonic::transport::Error,
     },
+    /// The TLS handshake was refused by one side; [`crate::Refusal::fix`] says what to do.
+    #[error("connecting to {url}: {refusal}")]
+    Handshake {
+        url: String,
+        refusal: crate::Refusal,
+    },
     /// The gRPC server failed.
     #[error("serving gRPC over TLS: {source}")]
     Serve {

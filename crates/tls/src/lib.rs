@@ -14,26 +14,29 @@ mod ca;
 mod config;
 mod error;
 mod identity;
+mod refusal;
 mod token;
 mod transport;
 
 pub use bundle::{write_file, Bundle, BundlePaths, CERT_MODE, KEY_MODE};
 pub use ca::{
-    fingerprint_of_pem, fingerprint_sha256, generate_key_and_csr, normalize_fingerprint,
-    verify_ca_fingerprint, Ca, CertInfo, Credentials, IssuedCert, KeyAndCsr, Serial, CA_VALIDITY,
-    DEFAULT_CLIENT_VALIDITY, SERVER_VALIDITY,
+    csr_common_name, fingerprint_of_pem, fingerprint_sha256, generate_key_and_csr,
+    normalize_fingerprint, server_names, verify_ca_fingerprint, Ca, CertInfo, Credentials,
+    IssuedCert, KeyAndCsr, Serial, BACKDATE, CA_VALIDITY, DEFAULT_CLIENT_VALIDITY, SERVER_VALIDITY,
 };
 pub use config::{
-    anonymous_client_config, client_config, pinned_client_config, provider, server_config,
+    anonymous_client_config, client_config, pinned_client_config, provider,
+    renewable_client_config, server_config, server_config_with_client_cas, ClientCertSlot,
     NoRevocation, RevocationCheck, RevocationList,
 };
 pub use error::TlsError;
 pub use identity::{Identity, Role, SCHEME};
+pub use refusal::{Audience, Refusal, RefusalCause, RefusedBy};
 pub use token::JoinToken;
 pub use transport::{
     connect, connect_lazy, connect_with_server_name, peer_cert_info, peer_identity,
-    require_identity, serve_tls, tls_incoming, CONNECT_TIMEOUT, HANDSHAKE_TIMEOUT,
-    MAX_PENDING_HANDSHAKES,
+    require_identity, serve_tls, tls_incoming, CONNECT_TIMEOUT, FIRST_BYTES_TIMEOUT,
+    HANDSHAKE_TIMEOUT, MAX_PENDING_HANDSHAKES,
 };
 
 /// Fills `buf` from the ring provider's system random source.

@@ -113,10 +113,7 @@ pub async fn connect(url: &str, config: Arc<ClientConfig>) -> Result<Channel, Tl
     endpoint
         .connect_with_connector(connector)
         .await
-        .map_err(|source| TlsError::Connect {
-            url: url.to_string(),
-            source,
-        })
+        .map_err(|source| connect_error(url, source))
 }
 
 /// Like [`connect`] but verifies the server certificate against `server_name` (a DNS name or an IP address)
@@ -131,10 +128,22 @@ pub async fn connect_with_server_name(
     endpoint
         .connect_with_connector(connector)
         .await
-        .map_err(|source| TlsError::Connect {
+        .map_err(|source| connect_error(url, source))
+}
+
+/// A handshake refusal becomes [`TlsError::Handshake`] (which side refused and why); anything else stays
+/// [`TlsError::Connect`].
+fn connect_error(url: &str, source: tonic::transport::Error) -> TlsError {
+    match crate::Refusal::find(&source) {
+        Some(refusal) => TlsError::Handshake {
+            url: url.to_string(),
+            refusal,
+        },
+        None => TlsError::Connect {
             url: url.to_string(),
             source,
-        })
+        },
+    }
 }
 
 /// Like [`connect`] but connects on first use (and reconnects after failures) instead of now.
@@ -199,12 +208,92 @@ struct TlsConnect {
     connector: TlsConnector,
 }
 
-type ConnectFuture = Pin<
-    Box<dyn Future<Output = Result<TokioIo<client::TlsStream<TcpStream>>, std::io::Error>> + Send>,
->;
+type ConnectFuture = Pin<Box<dyn Future<Output = Result<TokioIo<Peeked>, std::io::Error>> + Send>>;
+
+/// How long [`connect`] waits after the handshake for the controller's first bytes (its HTTP/2 SETTINGS, or
+/// the TLS alert with which it refuses our certificate). Nothing within this time is not an error.
+pub const FIRST_BYTES_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// In TLS 1.3 the client finishes its handshake before the server has checked the client certificate, so a
+/// refusal arrives as an alert on the first read. Reading once here turns it into a connect error that says
+/// why (see [`crate::Refusal`]) instead of a cancelled request later; the bytes read are replayed to hyper.
+async fn first_bytes(tls: &mut client::TlsStream<TcpStream>) -> Result<Vec<u8>, std::io::Error> {
+    use tokio::io::AsyncReadExt;
+    let mut buf = vec![0u8; 16 * 1024];
+    match tokio::time::timeout(FIRST_BYTES_TIMEOUT, tls.read(&mut buf)).await {
+        Err(_) => Ok(Vec::new()),
+        Ok(Err(e)) => Err(e),
+        Ok(Ok(0)) => Err(std::io::Error::new(
+            std::io::ErrorKind::ConnectionAborted,
+            "the controller closed the connection right after the TLS handshake",
+        )),
+        Ok(Ok(n)) => {
+            buf.truncate(n);
+            Ok(buf)
+        }
+    }
+}
+
+/// A client TLS stream whose first bytes were already read by [`first_bytes`]; it hands them out first.
+struct Peeked {
+    inner: client::TlsStream<TcpStream>,
+    buf: Vec<u8>,
+    pos: usize,
+}
+
+impl tokio::io::AsyncRead for Peeked {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        out: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        if self.pos < self.buf.len() {
+            let n = (self.buf.len() - self.pos).min(out.remaining());
+            let start = self.pos;
+            out.put_slice(&self.buf[start..start + n]);
+            self.pos += n;
+            if self.pos == self.buf.len() {
+                self.buf = Vec::new();
+                self.pos = 0;
+            }
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut self.inner).poll_read(cx, out)
+    }
+}
+
+impl tokio::io::AsyncWrite for Peeked {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, data)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
 
 impl tonic::codegen::Service<Uri> for TlsConnect {
-    type Response = TokioIo<client::TlsStream<TcpStream>>;
+    type Response = TokioIo<Peeked>;
     type Error = std::io::Error;
     type Future = ConnectFuture;
 
@@ -217,8 +306,13 @@ impl tonic::codegen::Service<Uri> for TlsConnect {
         Box::pin(async move {
             let tcp = TcpStream::connect((this.host.as_str(), this.port)).await?;
             tcp.set_nodelay(true)?;
-            let tls = this.connector.connect(this.server_name, tcp).await?;
-            Ok(TokioIo::new(tls))
+            let mut tls = this.connector.connect(this.server_name, tcp).await?;
+            let first = first_bytes(&mut tls).await?;
+            Ok(TokioIo::new(Peeked {
+                inner: tls,
+                buf: first,
+                pos: 0,
+            }))
         })
     }
 }

@@ -44,6 +44,15 @@ impl AgentService for Whoami {
         }))
     }
 
+    async fn renew(
+        &self,
+        _request: tonic::Request<pxfleet_proto::v1::RenewRequest>,
+    ) -> Result<tonic::Response<pxfleet_proto::v1::EnrollResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented(
+            "renew is not part of this test",
+        ))
+    }
+
     type ConnectStream = Pin<Box<dyn Stream<Item = Result<ControllerMessage, Status>> + Send>>;
 
     async fn connect(

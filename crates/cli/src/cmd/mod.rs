@@ -1,6 +1,7 @@
 //! The client commands, one module each; every command is an async function taking a [`Client`], its
 //! arguments and an [`Io`](crate::term::Io), returning the process exit status (or a [`CliError`]).
 
+pub mod audit;
 pub mod describe;
 pub mod destroy;
 pub mod get;
@@ -10,6 +11,7 @@ pub mod output;
 pub mod power;
 pub mod remote_plan;
 pub mod submit;
+pub mod user;
 
 use pxfleet_proto::v1 as pb;
 
