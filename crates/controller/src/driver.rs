@@ -566,6 +566,25 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
             emit(state, &op, "dispatched");
         }
     }
+    // what falls due next without any change: a backoff ends, an acknowledgement wait or a deadline passes
+    let mut due = Millis::MAX;
+    for op in w.ops.iter().map(|o| &**o).chain(&planned) {
+        match op.state {
+            OpState::Pending if op.not_before_ms > now => due = due.min(op.not_before_ms),
+            OpState::Dispatched | OpState::Running => {
+                if let Some(d) = op.deadline_ms {
+                    due = due.min(d + 1);
+                }
+                if let (OpState::Dispatched, Some(d)) = (op.state, op.dispatched_ms) {
+                    due = due.min(d + ack_ms + 1);
+                }
+            }
+            _ => {}
+        }
+    }
+    state
+        .next_due_ms
+        .store(due, std::sync::atomic::Ordering::Relaxed);
     let took = started.elapsed();
     state.metrics.reconcile_took(took.as_secs_f64());
     if took > std::time::Duration::from_secs(1) {
@@ -631,21 +650,37 @@ fn fail_for_template(
     Ok(())
 }
 
-/// Runs passes until `shutdown`: every `interval_ms`, and when woken, but never more than half of the time: after
-/// a pass that took `d`, the next one waits at least `d`. A pass holds the operations lock; at 10,000 containers
-/// passes woken by every finished operation ran back to back and starved the handling of the agents' results
-/// (the controller fell minutes behind the agents). Passes run on the blocking pool, not on an async worker.
+/// Runs passes until `shutdown`: at once when woken by a change; on the `interval_ms` tick only when something
+/// changed since the last pass, something timed fell due (a backoff, a deadline, an acknowledgement wait), or
+/// `IDLE_PASS_EVERY` ticks went by (a safety net); and never more than half of the time: after a pass that took
+/// `d`, the next one waits at least `d`. A pass holds the operations lock; at 10,000 containers passes woken by
+/// every finished operation ran back to back and starved the handling of the agents' results, and an idle
+/// controller spent a fifth of a core re-reading an unchanged world every second. Passes run on the blocking
+/// pool, not on an async worker.
 pub async fn run(state: std::sync::Arc<State>, shutdown: impl Future<Output = ()>) {
+    use std::sync::atomic::Ordering;
     tokio::pin!(shutdown);
     let interval = std::time::Duration::from_millis(state.config.reconciler.interval_ms);
     let mut last_prune = 0;
     let mut rest = std::time::Duration::ZERO;
+    let mut seen_generation = None;
+    let mut idle_ticks = 0u32;
     loop {
-        tokio::select! {
+        let woken = tokio::select! {
             _ = &mut shutdown => return,
-            _ = state.wake.notified() => {}
-            _ = tokio::time::sleep(interval) => {}
+            _ = state.wake.notified() => true,
+            _ = tokio::time::sleep(interval) => false,
+        };
+        let now = now_ms();
+        if !woken
+            && seen_generation == Some(state.generation())
+            && now < state.next_due_ms.load(Ordering::Relaxed)
+            && idle_ticks + 1 < IDLE_PASS_EVERY
+        {
+            idle_ticks += 1;
+            continue;
         }
+        idle_ticks = 0;
         tokio::select! {
             _ = &mut shutdown => return,
             _ = tokio::time::sleep(rest) => {}
@@ -659,6 +694,7 @@ pub async fn run(state: std::sync::Arc<State>, shutdown: impl Future<Output = ()
             Err(e) => tracing::error!(error = %e, "reconcile pass panicked"),
         }
         rest = started.elapsed();
+        seen_generation = Some(state.generation());
         if now - last_prune > 3_600_000 {
             last_prune = now;
             if let Err(e) = state
@@ -670,6 +706,9 @@ pub async fn run(state: std::sync::Arc<State>, shutdown: impl Future<Output = ()
         }
     }
 }
+
+/// With nothing changed and nothing due, a pass still runs every this many `interval_ms` ticks.
+const IDLE_PASS_EVERY: u32 = 5;
 
 /// Broadcasts a progress event for Watch.
 pub fn emit(state: &State, op: &Operation, message: &str) {

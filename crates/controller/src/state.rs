@@ -23,6 +23,9 @@ pub struct State {
     pub wake: Notify,
     /// Advances whenever containers, operations or observations change, so watchers recompute only then.
     generation: std::sync::atomic::AtomicU64,
+    /// The earliest time something timed becomes due (a backoff ends, a deadline or an acknowledgement wait
+    /// passes), as the last reconcile pass found it; `u64::MAX` when nothing is.
+    pub next_due_ms: std::sync::atomic::AtomicU64,
     pub events: broadcast::Sender<pb::FleetEvent>,
     pub metrics: Metrics,
     pub ca: Ca,
@@ -53,6 +56,7 @@ impl State {
             sessions: Sessions::default(),
             wake: Notify::new(),
             generation: Default::default(),
+            next_due_ms: std::sync::atomic::AtomicU64::new(0),
             events,
             metrics: Metrics::default(),
             ca,
