@@ -480,6 +480,7 @@ pub fn operation_pb(op: &Operation, password: Option<&str>) -> pb::Operation {
             template,
             fields,
             restart,
+            ..
         } => Kind::Update(pb::UpdateContainer {
             spec: Some(container_spec(
                 &op.fleet, container, op.vm_id, template, None,

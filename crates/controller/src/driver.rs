@@ -30,7 +30,7 @@ pub struct ContainerRow {
     pub latest_op: Option<Operation>,
     pub status: ContainerStatus,
     /// Fields on the node moved away from what was applied (a repair is due); see
-    /// [`crate::reconciler::changes`].
+    /// [`crate::realise::drifted`].
     pub drifted: bool,
 }
 
@@ -140,9 +140,7 @@ pub fn container_rows(state: &State) -> Result<Vec<ContainerRow>, StoreError> {
                 (Some(d), Some(o))
                     if o.lock.is_none() && o.node == d.node && o.vm_id == d.vm_id =>
                 {
-                    !crate::reconciler::changes(d, w.applied.get(k), o)
-                        .drift
-                        .is_empty()
+                    crate::realise::drifted(d, w.applied.get(k), o)
                 }
                 _ => false,
             };
@@ -451,8 +449,7 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
         let repeats = |l: &Operation| match l.state {
             OpState::Failed => true,
             OpState::Succeeded => {
-                same_changes(&l.reason, &next.reason)
-                    && l.finished_ms.is_some_and(|f| now < f + 60_000)
+                l.kind.same_work(&next.kind) && l.finished_ms.is_some_and(|f| now < f + 60_000)
             }
             _ => false,
         };
@@ -541,19 +538,6 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
         .metrics
         .reconcile_took(started.elapsed().as_secs_f64());
     Ok(())
-}
-
-/// Whether two reasons name the same changes, whether as update or repair: after an update that "succeeded"
-/// without the node changing, the same difference comes back as drift and must count as a repeat.
-fn same_changes(a: &str, b: &str) -> bool {
-    let parts = |r: &str| -> BTreeSet<String> {
-        r.split("; ")
-            .map(|p| p.strip_prefix("repair: ").unwrap_or(p))
-            .flat_map(|p| p.split(", "))
-            .map(str::to_string)
-            .collect()
-    };
-    a == b || parts(a) == parts(b)
 }
 
 /// Records a failed operation for a container that cannot be created from its node's template file.

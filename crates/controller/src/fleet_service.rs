@@ -555,7 +555,12 @@ impl FleetService for FleetApi {
         let drift = match (&row.desired, &row.observed) {
             (Some(d), Some(o)) => {
                 let applied = self.state.store.applied(&r.fleet, &r.name)?;
-                crate::reconciler::changes(d, applied.as_ref(), o).texts()
+                crate::realise::change_texts(&crate::reconciler::View {
+                    desired: Some(d),
+                    applied: applied.as_ref(),
+                    observed: Some(o),
+                    template_ready: true,
+                })
             }
             _ => vec![],
         };

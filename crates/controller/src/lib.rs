@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod model;
 pub mod pki;
 pub mod planning;
+pub mod realise;
 pub mod reconciler;
 pub mod scheduler;
 pub mod server;

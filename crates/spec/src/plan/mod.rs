@@ -100,7 +100,10 @@ pub fn plan(
         if primary.lock.is_some() {
             continue;
         }
-        let ex = diff::existing(d, a, primary);
+        let mut ex = diff::existing(d, a, primary);
+        if let Some(c) = template_source_change(desired, applied, d, a, primary) {
+            ex.replace.push(c);
+        }
         let at = |kind: ActionKind| Action {
             container: name.clone(),
             vm_id: Some(primary.vm_id),
@@ -291,6 +294,31 @@ pub fn template_warnings(fleet: &Fleet) -> Vec<String> {
         ));
     }
     out
+}
+
+/// The container's template keeps its name but the file now makes it from another source (another appliance,
+/// URL or checksum): the container was made from the old file, so it is replaced.
+fn template_source_change(
+    desired: &Fleet,
+    applied: Option<&Fleet>,
+    d: &Container,
+    a: Option<&Container>,
+    o: &ObservedContainer,
+) -> Option<FieldChange> {
+    let a = a?;
+    let current = o.config.template.as_deref().unwrap_or(a.template.as_str());
+    if a.template != d.template || current != d.template {
+        return None;
+    }
+    let was = applied?.templates.get(&a.template)?;
+    let now = desired.templates.get(&d.template)?;
+    (was.source != now.source).then(|| FieldChange {
+        field: "template_source".to_owned(),
+        from: serde_json::to_value(&was.source).ok(),
+        to: serde_json::to_value(&now.source).ok(),
+        live: false,
+        sensitive: false,
+    })
 }
 
 /// The destroy action for `o`, or the refusal when it is protected.
