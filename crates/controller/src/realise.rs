@@ -310,3 +310,7 @@ pub fn drifted(d: &DesiredContainer, a: Option<&AppliedContainer>, o: &ObservedC
             .any(|a| matches!(a.kind, ActionKind::Repair { .. }))
     })
 }
+
+#[cfg(test)]
+#[path = "realise_tests.rs"]
+mod tests;
