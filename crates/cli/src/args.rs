@@ -144,6 +144,10 @@ pub struct SubmitArgs {
     /// Give up following progress after this long (e.g. 90s, 30m, 2h).
     #[arg(long, value_parser = parse_duration, default_value = "1h")]
     pub timeout: Duration,
+    /// Retry containers whose operations failed for good (also when the file did not change): a new revision
+    /// is recorded and their operations start again from the first attempt.
+    #[arg(long)]
+    pub retry_failed: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

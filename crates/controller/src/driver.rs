@@ -149,7 +149,14 @@ pub fn container_rows(state: &State) -> Result<Vec<ContainerRow>, StoreError> {
                 fleet: k.0.clone(),
                 name: k.1.clone(),
                 desired: d.cloned(),
-                status: container_status(latest.as_ref(), o.as_ref(), max),
+                // A failure of an older revision is being retried by the newer one: not failed (any more).
+                status: container_status(
+                    latest.as_ref().filter(|l| {
+                        l.state != OpState::Failed || d.is_none_or(|d| l.revision >= d.revision)
+                    }),
+                    o.as_ref(),
+                    max,
+                ),
                 observed: o,
                 latest_op: latest,
             }
@@ -909,6 +916,7 @@ mod tests {
                 audit_action: "submit".into(),
                 file_name: String::new(),
                 source_sha256: String::new(),
+                retry: Vec::new(),
             })
             .unwrap();
     }

@@ -260,6 +260,7 @@ impl FleetApi {
             source_sha256: source
                 .map(|(_, text)| hex::encode(sha2::Sha256::digest(text.as_bytes())))
                 .unwrap_or_default(),
+            retry: crate::realise::failed_containers(st, name)?,
         };
         let rev = st.store.submit(&tx)?;
         driver::pass(st, now_ms())?;
@@ -374,6 +375,7 @@ impl FleetService for FleetApi {
             .into());
         }
         if snap.revision > 0
+            && !r.retry_failed
             && prepared.plan.is_empty()
             && self.unchanged(&fleet, &prepared, &snap)?
         {

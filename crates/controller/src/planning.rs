@@ -758,6 +758,7 @@ mod tests {
                 audit_action: "submit".into(),
                 file_name: String::new(),
                 source_sha256: String::new(),
+                retry: Vec::new(),
             })
             .unwrap();
     }

@@ -311,6 +311,27 @@ pub fn drifted(d: &DesiredContainer, a: Option<&AppliedContainer>, o: &ObservedC
     })
 }
 
+/// The containers of `fleet` whose latest operation failed: a new submit retries them from the first attempt
+/// (resubmitting the file, or `pxctl submit --retry-failed` when it did not change).
+pub fn failed_containers(
+    state: &crate::state::State,
+    fleet: &str,
+) -> Result<Vec<String>, crate::store::StoreError> {
+    let mut latest: BTreeMap<String, &crate::model::Operation> = BTreeMap::new();
+    let ops = state.store.ops()?;
+    for op in ops
+        .iter()
+        .filter(|o| o.fleet == fleet && !o.container.is_empty())
+    {
+        latest.insert(op.container.clone(), op);
+    }
+    Ok(latest
+        .into_iter()
+        .filter(|(_, op)| op.state == crate::model::OpState::Failed)
+        .map(|(name, _)| name)
+        .collect())
+}
+
 #[cfg(test)]
 #[path = "realise_tests.rs"]
 mod tests;

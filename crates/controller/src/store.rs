@@ -89,6 +89,9 @@ pub struct SubmitTx {
     /// The submitted file's name and the SHA-256 (hex) of its text; empty for a destroy.
     pub file_name: String,
     pub source_sha256: String,
+    /// Containers to retry: their `revision` moves to this submit's even when unchanged, so operations that
+    /// failed for good start again from the first attempt.
+    pub retry: Vec<String>,
 }
 
 #[derive(Clone)]
@@ -361,7 +364,8 @@ impl Store {
                 let mut d = d.clone();
                 d.revision = match old.iter().find(|o| o.name == d.name) {
                     Some(o)
-                        if o.node == d.node
+                        if !tx.retry.contains(&d.name)
+                            && o.node == d.node
                             && o.vm_id == d.vm_id
                             && o.container == d.container
                             && o.template == d.template =>
@@ -662,6 +666,7 @@ mod tests {
             audit_action: "submit".into(),
             file_name: "fleet.yaml".into(),
             source_sha256: "ab".repeat(32),
+            retry: Vec::new(),
         }
     }
 

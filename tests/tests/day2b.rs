@@ -1,0 +1,168 @@
+//! Day-2 lifecycle, second part (issue 10): protection, failed applies that converge once fixed, restart policy,
+//! adopt. Real controller, real agents, pvesim nodes.
+
+use std::time::Duration;
+
+use pxfleet_tests::{describe, fleet_yaml, v1 as pb, wait_until, Cluster};
+
+const UP: Duration = Duration::from_secs(120);
+
+/// Writes `yaml`, submits it with pxctl (which must succeed) and returns the file's path.
+async fn submit(c: &Cluster, file: &str, yaml: &str) -> String {
+    let path = c.write_fleet(file, yaml);
+    let path = path.to_str().unwrap().to_string();
+    let (code, out, err) = c.pxctl(&["submit", &path, "-y"]).await;
+    assert_eq!(code, 0, "pxctl submit: {out}\n{err}\n{}", c.logs());
+    path
+}
+
+/// `pxctl plan FILE --detailed-exitcode` exits 0 (nothing left to change) once the nodes' reports caught up.
+async fn plan_is_empty(c: &Cluster, path: &str) {
+    wait_until("plan --detailed-exitcode exits 0", UP, || async {
+        let (code, out, err) = c.pxctl(&["plan", path, "--detailed-exitcode"]).await;
+        if code == 0 {
+            Ok(())
+        } else {
+            Err(format!("exit {code}: {out}\n{err}"))
+        }
+    })
+    .await;
+}
+
+fn revisions(v: serde_json::Value) -> usize {
+    v.as_array().map(Vec::len).unwrap_or_default()
+}
+
+/// Waits until container `name` of `fleet` shows `state`.
+async fn wait_state(c: &Cluster, fleet: &str, name: &str, state: pb::ContainerState) {
+    wait_until(&format!("{name} {state:?}"), UP, || async {
+        let cs = c.containers(fleet).await.map_err(|e| e.to_string())?;
+        match cs.iter().find(|x| x.name == name) {
+            Some(x) if x.state == state as i32 => Ok(()),
+            _ => Err(describe(&cs)),
+        }
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_protected_container_left_out_of_the_file_refuses_the_whole_submit() {
+    let c = Cluster::start(1).await.expect("cluster");
+    let both = fleet_yaml(
+        "prot",
+        "  keep: {vm_id: 1800, memory: 512, disk_size: 4, protection: true}\n  \
+         web: {vm_id: 1801, memory: 512, disk_size: 4}\n",
+    );
+    submit(&c, "prot.yaml", &both).await;
+    c.wait_running("prot", &["keep", "web"], UP).await;
+    let before = revisions(c.pxctl_json(&["history", "--fleet", "prot"]).await);
+
+    // keep left out, web grown: refused as a whole, naming keep and what to do.
+    let without = fleet_yaml("prot", "  web: {vm_id: 1801, memory: 1024, disk_size: 4}\n");
+    let path = c.write_fleet("prot.yaml", &without);
+    let path = path.to_str().unwrap();
+    let (code, out, err) = c.pxctl(&["submit", path, "-y"]).await;
+    assert_ne!(code, 0, "submit accepted: {out}\n{err}");
+    let text = format!("{out}\n{err}");
+    assert!(text.contains("keep"), "{text}");
+    assert!(text.contains("protection: true"), "{text}");
+    let (code, _, err) = c.pxctl(&["plan", path]).await;
+    assert_ne!(code, 0);
+    assert!(err.contains("keep") && err.contains("protection"), "{err}");
+
+    // Nothing of it was applied: no revision, web's memory unchanged, keep still there.
+    assert_eq!(
+        revisions(c.pxctl_json(&["history", "--fleet", "prot"]).await),
+        before
+    );
+    tokio::time::sleep(Duration::from_millis(600)).await; // a few reconcile passes
+    assert_eq!(
+        c.pct_config("mk33", 1801).get("memory").map(String::as_str),
+        Some("512")
+    );
+    assert!(c.vmids_on("mk33").contains(&1800));
+    let ops = c.operations("prot").await.unwrap();
+    assert!(
+        !ops.iter()
+            .any(|o| o.kind == pb::OperationKind::Destroy as i32
+                || o.kind == pb::OperationKind::Update as i32),
+        "{ops:?}"
+    );
+
+    // Unprotected first, then removed: accepted.
+    let unprotect = both.replace("protection: true", "protection: false");
+    submit(&c, "prot.yaml", &unprotect).await;
+    wait_until("keep unprotected", UP, || async {
+        let cfg = c.pct_config("mk33", 1800);
+        match cfg.get("protection").map(String::as_str) {
+            None | Some("0") => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    let path = submit(&c, "prot.yaml", &without).await;
+    wait_until("keep destroyed", UP, || async {
+        if c.vmids_on("mk33").contains(&1800) {
+            Err("still there".to_string())
+        } else {
+            Ok(())
+        }
+    })
+    .await;
+    plan_is_empty(&c, &path).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_apply_converges_once_fixed_or_retried() {
+    let c = Cluster::start(1).await.expect("cluster");
+    let node = &c.nodes[0];
+    // Every create fails on the node: the container ends failed after its attempts.
+    std::fs::write(
+        node.sim.join("faults.toml"),
+        "[fail_creates]\ncount = 1000\nmessage = \"no room on the node (simulated)\"\n",
+    )
+    .unwrap();
+    let yaml = fleet_yaml("fix", "  a: {vm_id: 1900, memory: 512, disk_size: 4}\n");
+    let path = c.write_fleet("fix.yaml", &yaml);
+    let path = path.to_str().unwrap().to_string();
+    let (code, out, err) = c.pxctl(&["submit", &path, "-y", "--timeout", "60s"]).await;
+    assert_ne!(
+        code, 0,
+        "submit succeeded although creates fail: {out}\n{err}"
+    );
+    wait_state(&c, "fix", "a", pb::ContainerState::Failed).await;
+    let before = revisions(c.pxctl_json(&["history", "--fleet", "fix"]).await);
+
+    // The cause goes away; the same file with --retry-failed: a new revision, retried, running.
+    std::fs::remove_file(node.sim.join("faults.toml")).unwrap();
+    let _ = std::fs::remove_file(node.sim.join("faults-fired.json"));
+    let (code, out, err) = c.pxctl(&["submit", &path, "-y", "--retry-failed"]).await;
+    assert_eq!(code, 0, "retry: {out}\n{err}\n{}", c.logs());
+    c.wait_running("fix", &["a"], UP).await;
+    assert_eq!(
+        revisions(c.pxctl_json(&["history", "--fleet", "fix"]).await),
+        before + 1
+    );
+    plan_is_empty(&c, &path).await;
+
+    // A bad template (no such appliance): fails for good; fixed in the file and resubmitted: converges, no
+    // manual cleanup.
+    let bad = fleet_yaml(
+        "fix",
+        "  a: {vm_id: 1900, memory: 512, disk_size: 4}\n  \
+         b: {vm_id: 1901, memory: 512, disk_size: 4, template: nope}\n",
+    )
+    .replace(
+        "templates:\n",
+        "templates:\n  nope: {pveam: no-such-appliance_1.0_amd64.tar.zst}\n",
+    );
+    let path = c.write_fleet("fix.yaml", &bad);
+    let path = path.to_str().unwrap().to_string();
+    let (code, out, err) = c.pxctl(&["submit", &path, "-y", "--timeout", "60s"]).await;
+    assert_ne!(code, 0, "a bad template succeeded: {out}\n{err}");
+    wait_state(&c, "fix", "b", pb::ContainerState::Failed).await;
+    let fixed = bad.replace("template: nope", "template: deb13");
+    let path = submit(&c, "fix.yaml", &fixed).await;
+    c.wait_running("fix", &["a", "b"], UP).await;
+    plan_is_empty(&c, &path).await;
+}
