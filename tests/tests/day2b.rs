@@ -166,3 +166,161 @@ async fn a_failed_apply_converges_once_fixed_or_retried() {
     c.wait_running("fix", &["a", "b"], UP).await;
     plan_is_empty(&c, &path).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adopt_takes_an_existing_container_under_management_where_it_is() {
+    let c = Cluster::start(1).await.expect("cluster");
+    // Made by hand: no pxfleet mark, 256 MiB.
+    let tmpl = "local:vztmpl/debian-13-standard_13.6-1_amd64.tar.zst";
+    let _ = c.pve(
+        "mk33",
+        "pveam",
+        &[
+            "download",
+            "local",
+            "debian-13-standard_13.6-1_amd64.tar.zst",
+        ],
+    );
+    let out = c.pve(
+        "mk33",
+        "pct",
+        &[
+            "create",
+            "2000",
+            tmpl,
+            "--hostname",
+            "legacy",
+            "--memory",
+            "256",
+            "--swap",
+            "512",
+            "--rootfs",
+            "local-lvm:4",
+            "--unprivileged",
+            "1",
+            "--net0",
+            "name=eth0,bridge=vmbr0,ip=dhcp,type=veth",
+        ],
+    );
+    assert_eq!(out.code, 0, "pct create: {}", out.stderr);
+    assert_eq!(c.pve("mk33", "pct", &["start", "2000"]).code, 0);
+    let before = c.pct_config("mk33", 2000);
+    let mac = |cfg: &std::collections::BTreeMap<String, String>| {
+        cfg.get("net0")
+            .and_then(|n| n.split(',').find_map(|p| p.strip_prefix("hwaddr=")))
+            .map(str::to_string)
+    };
+    let mac_before = mac(&before).expect("PVE generated a MAC");
+
+    // Without adopt: the vm_id is someone else's.
+    let plain = fleet_yaml(
+        "ad",
+        "  legacy: {node: mk33, vm_id: 2000, memory: 512, disk_size: 4}\n",
+    );
+    wait_until(
+        "the hand-made container is reported and holds vm_id 2000",
+        UP,
+        || async {
+            let plan = c.plan(&plain).await.map_err(|e| e.to_string())?;
+            if plan.diagnostics.iter().any(|d| d.message.contains("2000")) {
+                Ok(())
+            } else {
+                Err(format!("{:?}", plan.diagnostics))
+            }
+        },
+    )
+    .await;
+
+    // adopt: true: the plan adopts it and shows the one difference, no create.
+    let yaml = fleet_yaml(
+        "ad",
+        "  legacy: {node: mk33, vm_id: 2000, adopt: true, memory: 512, disk_size: 4}\n",
+    );
+    let path = c.write_fleet("ad.yaml", &yaml);
+    let path = path.to_str().unwrap().to_string();
+    let (code, text, err) = c.pxctl(&["plan", &path]).await;
+    assert_eq!(code, 0, "{text}\n{err}");
+    assert!(text.contains("adopted"), "{text}");
+    assert!(text.contains("memory"), "{text}");
+    assert!(
+        !text.contains("to create") || text.contains("0 to create"),
+        "{text}"
+    );
+    let plan = c.plan(&yaml).await.unwrap();
+    assert!(plan.diagnostics.is_empty(), "{:?}", plan.diagnostics);
+    let json: serde_json::Value = serde_json::from_str(&plan.plan_json).unwrap();
+    let actions: Vec<&str> = json["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, ["update"], "{}", plan.plan_json);
+    assert!(
+        !plan.plan_json.contains("mac_address"),
+        "{}",
+        plan.plan_json
+    );
+
+    submit(&c, "ad.yaml", &yaml).await;
+    c.wait_running("ad", &["legacy"], UP).await;
+    let after = c.pct_config("mk33", 2000);
+    assert!(
+        after
+            .get("description")
+            .is_some_and(|d| d.contains("fleet=ad") && d.contains("name=legacy")),
+        "{after:?}"
+    );
+    assert_eq!(after.get("memory").map(String::as_str), Some("512"));
+    assert_eq!(
+        mac(&after).as_deref(),
+        Some(mac_before.as_str()),
+        "MAC kept"
+    );
+    assert_eq!(c.vmids_on("mk33"), vec![2000]);
+    let ops = c.operations("ad").await.unwrap();
+    assert!(
+        ops.iter()
+            .all(|o| o.kind == pb::OperationKind::Update as i32),
+        "{ops:?}"
+    );
+    plan_is_empty(&c, &path).await;
+
+    // Something that cannot change in place is refused, not a replacement of the adopted container.
+    let other = c.pve(
+        "mk33",
+        "pct",
+        &[
+            "create",
+            "2001",
+            tmpl,
+            "--hostname",
+            "priv",
+            "--rootfs",
+            "local-lvm:4",
+            "--unprivileged",
+            "0",
+        ],
+    );
+    assert_eq!(other.code, 0, "{}", other.stderr);
+    let yaml2 = yaml.replace(
+        "containers:\n",
+        "allow_privileged: false\ncontainers:\n  priv: {node: mk33, vm_id: 2001, adopt: true, disk_size: 4}\n",
+    );
+    wait_until(
+        "adopting a privileged container as unprivileged is refused",
+        UP,
+        || async {
+            let plan = c.plan(&yaml2).await.map_err(|e| e.to_string())?;
+            let msgs: Vec<String> = plan.diagnostics.iter().map(|d| d.message.clone()).collect();
+            if msgs.iter().any(|m| {
+                m.contains("priv") && m.contains("cannot be adopted") && m.contains("unprivileged")
+            }) {
+                Ok(())
+            } else {
+                Err(format!("{msgs:?}"))
+            }
+        },
+    )
+    .await;
+}

@@ -352,6 +352,7 @@ pub fn operation_from_proto(op: v1::Operation) -> Result<Operation, ConvertError
                 tags: spec.tags.clone(),
                 description: Some(spec.description.clone()).filter(|d| !d.is_empty()),
                 restart: u.restart_allowed,
+                adopt: u.adopt,
             }
         }
         Some(Kind::Resize(r)) => {

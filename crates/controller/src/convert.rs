@@ -265,7 +265,8 @@ pub fn spec_observed(
         node: o.node.clone(),
         status,
         lock: o.lock.clone(),
-        managed: Some(ManagedMark {
+        // Without a mark (a container `adopt: true` takes over), it stays unmarked for the planner.
+        managed: o.managed.as_ref().map(|_| ManagedMark {
             fleet: fleet.to_string(),
             name: name.to_string(),
         }),
@@ -487,6 +488,7 @@ pub fn operation_pb(op: &Operation, password: Option<&str>) -> pb::Operation {
             )),
             changed_fields: fields.clone(),
             restart_allowed: *restart,
+            adopt: fields.iter().any(|f| f == pxfleet_spec::plan::ADOPT_FIELD),
         }),
         OperationKind::Resize { disk, disk_gib } => Kind::Resize(pb::ResizeDisk {
             disk: disk.clone(),

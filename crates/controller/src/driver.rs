@@ -90,6 +90,11 @@ fn load(state: &State) -> Result<World, StoreError> {
             }
         }
     }
+    if desired.values().any(|d| d.container.adopt) {
+        for (k, o) in crate::adopt::targets_of(desired.values(), store.all_observed()?) {
+            observed.entry(k).or_insert_with(|| vec![o]);
+        }
+    }
     let ops = store.ops()?;
     let mut latest: BTreeMap<Key, Operation> = BTreeMap::new();
     for op in &ops {

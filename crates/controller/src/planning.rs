@@ -222,6 +222,7 @@ pub fn prepare(
             }
         }
     }
+    crate::adopt::fill_from_targets(&mut fleet, snap);
     let snap_others = Snapshot {
         // this fleet's own desired containers are no conflict with themselves
         desired: snap
@@ -245,7 +246,7 @@ pub fn prepare(
     for (key, c) in &fleet.containers {
         let Some(node) = &c.node else { continue };
         let is_new_here = stored.get(key.as_str()).is_none_or(|p| p.node != *node);
-        if !is_new_here {
+        if !is_new_here || c.adopt {
             continue;
         }
         if let Some((n, status)) = snap.nodes.iter().find(|(n, _)| n.name == *node) {
@@ -371,7 +372,8 @@ pub fn prepare(
         .as_ref()
         .and_then(|r| serde_json::from_value::<Fleet>(r.spec.clone()).ok())
         .map(without_passwords);
-    let observed = spec_observed(&name, snap);
+    let mut observed = spec_observed(&name, snap);
+    observed.extend(crate::adopt::targets(&fleet, snap));
     let plan = pxfleet_spec::plan::plan(
         &without_passwords(fleet.clone()),
         applied_fleet.as_ref(),
@@ -539,6 +541,7 @@ fn problem_path(p: &pxfleet_spec::plan::PlanProblem) -> String {
             container, field, ..
         } => format!("containers.{container}.{field}"),
         Protected { container, .. } => format!("containers.{container}.protection"),
+        Adopt { container, .. } => format!("containers.{container}.adopt"),
         VmIdInUse { container, .. } => format!("containers.{container}.vm_id"),
     }
 }

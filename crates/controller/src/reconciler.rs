@@ -121,7 +121,10 @@ mod tests {
             vm_id: d.vm_id,
             hostname: d.container.hostname.clone(),
             running: true,
-            managed: None,
+            managed: Some(crate::model::ManagedBy {
+                fleet: d.fleet.clone(),
+                name: d.name.clone(),
+            }),
             cores: d.container.cores,
             memory_mib: d.container.memory,
             swap_mib: d.container.swap,

@@ -52,6 +52,7 @@ pub fn container(name: &str) -> Container {
         startup: None,
         start_on_boot: false,
         state: Default::default(),
+        adopt: false,
         protection: false,
         tags: vec![],
         description: None,

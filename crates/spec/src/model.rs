@@ -361,6 +361,11 @@ pub struct Container {
     /// stopped (also through drift repair).
     #[serde(default)]
     pub state: DesiredState,
+    /// `adopt: true`: the container already exists (made by hand, by Terraform) as `vm_id` on `node` without
+    /// pxfleet's mark; pxfleet takes it under management where it is (writes its mark, then changes what
+    /// differs from the file) instead of creating one. Never replaced or recreated by pxfleet.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub adopt: bool,
 }
 
 /// `state:` of a container.

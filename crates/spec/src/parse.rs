@@ -75,6 +75,7 @@ pub(crate) const CONTAINER_FIELDS: &[&str] = &[
     "constraints",
     "mount_points",
     "state",
+    "adopt",
 ];
 const FEATURE_FIELDS: &[&str] = &["nesting", "fuse", "keyctl", "mount"];
 const DNS_FIELDS: &[&str] = &["servers", "domain"];
@@ -953,6 +954,7 @@ impl Cx<'_> {
                     None => {}
                 },
                 "protection" => c.protection = self.boolean(n, &p),
+                "adopt" => c.adopt = self.boolean(n, &p),
                 "tags" => {
                     if let Some(list) = self.strings(n, &p) {
                         let mut tags = Vec::new();
@@ -1565,6 +1567,7 @@ impl Cx<'_> {
             startup,
             start_on_boot: c.start_on_boot.unwrap_or(false),
             state: c.state.unwrap_or_default(),
+            adopt: c.adopt.unwrap_or(false),
             protection: c.protection.unwrap_or(false),
             tags: c.tags.unwrap_or_default(),
             description: c.description,
@@ -1842,6 +1845,7 @@ struct ContainerInput {
     start_on_boot: Option<bool>,
     state: Option<DesiredState>,
     protection: Option<bool>,
+    adopt: Option<bool>,
     tags: Option<Vec<String>>,
     description: Option<String>,
     labels: Option<BTreeMap<String, String>>,
@@ -1912,6 +1916,7 @@ impl ContainerInput {
             start_on_boot: or(self.start_on_boot, &d.start_on_boot),
             state: or(self.state, &d.state),
             protection: or(self.protection, &d.protection),
+            adopt: self.adopt,
             tags: or(self.tags, &d.tags),
             description: or(self.description, &d.description),
             labels,

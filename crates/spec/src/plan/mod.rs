@@ -65,7 +65,28 @@ pub fn plan(
         let a = applied.and_then(|f| f.containers.get(name));
         let key = StartKey::of(d);
         let candidates = marked.remove(name.as_str()).unwrap_or_default();
-        let Some(primary) = pick_primary(&candidates, d, a) else {
+        // `adopt: true`: the unmarked container at (node, vm_id) stands for it until it carries the mark.
+        let adopting = match (d.adopt && candidates.is_empty(), &d.node, d.vm_id) {
+            (true, Some(node), Some(vm_id)) => {
+                let target = observed
+                    .iter()
+                    .find(|o| o.managed.is_none() && o.node == *node && o.vm_id == vm_id);
+                if target.is_none() {
+                    problems.push(PlanProblem::Adopt {
+                        container: name.clone(),
+                        vm_id,
+                        node: node.clone(),
+                        why: "no container without pxfleet's mark is there to take over; remove `adopt: true` \
+                              to create a new one"
+                            .to_owned(),
+                    });
+                    continue;
+                }
+                target
+            }
+            _ => None,
+        };
+        let Some(primary) = adopting.or_else(|| pick_primary(&candidates, d, a)) else {
             if let Some(v) = d.vm_id {
                 claims.push((name, v));
             }
@@ -103,6 +124,35 @@ pub fn plan(
         let mut ex = diff::existing(d, a, primary);
         if let Some(c) = template_source_change(desired, applied, d, a, primary) {
             ex.replace.push(c);
+        }
+        if adopting.is_some() {
+            if !ex.replace.is_empty() {
+                let fields: Vec<&str> = ex.replace.iter().map(|c| c.field.as_str()).collect();
+                problems.push(PlanProblem::Adopt {
+                    container: name.clone(),
+                    vm_id: primary.vm_id,
+                    node: primary.node.clone(),
+                    why: format!(
+                        "{} differ from the existing container and cannot change in place (adopting never \
+                         recreates it); make the file say what the container has",
+                        fields.join(", ")
+                    ),
+                });
+                continue;
+            }
+            ex.updates.insert(
+                0,
+                FieldChange {
+                    field: ADOPT_FIELD.to_owned(),
+                    from: None,
+                    to: Some(serde_json::Value::String(format!(
+                        "fleet={} name={name}",
+                        desired.name
+                    ))),
+                    live: true,
+                    sensitive: false,
+                },
+            );
         }
         let at = |kind: ActionKind| Action {
             container: name.clone(),
@@ -254,6 +304,10 @@ pub fn plan(
     plan.warnings = template_warnings(desired);
     Ok(plan)
 }
+
+/// The field of the update that takes an existing container under management (`adopt: true`): its mark is
+/// written (description line and `pxfleet` tag) together with the other changes.
+pub const ADOPT_FIELD: &str = "managed_by";
 
 /// One warning per template that carries no checksum (made from a container's `template_url`): where it is
 /// used (field path and line:column) and how to pin it.

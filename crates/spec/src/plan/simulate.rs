@@ -93,6 +93,13 @@ pub fn apply_to_observed(
                 if let (Some(i), Some(d)) = (find(&world), d) {
                     let vm_id = world[i].vm_id;
                     for c in changes {
+                        if c.field == super::ADOPT_FIELD {
+                            world[i].managed = Some(crate::observed::ManagedMark {
+                                fleet: desired.name.clone(),
+                                name: action.container.clone(),
+                            });
+                            continue;
+                        }
                         adopt(&mut world[i].config, &c.field, d, vm_id);
                     }
                 }

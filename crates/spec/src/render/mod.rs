@@ -143,6 +143,12 @@ pub(crate) fn headline(kind: &ActionKind) -> String {
             reason: CreateReason::Missing,
             ..
         } => "be created again: it was applied but no node reports it".to_owned(),
+        ActionKind::Update { changes, .. }
+            if changes.iter().any(|c| c.field == crate::plan::ADOPT_FIELD) =>
+        {
+            "be adopted: taken under management where it is (kept, not recreated) and updated in place"
+                .to_owned()
+        }
         ActionKind::Update {
             restart_required: false,
             ..

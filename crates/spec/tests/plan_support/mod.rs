@@ -58,6 +58,7 @@ pub fn container(name: &str, vm_id: Option<u32>) -> Container {
         startup: None,
         start_on_boot: false,
         state: Default::default(),
+        adopt: false,
         protection: false,
         tags: vec![],
         description: None,
