@@ -324,3 +324,78 @@ async fn adopt_takes_an_existing_container_under_management_where_it_is() {
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drain_migrates_every_unpinned_container_off_respecting_anti_affinity() {
+    let c = Cluster::start(3).await.expect("cluster");
+    let web = "labels: {app: web}, constraints: {anti_affinity: [app]}";
+    let body = |extra: &str| {
+        fleet_yaml(
+            "dr",
+            &format!(
+                "  a: {{vm_id: 2100, memory: 512, disk_size: 4, {web}}}\n  \
+                 b: {{vm_id: 2101, memory: 512, disk_size: 4, {web}}}\n{extra}"
+            ),
+        )
+    };
+    submit(&c, "dr.yaml", &body("")).await;
+    let cs = c.wait_running("dr", &["a", "b"], UP).await;
+    let node_of =
+        |cs: &[pb::ContainerInfo], n: &str| cs.iter().find(|x| x.name == n).unwrap().node.clone();
+    let (na, nb) = (node_of(&cs, "a"), node_of(&cs, "b"));
+    assert_ne!(na, nb, "anti-affinity: {}", describe(&cs));
+    // p is pinned to a's node by the file: the drain leaves it and says why.
+    let path = submit(
+        &c,
+        "dr.yaml",
+        &body(&format!(
+            "  p: {{node: {na}, vm_id: 2102, memory: 512, disk_size: 4}}\n"
+        )),
+    )
+    .await;
+    c.wait_running("dr", &["a", "b", "p"], UP).await;
+    let mac = |node: &str| {
+        c.pct_config(node, 2100)
+            .get("net0")
+            .cloned()
+            .unwrap_or_default()
+    };
+    let mac_before = mac(&na);
+
+    let (code, out, err) = c.pxctl(&["node", "drain", &na]).await;
+    assert_eq!(code, 1, "p stays, so exit 1: {out}\n{err}\n{}", c.logs());
+    assert!(out.contains("dr/p stays") && out.contains("pins"), "{out}");
+    assert!(out.contains("dr/a (vm_id 2100) -> "), "{out}");
+    assert!(out.contains("1 moved, 0 failed, 1 staying"), "{out}");
+    // a went to the third node (b's node is excluded by anti-affinity), same vm_id and MAC, by migrate.
+    let third: String = pxfleet_tests::node_names(3)
+        .into_iter()
+        .find(|n| *n != na && *n != nb)
+        .unwrap();
+    let cs = c.wait_running("dr", &["a", "b", "p"], UP).await;
+    assert_eq!(node_of(&cs, "a"), third, "{}", describe(&cs));
+    assert!(c.vmids_on(&third).contains(&2100));
+    assert!(!c.vmids_on(&na).contains(&2100));
+    assert_eq!(mac(&third), mac_before);
+    let ops = c.operations("dr").await.unwrap();
+    assert!(
+        ops.iter()
+            .any(|o| o.kind == pb::OperationKind::Migrate as i32 && o.container == "a"),
+        "{ops:?}"
+    );
+    assert!(
+        !ops.iter()
+            .any(|o| o.kind == pb::OperationKind::Destroy as i32),
+        "{ops:?}"
+    );
+    // The node stays cordoned; the file's plan is empty (a keeps its new node); uncordon works.
+    let nodes = c.nodes_info().await.unwrap();
+    let info = nodes.iter().find(|n| n.name == na).unwrap();
+    assert_eq!(info.status, pb::NodeStatus::Cordoned as i32, "{info:?}");
+    plan_is_empty(&c, &path).await;
+    let (code, _, err) = c.pxctl(&["node", "uncordon", &na]).await;
+    assert_eq!(code, 0, "{err}");
+    let nodes = c.nodes_info().await.unwrap();
+    let info = nodes.iter().find(|n| n.name == na).unwrap();
+    assert_eq!(info.status, pb::NodeStatus::Ready as i32, "{info:?}");
+}

@@ -269,6 +269,19 @@ pub enum NodeCommand {
     },
     /// Resume scheduling on a node.
     Uncordon { node: String },
+    /// Cordon a node and migrate every container off it (the scheduler picks the targets), showing progress.
+    Drain {
+        node: String,
+        /// Why (shown in `get nodes`); default "drained".
+        #[arg(long, default_value = "")]
+        reason: String,
+        /// Return once the moves are decided, without following them.
+        #[arg(long)]
+        no_wait: bool,
+        /// Give up following after this long (e.g. 90s, 30m).
+        #[arg(long, value_parser = parse_duration, default_value = "1h")]
+        timeout: Duration,
+    },
 }
 
 #[derive(Debug, Subcommand)]

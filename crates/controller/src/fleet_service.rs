@@ -885,6 +885,59 @@ impl FleetService for FleetApi {
             .map(Response::new)
     }
 
+    async fn drain_node(
+        &self,
+        req: Request<pb::DrainNodeRequest>,
+    ) -> Result<Response<pb::DrainNodeResponse>, Status> {
+        let id = who(&req);
+        check_fleet(id.as_ref(), Need::Admin)?;
+        let r = req.into_inner();
+        let reason = if r.reason.is_empty() {
+            "drained".to_string()
+        } else {
+            r.reason.clone()
+        };
+        let _placing = self.state.placement_lock.lock().await;
+        let info = self.set_cordon(id.as_ref(), &r.node, Some(&reason))?;
+        let snap = self.snapshot("")?;
+        let plan = crate::drain::plan(&snap, &r.node);
+        for m in &plan.moves {
+            self.state.store.move_desired(&m.fleet, &m.name, &m.to)?;
+            tracing::info!(node = %r.node, fleet = %m.fleet, container = %m.name, to = %m.to, "drain: moving");
+        }
+        self.state.store.audit(&AuditEntry {
+            time_ms: now_ms(),
+            actor: id.as_ref().map(|i| i.uri()).unwrap_or_default(),
+            action: "drain".into(),
+            target: r.node.clone(),
+            detail: format!("{} to move, {} left", plan.moves.len(), plan.stuck.len()),
+        })?;
+        driver::pass(&self.state, now_ms())?;
+        self.state.changed();
+        Ok(Response::new(pb::DrainNodeResponse {
+            node: Some(info),
+            moves: plan
+                .moves
+                .into_iter()
+                .map(|m| pb::DrainMove {
+                    fleet: m.fleet,
+                    container: m.name,
+                    vm_id: m.vm_id,
+                    to: m.to,
+                })
+                .collect(),
+            stuck: plan
+                .stuck
+                .into_iter()
+                .map(|(fleet, container, reason)| pb::DrainStuck {
+                    fleet,
+                    container,
+                    reason,
+                })
+                .collect(),
+        }))
+    }
+
     async fn issue_user_certificate(
         &self,
         req: Request<pb::IssueUserCertificateRequest>,

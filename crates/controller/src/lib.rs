@@ -10,6 +10,7 @@ pub mod config;
 pub mod convert;
 pub mod datadir;
 pub mod dev;
+pub mod drain;
 pub mod driver;
 pub mod fleet_service;
 pub mod metrics;

@@ -452,6 +452,26 @@ impl Store {
         unwrap_tx(r)
     }
 
+    /// `pxctl node drain`: the desired node of `fleet`/`name` becomes `node`, held there (`node_pinned`) until the
+    /// next submit places it again, so the reconciler migrates it instead of taking it for moved by hand.
+    pub fn move_desired(&self, fleet: &str, name: &str, node: &str) -> Result<bool, StoreError> {
+        let r = self.desired.transaction(|t| {
+            let Some(v) = t.get(fleet.as_bytes())? else {
+                return Ok(false);
+            };
+            let mut all: Vec<DesiredContainer> = tx_dec("desired", fleet.as_bytes(), &v)?;
+            let Some(d) = all.iter_mut().find(|d| d.name == name) else {
+                return Ok(false);
+            };
+            d.node = node.to_string();
+            d.container.node = Some(node.to_string());
+            d.node_pinned = true;
+            t.insert(fleet.as_bytes(), enc(&all))?;
+            Ok(true)
+        });
+        unwrap_tx(r)
+    }
+
     // --- applied ---
 
     pub fn applied(&self, fleet: &str, name: &str) -> Result<Option<AppliedContainer>, StoreError> {

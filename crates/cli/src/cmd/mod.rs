@@ -3,6 +3,7 @@
 
 pub mod describe;
 pub mod destroy;
+pub mod drain;
 pub mod get;
 pub mod history;
 pub mod node;
