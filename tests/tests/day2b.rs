@@ -399,3 +399,86 @@ async fn drain_migrates_every_unpinned_container_off_respecting_anti_affinity() 
     let info = nodes.iter().find(|n| n.name == na).unwrap();
     assert_eq!(info.status, pb::NodeStatus::Ready as i32, "{info:?}");
 }
+
+fn pending(c: &Cluster, node: &str, vmid: u32) -> Vec<String> {
+    let out = c.pve(node, "pct", &["pending", &vmid.to_string()]);
+    assert_eq!(out.code, 0, "pct pending: {}", out.stderr);
+    out.stdout
+        .lines()
+        .filter(|l| l.starts_with("new ") || l.starts_with("del "))
+        .map(str::to_string)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_policy_never_leaves_changes_pending_and_says_so() {
+    let c = Cluster::start(1).await.expect("cluster");
+    let body = |domain: &str| {
+        fleet_yaml(
+            "rp",
+            &format!(
+                "  app: {{node: mk33, vm_id: 2200, memory: 512, disk_size: 4, restart_policy: never, \
+                 dns: {{domain: {domain}}}}}\n"
+            ),
+        )
+    };
+    let path = submit(&c, "rp.yaml", &body("a.example.org")).await;
+    c.wait_running("rp", &["app"], UP).await;
+    plan_is_empty(&c, &path).await;
+    let started = c.runtime("mk33", 2200).unwrap()["started"].clone();
+    tokio::time::sleep(Duration::from_millis(1100)).await; // `started` ticks in seconds
+
+    // The plan says the change waits for the next restart, and announces no restart.
+    let next = body("b.example.org");
+    let path = c.write_fleet("rp.yaml", &next);
+    let path = path.to_str().unwrap().to_string();
+    let (code, text, err) = c.pxctl(&["plan", &path]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        text.contains("pending until the next restart (restart_policy: never)"),
+        "{text}"
+    );
+    let plan = c.plan(&next).await.unwrap();
+    assert!(
+        plan.plan_json.contains("\"restart_required\": false"),
+        "{}",
+        plan.plan_json
+    );
+    let (code, out, err) = c.pxctl(&["submit", &path, "-y"]).await;
+    assert_eq!(code, 0, "{out}\n{err}");
+    // Applied with pct set, left pending, not restarted; `pxctl get containers` says so.
+    wait_until("pending and shown", UP, || async {
+        let p = pending(&c, "mk33", 2200);
+        let (_, table, _) = c.pxctl(&["get", "containers", "--fleet", "rp"]).await;
+        if p.iter().any(|l| l.contains("searchdomain"))
+            && table.contains("pending restart: dns.domain")
+        {
+            Ok(())
+        } else {
+            Err(format!("pending {p:?}\n{table}"))
+        }
+    })
+    .await;
+    assert_eq!(
+        c.runtime("mk33", 2200).unwrap()["started"],
+        started,
+        "restarted"
+    );
+    let json = c.pxctl_json(&["get", "containers", "--fleet", "rp"]).await;
+    assert_eq!(json[0]["pending_restart"][0], "dns.domain", "{json}");
+    // Nothing else to do: the plan is empty (the pending value counts, as PVE shows it).
+    plan_is_empty(&c, &path).await;
+    // pxctl restart applies it.
+    let (code, out, err) = c.pxctl(&["restart", "rp"]).await;
+    assert_eq!(code, 0, "{out}\n{err}");
+    wait_until("applied by the restart", UP, || async {
+        let p = pending(&c, "mk33", 2200);
+        let (_, table, _) = c.pxctl(&["get", "containers", "--fleet", "rp"]).await;
+        if p.is_empty() && !table.contains("pending restart") && table.contains("running") {
+            Ok(())
+        } else {
+            Err(format!("pending {p:?}\n{table}"))
+        }
+    })
+    .await;
+}

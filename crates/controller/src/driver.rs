@@ -32,6 +32,9 @@ pub struct ContainerRow {
     /// Fields on the node moved away from what was applied (a repair is due); see
     /// [`crate::realise::drifted`].
     pub drifted: bool,
+    /// Fields its last update left pending until the next restart (`restart_policy: never`); see
+    /// [`crate::realise::pending_restart`].
+    pub pending_restart: Vec<String>,
 }
 
 impl ContainerRow {
@@ -151,6 +154,7 @@ pub fn container_rows(state: &State) -> Result<Vec<ContainerRow>, StoreError> {
             };
             ContainerRow {
                 drifted,
+                pending_restart: crate::realise::pending_restart(latest.as_ref()),
                 fleet: k.0.clone(),
                 name: k.1.clone(),
                 desired: d.cloned(),

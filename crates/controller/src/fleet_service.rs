@@ -161,6 +161,7 @@ impl FleetApi {
             disk_size_gib: d.map(|d| d.container.disk_size).unwrap_or_default(),
             last_error: r.error().unwrap_or_default(),
             drifted: r.drifted,
+            pending_restart: r.pending_restart.clone(),
             revision: d.map(|d| d.revision).unwrap_or_default(),
         }
     }

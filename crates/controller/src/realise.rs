@@ -311,6 +311,27 @@ pub fn drifted(d: &DesiredContainer, a: Option<&AppliedContainer>, o: &ObservedC
     })
 }
 
+/// The fields a container's latest operation left pending until its next restart: an update that was not
+/// allowed to restart (`restart_policy: never`) with changes PVE does not apply to a running container. Until the
+/// next operation (a restart, `pxctl restart`, another update that may restart) they are shown as pending.
+pub fn pending_restart(latest: Option<&crate::model::Operation>) -> Vec<String> {
+    match latest {
+        Some(op) if op.state == crate::model::OpState::Succeeded => match &op.kind {
+            OperationKind::Update {
+                restart: false,
+                changes,
+                ..
+            } => changes
+                .iter()
+                .filter(|c| !c.live)
+                .map(|c| c.field.clone())
+                .collect(),
+            _ => Vec::new(),
+        },
+        _ => Vec::new(),
+    }
+}
+
 /// The containers of `fleet` whose latest operation failed: a new submit retries them from the first attempt
 /// (resubmitting the file, or `pxctl submit --retry-failed` when it did not change).
 pub fn failed_containers(

@@ -53,6 +53,7 @@ pub fn container(name: &str) -> Container {
         start_on_boot: false,
         state: Default::default(),
         adopt: false,
+        restart_policy: Default::default(),
         protection: false,
         tags: vec![],
         description: None,

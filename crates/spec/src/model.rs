@@ -366,6 +366,26 @@ pub struct Container {
     /// differs from the file) instead of creating one. Never replaced or recreated by pxfleet.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub adopt: bool,
+    /// `restart_policy`: what happens to a change PVE applies only at the next start of a running container.
+    /// `auto` (default): the plan announces a restart and the agent restarts it; `never`: it stays pending
+    /// until the container restarts for another reason, and the plan and `pxctl get` say so.
+    #[serde(default, skip_serializing_if = "RestartPolicy::is_auto")]
+    pub restart_policy: RestartPolicy,
+}
+
+/// `restart_policy:` of a container (or of the fleet, in `defaults`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RestartPolicy {
+    #[default]
+    Auto,
+    Never,
+}
+
+impl RestartPolicy {
+    pub fn is_auto(&self) -> bool {
+        *self == RestartPolicy::Auto
+    }
 }
 
 /// `state:` of a container.

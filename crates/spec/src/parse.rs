@@ -76,6 +76,7 @@ pub(crate) const CONTAINER_FIELDS: &[&str] = &[
     "mount_points",
     "state",
     "adopt",
+    "restart_policy",
 ];
 const FEATURE_FIELDS: &[&str] = &["nesting", "fuse", "keyctl", "mount"];
 const DNS_FIELDS: &[&str] = &["servers", "domain"];
@@ -955,6 +956,17 @@ impl Cx<'_> {
                 },
                 "protection" => c.protection = self.boolean(n, &p),
                 "adopt" => c.adopt = self.boolean(n, &p),
+                "restart_policy" => match self.string(n, &p).as_deref() {
+                    Some("auto") => c.restart_policy = Some(RestartPolicy::Auto),
+                    Some("never") => c.restart_policy = Some(RestartPolicy::Never),
+                    Some(other) => self.err(
+                        n.span,
+                        &p,
+                        format!("restart_policy {} is not auto or never", quote(other)),
+                        Some("`restart_policy: auto` (the default) or `restart_policy: never`"),
+                    ),
+                    None => {}
+                },
                 "tags" => {
                     if let Some(list) = self.strings(n, &p) {
                         let mut tags = Vec::new();
@@ -1568,6 +1580,7 @@ impl Cx<'_> {
             start_on_boot: c.start_on_boot.unwrap_or(false),
             state: c.state.unwrap_or_default(),
             adopt: c.adopt.unwrap_or(false),
+            restart_policy: c.restart_policy.unwrap_or_default(),
             protection: c.protection.unwrap_or(false),
             tags: c.tags.unwrap_or_default(),
             description: c.description,
@@ -1846,6 +1859,7 @@ struct ContainerInput {
     state: Option<DesiredState>,
     protection: Option<bool>,
     adopt: Option<bool>,
+    restart_policy: Option<RestartPolicy>,
     tags: Option<Vec<String>>,
     description: Option<String>,
     labels: Option<BTreeMap<String, String>>,
@@ -1917,6 +1931,7 @@ impl ContainerInput {
             state: or(self.state, &d.state),
             protection: or(self.protection, &d.protection),
             adopt: self.adopt,
+            restart_policy: or(self.restart_policy, &d.restart_policy),
             tags: or(self.tags, &d.tags),
             description: or(self.description, &d.description),
             labels,

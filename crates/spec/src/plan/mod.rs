@@ -216,15 +216,17 @@ pub fn plan(
                 to_gib,
             }));
         }
+        // `restart_policy: never`: what is not live stays pending (the plan says so), no restart.
+        let may_restart = d.restart_policy.is_auto();
         if !ex.updates.is_empty() {
-            let restart_required = diff::Differ::restart(&ex.updates);
+            let restart_required = may_restart && diff::Differ::restart(&ex.updates);
             mine.push(at(ActionKind::Update {
                 changes: ex.updates,
                 restart_required,
             }));
         }
         if !ex.drift.is_empty() {
-            let restart_required = diff::Differ::restart(&ex.drift);
+            let restart_required = may_restart && diff::Differ::restart(&ex.drift);
             mine.push(at(ActionKind::Repair {
                 drift: ex.drift,
                 restart_required,

@@ -59,6 +59,7 @@ pub fn container(name: &str, vm_id: Option<u32>) -> Container {
         start_on_boot: false,
         state: Default::default(),
         adopt: false,
+        restart_policy: Default::default(),
         protection: false,
         tags: vec![],
         description: None,
