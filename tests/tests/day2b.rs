@@ -482,3 +482,58 @@ async fn restart_policy_never_leaves_changes_pending_and_says_so() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drift_report_shows_drift_and_leaves_it_repair_puts_it_back() {
+    let c = Cluster::start(1).await.expect("cluster");
+    let body = |policy: &str| {
+        fleet_yaml(
+            "df",
+            "  app: {node: mk33, vm_id: 2300, memory: 512, disk_size: 4}\n",
+        )
+        .replace("fleet: df\n", &format!("fleet: df\ndrift: {policy}\n"))
+    };
+    let path = submit(&c, "df.yaml", &body("report")).await;
+    c.wait_running("df", &["app"], UP).await;
+    plan_is_empty(&c, &path).await;
+
+    // Changed behind pxfleet's back: marked drifted, reported by the plan, not repaired.
+    let out = c.pve("mk33", "pct", &["set", "2300", "--memory", "1024"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    wait_until("drift shown", UP, || async {
+        let (_, table, _) = c.pxctl(&["get", "containers", "--fleet", "df"]).await;
+        let (code, text, _) = c.pxctl(&["plan", &path, "--detailed-exitcode"]).await;
+        if table.contains("running (drifted)")
+            && code == 0
+            && text.contains("drifted: memory is 1024 (applied: 512)")
+        {
+            Ok(())
+        } else {
+            Err(format!("{table}\nexit {code}: {text}"))
+        }
+    })
+    .await;
+    let ops = c.operations("df").await.unwrap();
+    assert!(
+        !ops.iter()
+            .any(|o| o.kind == pb::OperationKind::Update as i32),
+        "{ops:?}"
+    );
+    assert_eq!(
+        c.pct_config("mk33", 2300).get("memory").map(String::as_str),
+        Some("1024")
+    );
+
+    // drift: repair: the submit's plan repairs it.
+    let path = submit(&c, "df.yaml", &body("repair")).await;
+    wait_until("repaired", UP, || async {
+        let cfg = c.pct_config("mk33", 2300);
+        if cfg.get("memory").map(String::as_str) == Some("512") {
+            Ok(())
+        } else {
+            Err(format!("{cfg:?}"))
+        }
+    })
+    .await;
+    plan_is_empty(&c, &path).await;
+}

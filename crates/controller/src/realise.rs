@@ -298,8 +298,11 @@ pub fn change_texts(v: &View<'_>) -> Vec<String> {
 
 /// Whether observed `o` has drifted from what was applied (a repair is in the plan).
 pub fn drifted(d: &DesiredContainer, a: Option<&AppliedContainer>, o: &ObservedContainer) -> bool {
+    // Drift counts whatever the policy (`drift: report` only leaves it unrepaired).
+    let mut d = d.clone();
+    d.container.drift = pxfleet_spec::DriftPolicy::Repair;
     let v = View {
-        desired: Some(d),
+        desired: Some(&d),
         applied: a,
         observed: Some(o),
         template_ready: true,

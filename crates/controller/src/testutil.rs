@@ -54,6 +54,7 @@ pub fn container(name: &str) -> Container {
         state: Default::default(),
         adopt: false,
         restart_policy: Default::default(),
+        drift: Default::default(),
         protection: false,
         tags: vec![],
         description: None,

@@ -371,6 +371,26 @@ pub struct Container {
     /// until the container restarts for another reason, and the plan and `pxctl get` say so.
     #[serde(default, skip_serializing_if = "RestartPolicy::is_auto")]
     pub restart_policy: RestartPolicy,
+    /// `drift`: what pxfleet does about a change made behind its back. `repair` (default): the plan repairs it
+    /// and the controller puts the applied value back; `report`: shown (plan warning, `pxctl get` marks the
+    /// container drifted) and left alone. Top-level `drift:` sets it for the fleet.
+    #[serde(default, skip_serializing_if = "DriftPolicy::is_repair")]
+    pub drift: DriftPolicy,
+}
+
+/// `drift:` of the fleet (top level or `defaults`) or of a container.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DriftPolicy {
+    #[default]
+    Repair,
+    Report,
+}
+
+impl DriftPolicy {
+    pub fn is_repair(&self) -> bool {
+        *self == DriftPolicy::Repair
+    }
 }
 
 /// `restart_policy:` of a container (or of the fleet, in `defaults`).

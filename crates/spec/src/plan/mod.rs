@@ -60,6 +60,7 @@ pub fn plan(
     let mut creates: Vec<(StartKey<'_>, Action)> = Vec::new();
     // vm_ids that creates and replacements will take: (container, vm_id, observed holder to ignore).
     let mut claims: Vec<(&str, u32)> = Vec::new();
+    let mut drift_reports: Vec<String> = Vec::new();
 
     for (name, d) in &desired.containers {
         let a = applied.and_then(|f| f.containers.get(name));
@@ -225,6 +226,18 @@ pub fn plan(
                 restart_required,
             }));
         }
+        // `drift: report`: shown, not repaired (no action: nothing is done about it).
+        if !ex.drift.is_empty() && !d.drift.is_repair() {
+            let what: Vec<String> = ex.drift.iter().map(drift_text).collect();
+            drift_reports.push(format!(
+                "container {name} (vm_id {} on {}) drifted: {} (drift: report, so it is left as it is; set \
+                 `drift: repair` to have it put back, or write these values into the file)",
+                primary.vm_id,
+                primary.node,
+                what.join(", ")
+            ));
+            ex.drift.clear();
+        }
         if !ex.drift.is_empty() {
             let restart_required = may_restart && diff::Differ::restart(&ex.drift);
             mine.push(at(ActionKind::Repair {
@@ -304,7 +317,26 @@ pub fn plan(
     actions.extend(creates.into_iter().map(|(_, a)| a));
     let mut plan = Plan::new(fleet, actions);
     plan.warnings = template_warnings(desired);
+    plan.warnings.extend(drift_reports);
     Ok(plan)
+}
+
+/// `field from -> to` of a drifted field, for the `drift: report` warning (a secret only says it changed).
+fn drift_text(c: &FieldChange) -> String {
+    if c.sensitive {
+        return format!("{} changed", c.field);
+    }
+    let show = |v: &Option<serde_json::Value>| match v {
+        None => "none".to_owned(),
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(v) => v.to_string(),
+    };
+    format!(
+        "{} is {} (applied: {})",
+        c.field,
+        show(&c.from),
+        show(&c.to)
+    )
 }
 
 /// The field of the update that takes an existing container under management (`adopt: true`): its mark is

@@ -60,6 +60,7 @@ pub fn container(name: &str, vm_id: Option<u32>) -> Container {
         state: Default::default(),
         adopt: false,
         restart_policy: Default::default(),
+        drift: Default::default(),
         protection: false,
         tags: vec![],
         description: None,
