@@ -537,3 +537,79 @@ async fn drift_report_shows_drift_and_leaves_it_repair_puts_it_back() {
     .await;
     plan_is_empty(&c, &path).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn network_changes_are_hot_plugged_and_extra_interfaces_come_and_go() {
+    let c = Cluster::start(1).await.expect("cluster");
+    let body = |net0: &str, extra: &str| {
+        fleet_yaml(
+            "nw",
+            &format!(
+                "  app: {{node: mk33, vm_id: 2400, memory: 512, disk_size: 4{net0}{extra}}}\n"
+            ),
+        )
+    };
+    let path = submit(&c, "nw.yaml", &body("", "")).await;
+    c.wait_running("nw", &["app"], UP).await;
+    let mac0 = c.pct_config("mk33", 2400).get("net0").cloned().unwrap();
+    let started = c.runtime("mk33", 2400).unwrap()["started"].clone();
+    tokio::time::sleep(Duration::from_millis(1100)).await; // `started` ticks in seconds
+
+    // An extra interface and an MTU on net0: live, the plan announces no restart.
+    let next = body(
+        ", mtu: 1400",
+        ", extra_interfaces: [{name: eth1, bridge: vmbr0, ip_address: 10.9.0.5/24}]",
+    );
+    let plan = c.plan(&next).await.unwrap();
+    assert!(
+        plan.plan_json.contains("\"restart_required\": false")
+            && plan.plan_json.contains("extra_interfaces[0].bridge"),
+        "{}",
+        plan.plan_json
+    );
+    let (code, text, _) = c
+        .pxctl(&["plan", c.write_fleet("nw.yaml", &next).to_str().unwrap()])
+        .await;
+    assert_eq!(code, 0);
+    assert!(!text.contains("restart"), "{text}");
+    submit(&c, "nw.yaml", &next).await;
+    wait_until("net1 added, net0 mtu set", UP, || async {
+        let cfg = c.pct_config("mk33", 2400);
+        let ok = cfg
+            .get("net1")
+            .is_some_and(|n| n.contains("ip=10.9.0.5/24"))
+            && cfg.get("net0").is_some_and(|n| n.contains("mtu=1400"));
+        if ok {
+            Ok(())
+        } else {
+            Err(format!("{cfg:?}"))
+        }
+    })
+    .await;
+    plan_is_empty(&c, &path).await;
+    // The MAC of net0 is kept; nothing pending, no restart.
+    let cfg = c.pct_config("mk33", 2400);
+    let hw = |n: &str| {
+        n.split(',')
+            .find(|p| p.starts_with("hwaddr="))
+            .map(str::to_string)
+    };
+    assert_eq!(hw(&cfg["net0"]), hw(&mac0));
+    assert!(pending(&c, "mk33", 2400).is_empty());
+    assert_eq!(c.runtime("mk33", 2400).unwrap()["started"], started);
+
+    // Removed again: net1 goes, still without a restart.
+    submit(&c, "nw.yaml", &body(", mtu: 1400", "")).await;
+    wait_until("net1 removed", UP, || async {
+        let cfg = c.pct_config("mk33", 2400);
+        if cfg.contains_key("net1") {
+            Err(format!("{cfg:?}"))
+        } else {
+            Ok(())
+        }
+    })
+    .await;
+    plan_is_empty(&c, &path).await;
+    assert!(pending(&c, "mk33", 2400).is_empty());
+    assert_eq!(c.runtime("mk33", 2400).unwrap()["started"], started);
+}
