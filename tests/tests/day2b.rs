@@ -613,3 +613,50 @@ async fn network_changes_are_hot_plugged_and_extra_interfaces_come_and_go() {
     assert!(pending(&c, "mk33", 2400).is_empty());
     assert_eq!(c.runtime("mk33", 2400).unwrap()["started"], started);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ostype_is_set_at_create_and_changed_in_place() {
+    let c = Cluster::start(1).await.expect("cluster");
+    let body = |os: &str| {
+        fleet_yaml(
+            "os",
+            &format!("  app: {{node: mk33, vm_id: 2500, memory: 512, disk_size: 4{os}}}\n"),
+        )
+    };
+    // Not given: PVE's detection stands and is never compared.
+    let path = submit(&c, "os.yaml", &body("")).await;
+    c.wait_running("os", &["app"], UP).await;
+    assert_eq!(
+        c.pct_config("mk33", 2500).get("ostype").map(String::as_str),
+        Some("debian")
+    );
+    plan_is_empty(&c, &path).await;
+    // Given: the plan shows the change (a restart: PVE applies it at the next start), the node gets it.
+    let next = body(", ostype: unmanaged");
+    let plan = c.plan(&next).await.unwrap();
+    assert!(
+        plan.plan_json.contains("\"field\": \"ostype\""),
+        "{}",
+        plan.plan_json
+    );
+    let path = submit(&c, "os.yaml", &next).await;
+    wait_until("ostype unmanaged", UP, || async {
+        let cfg = c.pct_config("mk33", 2500);
+        match cfg.get("ostype").map(String::as_str) {
+            Some("unmanaged") if pending(&c, "mk33", 2500).is_empty() => Ok(()),
+            other => Err(format!("{other:?} pending {:?}", pending(&c, "mk33", 2500))),
+        }
+    })
+    .await;
+    c.wait_running("os", &["app"], UP).await;
+    plan_is_empty(&c, &path).await;
+    // A value PVE does not know: refused at the field.
+    let plan = c.plan(&body(", ostype: windows")).await.unwrap();
+    assert!(
+        plan.diagnostics
+            .iter()
+            .any(|d| d.field.ends_with("ostype") && d.message.contains("windows")),
+        "{:?}",
+        plan.diagnostics
+    );
+}

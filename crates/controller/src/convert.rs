@@ -118,6 +118,7 @@ pub fn observed_config_from_pb(c: &pb::ContainerSpec) -> ObservedConfig {
         disk_size_gib: c.disk_size_gib as f64,
         datastore_id: non_empty(&c.datastore_id),
         template: non_empty(&c.template),
+        ostype: non_empty(&c.ostype),
         unprivileged: c.unprivileged,
         features: Features {
             nesting: features.nesting,
@@ -341,6 +342,7 @@ pub fn container_spec(
         swap_mib: c.swap,
         disk_size_gib: c.disk_size,
         datastore_id: c.datastore_id.clone().unwrap_or_default(),
+        ostype: c.ostype.clone().unwrap_or_default(),
         template_volid: template_volid(template),
         unprivileged: c.unprivileged,
         features: Some(pb::Features {

@@ -55,6 +55,7 @@ pub fn container(name: &str) -> Container {
         adopt: false,
         restart_policy: Default::default(),
         drift: Default::default(),
+        ostype: None,
         protection: false,
         tags: vec![],
         description: None,

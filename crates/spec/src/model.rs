@@ -376,7 +376,26 @@ pub struct Container {
     /// container drifted) and left alone. Top-level `drift:` sets it for the fleet.
     #[serde(default, skip_serializing_if = "DriftPolicy::is_repair")]
     pub drift: DriftPolicy,
+    /// `--ostype` (bpg `operating_system.type`): the OS setup PVE does inside the container. `None`: detected by
+    /// PVE from the template (not compared).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ostype: Option<String>,
 }
+
+/// The `ostype` values PVE accepts (CONTRACT §3.1).
+pub const OSTYPES: &[&str] = &[
+    "debian",
+    "devuan",
+    "ubuntu",
+    "centos",
+    "fedora",
+    "opensuse",
+    "archlinux",
+    "alpine",
+    "gentoo",
+    "nixos",
+    "unmanaged",
+];
 
 /// `drift:` of the fleet (top level or `defaults`) or of a container.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

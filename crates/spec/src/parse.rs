@@ -79,6 +79,7 @@ pub(crate) const CONTAINER_FIELDS: &[&str] = &[
     "adopt",
     "restart_policy",
     "drift",
+    "ostype",
 ];
 const FEATURE_FIELDS: &[&str] = &["nesting", "fuse", "keyctl", "mount"];
 const DNS_FIELDS: &[&str] = &["servers", "domain"];
@@ -981,6 +982,20 @@ impl Cx<'_> {
                 "protection" => c.protection = self.boolean(n, &p),
                 "adopt" => c.adopt = self.boolean(n, &p),
                 "drift" => c.drift = self.drift_policy(n, &p),
+                "ostype" => {
+                    if let Some(v) = self.string(n, &p) {
+                        if OSTYPES.contains(&v.as_str()) {
+                            c.ostype = Some(v);
+                        } else {
+                            self.err(
+                                n.span,
+                                &p,
+                                format!("ostype {} is not one PVE knows", quote(&v)),
+                                Some(&format!("one of {}", OSTYPES.join(", "))),
+                            );
+                        }
+                    }
+                }
                 "restart_policy" => match self.string(n, &p).as_deref() {
                     Some("auto") => c.restart_policy = Some(RestartPolicy::Auto),
                     Some("never") => c.restart_policy = Some(RestartPolicy::Never),
@@ -1607,6 +1622,7 @@ impl Cx<'_> {
             adopt: c.adopt.unwrap_or(false),
             restart_policy: c.restart_policy.unwrap_or_default(),
             drift: c.drift.unwrap_or_default(),
+            ostype: c.ostype,
             protection: c.protection.unwrap_or(false),
             tags: c.tags.unwrap_or_default(),
             description: c.description,
@@ -1887,6 +1903,7 @@ struct ContainerInput {
     adopt: Option<bool>,
     restart_policy: Option<RestartPolicy>,
     drift: Option<DriftPolicy>,
+    ostype: Option<String>,
     tags: Option<Vec<String>>,
     description: Option<String>,
     labels: Option<BTreeMap<String, String>>,
@@ -1960,6 +1977,7 @@ impl ContainerInput {
             adopt: self.adopt,
             restart_policy: or(self.restart_policy, &d.restart_policy),
             drift: or(self.drift, &d.drift),
+            ostype: or(self.ostype, &d.ostype),
             tags: or(self.tags, &d.tags),
             description: or(self.description, &d.description),
             labels,

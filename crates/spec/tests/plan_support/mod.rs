@@ -61,6 +61,7 @@ pub fn container(name: &str, vm_id: Option<u32>) -> Container {
         adopt: false,
         restart_policy: Default::default(),
         drift: Default::default(),
+        ostype: None,
         protection: false,
         tags: vec![],
         description: None,
