@@ -230,6 +230,9 @@ pub fn spec_options(spec: &v1::ContainerSpec) -> Vec<(String, String)> {
     if spec.onboot {
         push("onboot", "1".into());
     }
+    if !spec.ostype.is_empty() {
+        push("ostype", spec.ostype.clone());
+    }
     if spec.protection {
         push("protection", "1".into());
     }
@@ -352,6 +355,7 @@ pub fn operation_from_proto(op: v1::Operation) -> Result<Operation, ConvertError
                 tags: spec.tags.clone(),
                 description: Some(spec.description.clone()).filter(|d| !d.is_empty()),
                 restart: u.restart_allowed,
+                adopt: u.adopt,
             }
         }
         Some(Kind::Resize(r)) => {
@@ -621,6 +625,7 @@ pub fn config_to_spec(vmid: u32, cfg: &CtConfig) -> v1::ContainerSpec {
         description,
         mount_points,
         template: String::new(),
+        ostype: cfg.get("ostype").cloned().unwrap_or_default(),
     }
 }
 

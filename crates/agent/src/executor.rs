@@ -420,9 +420,24 @@ impl<D: NodeDriver> Executor<D> {
                 tags,
                 description,
                 restart,
+                adopt,
             } => {
                 let cfg = self.existing(*vmid).await?;
-                let mark = check_managed(*vmid, &cfg, expect.as_ref())?;
+                let unmarked = cfg
+                    .get("description")
+                    .and_then(|d| ManagedMark::parse(d))
+                    .is_none();
+                let mark = match expect {
+                    // Taken over: the mark is written with the other changes.
+                    Some(e) if *adopt && unmarked => {
+                        self.progress(
+                            &op.id,
+                            format!("adopting CT {vmid} as {} {}", e.fleet, e.name),
+                        );
+                        e.clone()
+                    }
+                    _ => check_managed(*vmid, &cfg, expect.as_ref())?,
+                };
                 let (mut options, mut delete) =
                     plan_update(&mark, &cfg, desired, tags, description.as_deref());
                 // `pct config` shows pending values merged in: where the file wants what is in effect now, drop

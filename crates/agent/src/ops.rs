@@ -60,6 +60,10 @@ pub enum OpKind {
         /// pending until the next start.
         #[serde(default)]
         restart: bool,
+        /// `adopt: true`: a container without the mark is taken over (the mark `expect` is written) instead of
+        /// refused.
+        #[serde(default)]
+        adopt: bool,
     },
     /// Grow `disk` (`rootfs`, `mp0` ...) to `size_gib`.
     Resize {

@@ -151,6 +151,7 @@ pub fn create_spec(args: &CreateArgs) -> Result<CreateSpec, NodeError> {
             "startup" => s.startup = Some(Startup::parse(v).map_err(|e| bad(k, v, e))?),
             "onboot" => s.onboot = Some(flag(v)),
             "protection" => s.protection = Some(flag(v)),
+            "ostype" => s.ostype = Some(v.to_string()),
             "tags" => s.tags = words(v),
             "description" => s.description = Some(v.to_string()),
             _ => {
@@ -189,6 +190,7 @@ pub fn config_change(
             "startup" => c.startup = Some(Startup::parse(v).map_err(|e| bad(k, v, e))?),
             "onboot" => c.onboot = Some(flag(v)),
             "protection" => c.protection = Some(flag(v)),
+            "ostype" => c.ostype = Some(v.to_string()),
             "tags" => c.tags = Some(words(v)),
             "description" => c.description = Some(v.to_string()),
             _ => {

@@ -275,6 +275,7 @@ async fn update_and_resize_change_only_what_differs() {
             tags: vec!["web".into()],
             description: Some("Web server".into()),
             restart: false,
+            adopt: false,
         },
     };
     succeeded(&r.exec.execute(upd).await);

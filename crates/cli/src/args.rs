@@ -281,6 +281,10 @@ pub struct SubmitArgs {
     /// Give up following progress after this long (e.g. 90s, 30m, 2h).
     #[arg(long, value_parser = parse_duration, default_value = "1h")]
     pub timeout: Duration,
+    /// Retry containers whose operations failed for good (also when the file did not change): a new revision
+    /// is recorded and their operations start again from the first attempt.
+    #[arg(long)]
+    pub retry_failed: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -432,6 +436,19 @@ pub enum NodeCommand {
     },
     /// Resume scheduling on a node.
     Uncordon { node: String },
+    /// Cordon a node and migrate every container off it (the scheduler picks the targets), showing progress.
+    Drain {
+        node: String,
+        /// Why (shown in `get nodes`); default "drained".
+        #[arg(long, default_value = "")]
+        reason: String,
+        /// Return once the moves are decided, without following them.
+        #[arg(long)]
+        no_wait: bool,
+        /// Give up following after this long (e.g. 90s, 30m).
+        #[arg(long, value_parser = parse_duration, default_value = "1h")]
+        timeout: Duration,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -46,6 +46,7 @@ fn containers() -> Vec<ContainerRecord> {
             last_error: err.into(),
             drifted: false,
             revision: 3,
+            pending_restart: vec![],
         })
     };
     vec![

@@ -118,6 +118,7 @@ pub fn observed_config_from_pb(c: &pb::ContainerSpec) -> ObservedConfig {
         disk_size_gib: c.disk_size_gib as f64,
         datastore_id: non_empty(&c.datastore_id),
         template: non_empty(&c.template),
+        ostype: non_empty(&c.ostype),
         unprivileged: c.unprivileged,
         features: Features {
             nesting: features.nesting,
@@ -265,7 +266,8 @@ pub fn spec_observed(
         node: o.node.clone(),
         status,
         lock: o.lock.clone(),
-        managed: Some(ManagedMark {
+        // Without a mark (a container `adopt: true` takes over), it stays unmarked for the planner.
+        managed: o.managed.as_ref().map(|_| ManagedMark {
             fleet: fleet.to_string(),
             name: name.to_string(),
         }),
@@ -340,6 +342,7 @@ pub fn container_spec(
         swap_mib: c.swap,
         disk_size_gib: c.disk_size,
         datastore_id: c.datastore_id.clone().unwrap_or_default(),
+        ostype: c.ostype.clone().unwrap_or_default(),
         template_volid: template_volid(template),
         unprivileged: c.unprivileged,
         features: Some(pb::Features {
@@ -480,12 +483,14 @@ pub fn operation_pb(op: &Operation, password: Option<&str>) -> pb::Operation {
             template,
             fields,
             restart,
+            ..
         } => Kind::Update(pb::UpdateContainer {
             spec: Some(container_spec(
                 &op.fleet, container, op.vm_id, template, None,
             )),
             changed_fields: fields.clone(),
             restart_allowed: *restart,
+            adopt: fields.iter().any(|f| f == pxfleet_spec::plan::ADOPT_FIELD),
         }),
         OperationKind::Resize { disk, disk_gib } => Kind::Resize(pb::ResizeDisk {
             disk: disk.clone(),

@@ -31,8 +31,11 @@ pub struct ContainerRow {
     pub latest_op: Option<Operation>,
     pub status: ContainerStatus,
     /// Fields on the node moved away from what was applied (a repair is due); see
-    /// [`crate::reconciler::changes`].
+    /// [`crate::realise::drifted`].
     pub drifted: bool,
+    /// Fields its last update left pending until the next restart (`restart_policy: never`); see
+    /// [`crate::realise::pending_restart`].
+    pub pending_restart: Vec<String>,
 }
 
 impl ContainerRow {
@@ -110,6 +113,16 @@ fn load(state: &State) -> Result<World, StoreError> {
             }
         }
     }
+    if desired.values().any(|d| d.container.adopt) {
+        let all: Vec<ObservedContainer> = store
+            .all_observed_shared()?
+            .iter()
+            .map(|o| (**o).clone())
+            .collect();
+        for (k, o) in crate::adopt::targets_of(desired.values().map(|d| &**d), all) {
+            observed.entry(k).or_insert_with(|| vec![Arc::new(o)]);
+        }
+    }
     let ops = store.ops_shared()?;
     let mut latest: BTreeMap<Key, Arc<Operation>> = BTreeMap::new();
     for op in &ops {
@@ -164,18 +177,24 @@ pub fn container_rows(state: &State) -> Result<Vec<ContainerRow>, StoreError> {
                 (Some(d), Some(o))
                     if o.lock.is_none() && o.node == d.node && o.vm_id == d.vm_id =>
                 {
-                    !crate::reconciler::changes(d, w.applied(k), o)
-                        .drift
-                        .is_empty()
+                    crate::realise::drifted(d, w.applied(k), o)
                 }
                 _ => false,
             };
             ContainerRow {
                 drifted,
+                pending_restart: crate::realise::pending_restart(latest.as_ref()),
                 fleet: k.0.clone(),
                 name: k.1.clone(),
                 desired: d.cloned(),
-                status: container_status(latest.as_ref(), o.as_ref(), max),
+                // A failure of an older revision is being retried by the newer one: not failed (any more).
+                status: container_status(
+                    latest.as_ref().filter(|l| {
+                        l.state != OpState::Failed || d.is_none_or(|d| l.revision >= d.revision)
+                    }),
+                    o.as_ref(),
+                    max,
+                ),
                 observed: o,
                 latest_op: latest,
             }
@@ -478,8 +497,7 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
         let repeats = |l: &Operation| match l.state {
             OpState::Failed => true,
             OpState::Succeeded => {
-                same_changes(&l.reason, &next.reason)
-                    && l.finished_ms.is_some_and(|f| now < f + 60_000)
+                l.kind.same_work(&next.kind) && l.finished_ms.is_some_and(|f| now < f + 60_000)
             }
             _ => false,
         };
@@ -597,19 +615,6 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
         );
     }
     Ok(())
-}
-
-/// Whether two reasons name the same changes, whether as update or repair: after an update that "succeeded"
-/// without the node changing, the same difference comes back as drift and must count as a repeat.
-fn same_changes(a: &str, b: &str) -> bool {
-    let parts = |r: &str| -> BTreeSet<String> {
-        r.split("; ")
-            .map(|p| p.strip_prefix("repair: ").unwrap_or(p))
-            .flat_map(|p| p.split(", "))
-            .map(str::to_string)
-            .collect()
-    };
-    a == b || parts(a) == parts(b)
 }
 
 /// Records a failed operation for a container that cannot be created from its node's template file.
@@ -1015,6 +1020,7 @@ mod tests {
                 audit_action: "submit".into(),
                 file_name: String::new(),
                 source_sha256: String::new(),
+                retry: Vec::new(),
             })
             .unwrap();
     }

@@ -177,6 +177,7 @@ impl FleetApi {
             disk_size_gib: d.map(|d| d.container.disk_size).unwrap_or_default(),
             last_error: r.error().unwrap_or_default(),
             drifted: r.drifted,
+            pending_restart: r.pending_restart.clone(),
             revision: d.map(|d| d.revision).unwrap_or_default(),
         }
     }
@@ -276,6 +277,7 @@ impl FleetApi {
             source_sha256: source
                 .map(|(_, text)| hex::encode(sha2::Sha256::digest(text.as_bytes())))
                 .unwrap_or_default(),
+            retry: crate::realise::failed_containers(st, name)?,
         };
         let rev = st.store.submit(&tx)?;
         driver::pass(st, now_ms())?;
@@ -445,6 +447,7 @@ impl FleetService for FleetApi {
             .into());
         }
         if snap.revision > 0
+            && !r.retry_failed
             && prepared.plan.is_empty()
             && self.unchanged(&fleet, &prepared, &snap)?
         {
@@ -635,7 +638,12 @@ impl FleetService for FleetApi {
         let drift = match (&row.desired, &row.observed) {
             (Some(d), Some(o)) => {
                 let applied = self.state.store.applied(&r.fleet, &r.name)?;
-                crate::reconciler::changes(d, applied.as_ref(), o).texts()
+                crate::realise::change_texts(&crate::reconciler::View {
+                    desired: Some(d),
+                    applied: applied.as_ref(),
+                    observed: Some(o),
+                    template_ready: true,
+                })
             }
             _ => vec![],
         };
@@ -956,6 +964,59 @@ impl FleetService for FleetApi {
         let r = req.into_inner();
         self.set_cordon(id.as_ref(), &r.node, None)
             .map(Response::new)
+    }
+
+    async fn drain_node(
+        &self,
+        req: Request<pb::DrainNodeRequest>,
+    ) -> Result<Response<pb::DrainNodeResponse>, Status> {
+        let id = who(&req);
+        check_fleet(id.as_ref(), Need::Admin)?;
+        let r = req.into_inner();
+        let reason = if r.reason.is_empty() {
+            "drained".to_string()
+        } else {
+            r.reason.clone()
+        };
+        let _placing = self.state.placement_lock.lock().await;
+        let info = self.set_cordon(id.as_ref(), &r.node, Some(&reason))?;
+        let snap = self.snapshot("")?;
+        let plan = crate::drain::plan(&snap, &r.node);
+        for m in &plan.moves {
+            self.state.store.move_desired(&m.fleet, &m.name, &m.to)?;
+            tracing::info!(node = %r.node, fleet = %m.fleet, container = %m.name, to = %m.to, "drain: moving");
+        }
+        self.state.store.audit(&AuditEntry {
+            time_ms: now_ms(),
+            actor: id.as_ref().map(|i| i.uri()).unwrap_or_default(),
+            action: "drain".into(),
+            target: r.node.clone(),
+            detail: format!("{} to move, {} left", plan.moves.len(), plan.stuck.len()),
+        })?;
+        driver::pass(&self.state, now_ms())?;
+        self.state.changed();
+        Ok(Response::new(pb::DrainNodeResponse {
+            node: Some(info),
+            moves: plan
+                .moves
+                .into_iter()
+                .map(|m| pb::DrainMove {
+                    fleet: m.fleet,
+                    container: m.name,
+                    vm_id: m.vm_id,
+                    to: m.to,
+                })
+                .collect(),
+            stuck: plan
+                .stuck
+                .into_iter()
+                .map(|(fleet, container, reason)| pb::DrainStuck {
+                    fleet,
+                    container,
+                    reason,
+                })
+                .collect(),
+        }))
     }
 
     async fn issue_user_certificate(

@@ -2,6 +2,7 @@
 //! mutual-TLS gRPC. `main.rs` only parses arguments and calls into this library; [`server::run`] starts the
 //! whole controller on listeners the caller binds (tests use 127.0.0.1:0).
 
+pub mod adopt;
 pub mod agent_service;
 pub mod agents;
 pub mod audit;
@@ -10,6 +11,7 @@ pub mod config;
 pub mod convert;
 pub mod datadir;
 pub mod dev;
+pub mod drain;
 pub mod driver;
 pub mod fleet_service;
 pub mod identities;
@@ -19,6 +21,7 @@ pub mod model;
 pub mod pki;
 pub mod planning;
 pub mod policy;
+pub mod realise;
 pub mod reconciler;
 pub mod scheduler;
 pub mod seal;

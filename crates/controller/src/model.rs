@@ -288,6 +288,10 @@ pub enum OperationKind {
         /// PVE leaves changes pending.
         #[serde(default)]
         restart: bool,
+        /// The planner's changes this operation realises (its update and repair actions), structured: what
+        /// the listing shows and what tells a repeat of the same work from new work.
+        #[serde(default)]
+        changes: Vec<pxfleet_spec::plan::FieldChange>,
     },
     /// `pct resize <vmid> <disk> <disk_gib>G`.
     Resize {
@@ -323,6 +327,26 @@ impl OperationKind {
             OperationKind::Stop => "stop",
             OperationKind::Destroy => "destroy",
             OperationKind::Migrate { .. } => "migrate",
+        }
+    }
+
+    /// Whether `other` is the same work again: the same kind with the same target values. Two updates compare
+    /// by their changes (field, from, to), whether the planner called them update or repair: after an update
+    /// that "succeeded" without the node changing, the same difference comes back as drift.
+    pub fn same_work(&self, other: &OperationKind) -> bool {
+        match (self, other) {
+            (
+                OperationKind::Update { changes: a, .. },
+                OperationKind::Update { changes: b, .. },
+            ) => {
+                let key = |c: &pxfleet_spec::plan::FieldChange| {
+                    format!("{}\u{1}{:?}\u{1}{:?}", c.field, c.from, c.to)
+                };
+                let a: std::collections::BTreeSet<String> = a.iter().map(key).collect();
+                let b: std::collections::BTreeSet<String> = b.iter().map(key).collect();
+                a == b
+            }
+            (a, b) => a == b,
         }
     }
 }

@@ -217,11 +217,28 @@ pub fn prepare(
             if c.node.as_deref() == Some(prev.node.as_str()) && c.datastore_id.is_none() {
                 c.datastore_id = prev.container.datastore_id.clone();
             }
+            // Moved to another node: it keeps its storage when the target has it (a `pct migrate`); only a target
+            // without it gets the scheduler's choice, and the plan then says the datastore changes: a replacement.
+            if let (Some(to), None, Some(ds)) =
+                (&c.node, &c.datastore_id, &prev.container.datastore_id)
+            {
+                let has = snap.nodes.iter().any(|(n, _)| {
+                    n.name == *to
+                        && n.inventory
+                            .storages
+                            .iter()
+                            .any(|s| s.id == *ds && s.holds_rootdir())
+                });
+                if *to != prev.node && has {
+                    c.datastore_id = Some(ds.clone());
+                }
+            }
             if c.vm_id.is_none() {
                 c.vm_id = Some(prev.vm_id);
             }
         }
     }
+    crate::adopt::fill_from_targets(&mut fleet, snap);
     let snap_others = Snapshot {
         // this fleet's own desired containers are no conflict with themselves
         desired: snap
@@ -245,7 +262,7 @@ pub fn prepare(
     for (key, c) in &fleet.containers {
         let Some(node) = &c.node else { continue };
         let is_new_here = stored.get(key.as_str()).is_none_or(|p| p.node != *node);
-        if !is_new_here {
+        if !is_new_here || c.adopt {
             continue;
         }
         if let Some((n, status)) = snap.nodes.iter().find(|(n, _)| n.name == *node) {
@@ -371,7 +388,8 @@ pub fn prepare(
         .as_ref()
         .and_then(|r| serde_json::from_value::<Fleet>(r.spec.clone()).ok())
         .map(without_passwords);
-    let observed = spec_observed(&name, snap);
+    let mut observed = spec_observed(&name, snap);
+    observed.extend(crate::adopt::targets(&fleet, snap));
     let plan = pxfleet_spec::plan::plan(
         &without_passwords(fleet.clone()),
         applied_fleet.as_ref(),
@@ -539,6 +557,7 @@ fn problem_path(p: &pxfleet_spec::plan::PlanProblem) -> String {
             container, field, ..
         } => format!("containers.{container}.{field}"),
         Protected { container, .. } => format!("containers.{container}.protection"),
+        Adopt { container, .. } => format!("containers.{container}.adopt"),
         VmIdInUse { container, .. } => format!("containers.{container}.vm_id"),
     }
 }
@@ -758,6 +777,7 @@ mod tests {
                 audit_action: "submit".into(),
                 file_name: String::new(),
                 source_sha256: String::new(),
+                retry: Vec::new(),
             })
             .unwrap();
     }
@@ -860,6 +880,78 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         assert_eq!(placed(&p), placed(&p2));
+    }
+
+    #[test]
+    fn a_move_keeps_its_storage_where_the_target_has_it_else_the_plan_replaces_and_says_why() {
+        let head =
+            "fleet: dev\ntemplates: {deb: {pveam: debian-12-standard_12.7-1_amd64.tar.zst}}\n\
+                    defaults: {template: deb, memory: 512}\ncontainers:\n";
+        let fleet = |body: &str| {
+            pxfleet_spec::parse_fleet(
+                "fleet.yaml",
+                &format!("{head}{body}"),
+                &pxfleet_spec::NoFiles,
+            )
+            .unwrap()
+        };
+        let mut s = snap(&["a", "b", "c"]);
+        // c has no local-lvm: only another rootdir storage
+        for s in s.nodes[2].0.inventory.storages.iter_mut() {
+            if s.id == "local-lvm" {
+                s.id = "other-ds".into();
+            }
+        }
+        // b has local-lvm and a roomier rootdir storage the scheduler would pick for a new container
+        let mut big = s.nodes[1].0.inventory.storages[0].clone();
+        big.id = "big".into();
+        big.avail_bytes = 900 << 30;
+        s.nodes[1].0.inventory.storages.push(big);
+        let p = prepare("fleet.yaml", fleet("  web: {node: a}\n"), &s, range(), 1).unwrap();
+        let d = p.desired[0].clone();
+        assert_eq!(d.container.datastore_id.as_deref(), Some("local-lvm"));
+        s.desired = p.desired.clone();
+        let cfg = pxfleet_spec::observed::ObservedContainer::from_desired(
+            "dev",
+            &d.container,
+            d.vm_id,
+            "a",
+            pxfleet_spec::observed::PowerState::Running,
+            "local-lvm",
+            |_| pxfleet_spec::MacAddr([0xbc, 0x24, 0x11, 0, 0, 1]),
+        )
+        .config;
+        s.observed.push(ObservedContainer {
+            node: "a".into(),
+            vm_id: d.vm_id,
+            hostname: "web".into(),
+            running: true,
+            managed: Some(crate::model::ManagedBy {
+                fleet: "dev".into(),
+                name: "web".into(),
+            }),
+            config: Some(cfg),
+            ..ObservedContainer::default()
+        });
+        let verbs = |p: &Prepared| {
+            p.plan
+                .actions
+                .iter()
+                .map(|a| a.kind.verb())
+                .collect::<Vec<_>>()
+        };
+        // b has local-lvm: a move (pct migrate).
+        let to_b = prepare("fleet.yaml", fleet("  web: {node: b}\n"), &s, range(), 2).unwrap();
+        assert_eq!(verbs(&to_b), ["move"]);
+        // c has not: the plan replaces it, naming the datastore that cannot follow.
+        let to_c = prepare("fleet.yaml", fleet("  web: {node: c}\n"), &s, range(), 2).unwrap();
+        assert_eq!(verbs(&to_c), ["replace"]);
+        let pxfleet_spec::plan::ActionKind::Replace { reasons, .. } = &to_c.plan.actions[0].kind
+        else {
+            unreachable!()
+        };
+        assert_eq!(reasons[0].field, "datastore_id");
+        assert_eq!(reasons[0].to, Some(serde_json::json!("other-ds")));
     }
 
     fn macs(p: &Prepared) -> BTreeMap<String, Vec<Option<pxfleet_spec::MacAddr>>> {

@@ -3,12 +3,6 @@
 //! shows; [`backoff_ms`] paces retries. The driver loop that applies these to the store and dispatches to
 //! agents lives in [`crate::driver`].
 
-use std::collections::BTreeMap;
-
-use pxfleet_spec::plan::{ActionKind, FieldChange};
-use pxfleet_spec::{Container, Fleet};
-
-use crate::convert;
 use crate::model::{
     AppliedContainer, ContainerStatus, DesiredContainer, ObservedContainer, OpState, Operation,
     OperationKind,
@@ -35,162 +29,6 @@ pub struct View<'a> {
     pub template_ready: bool,
 }
 
-/// Fields whose change needs a new container (destroy, then create).
-pub fn replace_reason(applied: &Container, desired: &Container) -> Option<&'static str> {
-    if applied.template != desired.template {
-        Some("template changed")
-    } else if applied.unprivileged != desired.unprivileged {
-        Some("unprivileged changed")
-    } else if applied.datastore_id != desired.datastore_id {
-        Some("datastore_id changed")
-    } else {
-        None
-    }
-}
-
-/// What `pct set` must fix on an existing container, as the spec planner's diff finds it: `updates` are fields
-/// the file changed since they were applied, `drift` fields that moved away from the applied value on the node
-/// (a repair). Values PVE normalises (tag order and case, MAC case, a trailing newline in the description,
-/// `cpuunits: 100`) compare equal there, so they never count.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Changes {
-    pub updates: Vec<FieldChange>,
-    pub drift: Vec<FieldChange>,
-    /// Disks to grow, from the plan's resize actions: (`rootfs` or `mpN`, new size in GiB).
-    pub grow: Vec<(String, u64)>,
-    /// The plan's update or repair needs a restart of the running container (it says "(then restarted)").
-    pub restart: bool,
-}
-
-impl Changes {
-    /// No field to set (disks to grow aside).
-    pub fn is_empty(&self) -> bool {
-        self.updates.is_empty() && self.drift.is_empty()
-    }
-
-    /// The plan field names that differ, updates first.
-    pub fn fields(&self) -> Vec<String> {
-        self.updates
-            .iter()
-            .chain(&self.drift)
-            .map(|c| c.field.clone())
-            .collect()
-    }
-
-    /// One `field from -> to` text per change; drifted ones start with `drift: `.
-    pub fn texts(&self) -> Vec<String> {
-        let mut out: Vec<String> = self.updates.iter().map(change_text).collect();
-        out.extend(
-            self.drift
-                .iter()
-                .map(|c| format!("drift: {}", change_text(c))),
-        );
-        out
-    }
-
-    /// The operation's reason: `memory 512 -> 1024`, `repair: tags ["a"] -> ["web"], memory 1024 -> 512`, or
-    /// both separated by `; `.
-    pub fn reason(&self) -> String {
-        let join = |v: &[FieldChange]| v.iter().map(change_text).collect::<Vec<_>>().join(", ");
-        match (self.updates.is_empty(), self.drift.is_empty()) {
-            (_, true) => join(&self.updates),
-            (true, false) => format!("repair: {}", join(&self.drift)),
-            (false, false) => format!("{}; repair: {}", join(&self.updates), join(&self.drift)),
-        }
-    }
-}
-
-fn change_text(c: &FieldChange) -> String {
-    if c.sensitive {
-        return format!("{} changed", c.field);
-    }
-    let show = |v: &Option<serde_json::Value>| {
-        let text = match v {
-            None => "none".to_string(),
-            Some(serde_json::Value::String(s)) => s.clone(),
-            Some(v) => v.to_string(),
-        };
-        let text = text.replace('\n', " ");
-        if text.chars().count() > 48 {
-            format!("{}...", text.chars().take(45).collect::<String>())
-        } else {
-            text
-        }
-    };
-    format!("{} {} -> {}", c.field, show(&c.from), show(&c.to))
-}
-
-/// The differences `pct set` can fix between desired `d` and observation `o`, found by the spec planner
-/// ([`pxfleet_spec::plan::plan`]) on this one container. `applied` counts only when it is the same container
-/// (node and vm_id). What the reconciler decides itself is left out of the comparison: replacement (template,
-/// unprivileged, datastore), moves, power and locks. Disks to grow come from the plan's resize actions.
-pub fn changes(
-    d: &DesiredContainer,
-    applied: Option<&AppliedContainer>,
-    o: &ObservedContainer,
-) -> Changes {
-    let applied = applied.filter(|a| a.node == o.node && a.vm_id == o.vm_id);
-    let mut want = d.container.clone();
-    want.node = Some(d.node.clone());
-    want.vm_id = Some(d.vm_id);
-    want.password = None;
-    let fleet_of = |c: Container| Fleet {
-        name: d.fleet.clone(),
-        allow_privileged: true,
-        templates: BTreeMap::new(),
-        containers: [(d.name.clone(), c)].into(),
-        spans: Default::default(),
-    };
-    let fallback = applied.map(|a| &a.container).unwrap_or(&d.container);
-    let Some(mut obs) = convert::spec_observed(&d.fleet, &d.name, o, Some(fallback)) else {
-        return Changes::default();
-    };
-    obs.node = d.node.clone();
-    obs.vm_id = d.vm_id;
-    obs.lock = None;
-    let oc = &mut obs.config;
-    oc.template = Some(want.template.clone());
-    oc.unprivileged = want.unprivileged;
-    if want.datastore_id.is_some() {
-        oc.datastore_id = want.datastore_id.clone();
-    }
-    let applied_fleet = applied.map(|a| {
-        fleet_of(Container {
-            password: None,
-            ..a.container.clone()
-        })
-    });
-    let plan = match pxfleet_spec::plan::plan(&fleet_of(want), applied_fleet.as_ref(), &[obs]) {
-        Ok(p) => p,
-        Err(e) => {
-            tracing::warn!(fleet = %d.fleet, container = %d.name, error = %e, "drift check refused");
-            return Changes::default();
-        }
-    };
-    let mut out = Changes::default();
-    for a in plan.actions {
-        match a.kind {
-            ActionKind::Update {
-                changes,
-                restart_required,
-            } => {
-                out.updates.extend(changes);
-                out.restart |= restart_required;
-            }
-            ActionKind::Repair {
-                drift,
-                restart_required,
-            } => {
-                out.drift.extend(drift);
-                out.restart |= restart_required;
-            }
-            ActionKind::Resize { disk, to_gib, .. } => out.grow.push((disk, to_gib.ceil() as u64)),
-            _ => {}
-        }
-    }
-    out
-}
-
 /// Where a container the file does not pin to a node is adopted: found on another node than desired (moved by
 /// hand) under its vm_id, on a node its `constraints.nodes` allow. Such a container is never destroyed and
 /// recreated by the reconciler on its own (no submit planned it); the desired node follows it.
@@ -201,122 +39,10 @@ pub fn adopt_node<'a>(d: &DesiredContainer, o: &'a ObservedContainer) -> Option<
         .then_some(o.node.as_str())
 }
 
-/// The one next operation for a container, or None when it is as desired (or must wait: a locked container).
+/// The one next operation for a container, or None when it is as desired (or must wait: a locked container, or
+/// a plan the planner refuses). The decision is the spec planner's: see [`crate::realise`].
 pub fn next_action(v: View<'_>) -> Option<NextAction> {
-    let destroy = |o: &ObservedContainer, reason: String| NextAction {
-        node: o.node.clone(),
-        vm_id: o.vm_id,
-        kind: OperationKind::Destroy,
-        reason,
-    };
-    let Some(d) = v.desired else {
-        return v.observed.map(|o| destroy(o, "left the fleet".into()));
-    };
-    let Some(o) = v.observed else {
-        if !v.template_ready {
-            return Some(NextAction {
-                node: d.node.clone(),
-                vm_id: 0,
-                kind: OperationKind::SeedTemplate {
-                    name: d.container.template.clone(),
-                    template: d.template.clone(),
-                },
-                reason: format!("template {} needed on {}", d.container.template, d.node),
-            });
-        }
-        return Some(NextAction {
-            node: d.node.clone(),
-            vm_id: d.vm_id,
-            kind: OperationKind::Create {
-                container: Box::new(d.container.clone()),
-                template: d.template.clone(),
-            },
-            reason: if v.applied.is_some() {
-                "missing: recreate".into()
-            } else {
-                "new".into()
-            },
-        });
-    };
-    if o.node != d.node {
-        if o.lock.is_some() {
-            return None;
-        }
-        // The plan's move: `pct migrate`, the container keeps its vm_id, MACs and data.
-        return Some(NextAction {
-            node: o.node.clone(),
-            vm_id: o.vm_id,
-            kind: OperationKind::Migrate {
-                target: d.node.clone(),
-                restart: o.running,
-            },
-            reason: format!("moves from {} to {}", o.node, d.node),
-        });
-    }
-    if o.vm_id != d.vm_id {
-        return Some(destroy(
-            o,
-            format!("vm_id {} -> {}: replace", o.vm_id, d.vm_id),
-        ));
-    }
-    if o.lock.is_some() {
-        return None;
-    }
-    let applied = v.applied.filter(|a| a.node == o.node && a.vm_id == o.vm_id);
-    if let Some(a) = applied {
-        if let Some(why) = replace_reason(&a.container, &d.container) {
-            return Some(destroy(o, format!("{why}: replace")));
-        }
-        if a.template != d.template && a.container.template == d.container.template {
-            return Some(destroy(o, "template source changed: replace".into()));
-        }
-    }
-    let at = |kind| NextAction {
-        node: d.node.clone(),
-        vm_id: d.vm_id,
-        kind,
-        reason: String::new(),
-    };
-    let ch = changes(d, applied, o);
-    if let Some((disk, gib)) = ch.grow.first() {
-        let what = if disk == "rootfs" {
-            "disk_size".to_string()
-        } else {
-            disk.clone()
-        };
-        return Some(NextAction {
-            reason: format!("{what} -> {gib} GiB"),
-            ..at(OperationKind::Resize {
-                disk: disk.clone(),
-                disk_gib: *gib,
-            })
-        });
-    }
-    if !ch.is_empty() {
-        return Some(NextAction {
-            reason: ch.reason(),
-            ..at(OperationKind::Update {
-                container: Box::new(d.container.clone()),
-                template: d.template.clone(),
-                fields: ch.fields(),
-                restart: ch.restart,
-            })
-        });
-    }
-    let want_running = d.container.state.is_running();
-    if !o.running && want_running {
-        return Some(NextAction {
-            reason: "stopped: start".into(),
-            ..at(OperationKind::Start)
-        });
-    }
-    if o.running && !want_running {
-        return Some(NextAction {
-            reason: "state stopped: stop".into(),
-            ..at(OperationKind::Stop)
-        });
-    }
-    None
+    crate::realise::next_operation(&v)
 }
 
 /// What `get containers` shows, from the container's latest operation (if any) and what is observed.
@@ -395,7 +121,10 @@ mod tests {
             vm_id: d.vm_id,
             hostname: d.container.hostname.clone(),
             running: true,
-            managed: None,
+            managed: Some(crate::model::ManagedBy {
+                fleet: d.fleet.clone(),
+                name: d.name.clone(),
+            }),
             cores: d.container.cores,
             memory_mib: d.container.memory,
             swap_mib: d.container.swap,

@@ -96,6 +96,9 @@ pub struct SubmitTx {
     /// The submitted file's name and the SHA-256 (hex) of its text; empty for a destroy.
     pub file_name: String,
     pub source_sha256: String,
+    /// Containers to retry: their `revision` moves to this submit's even when unchanged, so operations that
+    /// failed for good start again from the first attempt.
+    pub retry: Vec<String>,
 }
 
 #[derive(Clone)]
@@ -522,7 +525,8 @@ impl Store {
                 let mut d = d.clone();
                 d.revision = match old.iter().find(|o| o.name == d.name) {
                     Some(o)
-                        if o.node == d.node
+                        if !tx.retry.contains(&d.name)
+                            && o.node == d.node
                             && o.vm_id == d.vm_id
                             && o.container == d.container
                             && o.template == d.template =>
@@ -598,6 +602,26 @@ impl Store {
             if let Some(ds) = datastore_id {
                 d.container.datastore_id = Some(ds.to_string());
             }
+            t.insert(fleet.as_bytes(), enc(&all))?;
+            Ok(true)
+        });
+        unwrap_tx(r)
+    }
+
+    /// `pxctl node drain`: the desired node of `fleet`/`name` becomes `node`, held there (`node_pinned`) until the
+    /// next submit places it again, so the reconciler migrates it instead of taking it for moved by hand.
+    pub fn move_desired(&self, fleet: &str, name: &str, node: &str) -> Result<bool, StoreError> {
+        let r = self.desired.transaction(|t| {
+            let Some(v) = t.get(fleet.as_bytes())? else {
+                return Ok(false);
+            };
+            let mut all: Vec<DesiredContainer> = tx_dec("desired", fleet.as_bytes(), &v)?;
+            let Some(d) = all.iter_mut().find(|d| d.name == name) else {
+                return Ok(false);
+            };
+            d.node = node.to_string();
+            d.container.node = Some(node.to_string());
+            d.node_pinned = true;
             t.insert(fleet.as_bytes(), enc(&all))?;
             Ok(true)
         });
@@ -824,6 +848,7 @@ mod tests {
             audit_action: "submit".into(),
             file_name: "fleet.yaml".into(),
             source_sha256: "ab".repeat(32),
+            retry: Vec::new(),
         }
     }
 

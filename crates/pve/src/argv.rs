@@ -573,6 +573,9 @@ pub fn set_args(vmid: u32, c: &ConfigChange) -> R<Vec<String>> {
     if let Some(p) = c.protection {
         a.flag("protection", p);
     }
+    if let Some(o) = &c.ostype {
+        a.opt("ostype", o.clone());
+    }
     match &c.startup {
         Some(s) if *s == Default::default() => {
             delete.insert("startup".into());

@@ -130,6 +130,8 @@ pub struct ConfigChange {
     pub protection: Option<bool>,
     pub tags: Option<Vec<String>>,
     pub description: Option<String>,
+    /// `--ostype` (never deleted: PVE requires it).
+    pub ostype: Option<String>,
     /// New mount points (allocated by PVE).
     pub mount_points: BTreeMap<u32, MountPointSpec>,
     /// Keys to delete (`net1`, `cpulimit`, `mp0`, ...).

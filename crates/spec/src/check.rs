@@ -13,6 +13,21 @@ pub(crate) fn check_fleet(file: &str, fleet: &Fleet, spans: &Spans, diags: &mut 
     let mut hostnames: HashMap<String, &str> = HashMap::new();
     let mut addrs: HashMap<IpAddr, String> = HashMap::new();
     let mut macs: HashMap<[u8; 6], String> = HashMap::new();
+    for (key, c) in &fleet.containers {
+        let cpath = format!("containers.{key}");
+        if c.adopt && (c.node.is_none() || c.vm_id.is_none()) {
+            let path = format!("{cpath}.adopt");
+            diags.push(
+                Diagnostic::new(
+                    file,
+                    spans.lookup(&path),
+                    path,
+                    "`adopt: true` needs `node` and `vm_id`: where the existing container is",
+                )
+                .with_hint("set `node: NODE` and `vm_id: ID` of the container to take over"),
+            );
+        }
+    }
     let mut dup = |path: String, what: String, other: &str| {
         let span = spans.lookup(&path);
         let other_line = spans.lookup(other).line;

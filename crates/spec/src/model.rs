@@ -361,6 +361,70 @@ pub struct Container {
     /// stopped (also through drift repair).
     #[serde(default)]
     pub state: DesiredState,
+    /// `adopt: true`: the container already exists (made by hand, by Terraform) as `vm_id` on `node` without
+    /// pxfleet's mark; pxfleet takes it under management where it is (writes its mark, then changes what
+    /// differs from the file) instead of creating one. Never replaced or recreated by pxfleet.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub adopt: bool,
+    /// `restart_policy`: what happens to a change PVE applies only at the next start of a running container.
+    /// `auto` (default): the plan announces a restart and the agent restarts it; `never`: it stays pending
+    /// until the container restarts for another reason, and the plan and `pxctl get` say so.
+    #[serde(default, skip_serializing_if = "RestartPolicy::is_auto")]
+    pub restart_policy: RestartPolicy,
+    /// `drift`: what pxfleet does about a change made behind its back. `repair` (default): the plan repairs it
+    /// and the controller puts the applied value back; `report`: shown (plan warning, `pxctl get` marks the
+    /// container drifted) and left alone. Top-level `drift:` sets it for the fleet.
+    #[serde(default, skip_serializing_if = "DriftPolicy::is_repair")]
+    pub drift: DriftPolicy,
+    /// `--ostype` (bpg `operating_system.type`): the OS setup PVE does inside the container. `None`: detected by
+    /// PVE from the template (not compared).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ostype: Option<String>,
+}
+
+/// The `ostype` values PVE accepts (CONTRACT §3.1).
+pub const OSTYPES: &[&str] = &[
+    "debian",
+    "devuan",
+    "ubuntu",
+    "centos",
+    "fedora",
+    "opensuse",
+    "archlinux",
+    "alpine",
+    "gentoo",
+    "nixos",
+    "unmanaged",
+];
+
+/// `drift:` of the fleet (top level or `defaults`) or of a container.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DriftPolicy {
+    #[default]
+    Repair,
+    Report,
+}
+
+impl DriftPolicy {
+    pub fn is_repair(&self) -> bool {
+        *self == DriftPolicy::Repair
+    }
+}
+
+/// `restart_policy:` of a container (or of the fleet, in `defaults`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RestartPolicy {
+    #[default]
+    Auto,
+    Never,
+}
+
+impl RestartPolicy {
+    pub fn is_auto(&self) -> bool {
+        *self == RestartPolicy::Auto
+    }
 }
 
 /// `state:` of a container.

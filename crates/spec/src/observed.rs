@@ -125,6 +125,9 @@ pub struct ObservedConfig {
     /// Without the `managed-by:` line; `None` when nothing else is left.
     pub description: Option<String>,
     pub mount_points: Vec<ObservedMountPoint>,
+    /// `ostype` as the node reports it (PVE fills it in from the template when not given).
+    #[serde(default)]
+    pub ostype: Option<String>,
 }
 
 /// One `netN` and, for a running container, the addresses it really has.
@@ -186,6 +189,7 @@ impl ObservedContainer {
                         .unwrap_or_else(|| default_datastore.to_owned()),
                 ),
                 template: Some(c.template.clone()),
+                ostype: c.ostype.clone(),
                 unprivileged: c.unprivileged,
                 features: c.features.clone(),
                 interfaces: c

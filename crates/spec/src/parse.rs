@@ -18,6 +18,7 @@ use crate::yaml::{self, Entry, Node, Value};
 
 pub(crate) const TOP_FIELDS: &[&str] = &[
     "fleet",
+    "drift",
     "allow_privileged",
     "defaults",
     "templates",
@@ -76,6 +77,10 @@ pub(crate) const CONTAINER_FIELDS: &[&str] = &[
     "constraints",
     "mount_points",
     "state",
+    "adopt",
+    "restart_policy",
+    "drift",
+    "ostype",
 ];
 const FEATURE_FIELDS: &[&str] = &["nesting", "fuse", "keyctl", "mount"];
 const DNS_FIELDS: &[&str] = &["servers", "domain"];
@@ -316,6 +321,24 @@ impl Cx<'_> {
         }
     }
 
+    /// `drift: repair | report`.
+    fn drift_policy(&mut self, n: &Node, path: &str) -> Option<DriftPolicy> {
+        match self.string(n, path).as_deref() {
+            Some("repair") => Some(DriftPolicy::Repair),
+            Some("report") => Some(DriftPolicy::Report),
+            Some(other) => {
+                self.err(
+                    n.span,
+                    path,
+                    format!("drift {} is not repair or report", quote(other)),
+                    Some("`drift: repair` (the default) or `drift: report`"),
+                );
+                None
+            }
+            None => None,
+        }
+    }
+
     fn boolean(&mut self, n: &Node, path: &str) -> Option<bool> {
         if let Value::Scalar { text, plain: true } = &n.value {
             if let Some(b) = yaml::parse_bool(text) {
@@ -461,6 +484,7 @@ impl Cx<'_> {
         let mut name = None;
         let mut allow_privileged = false;
         let mut defaults = None;
+        let mut fleet_drift = None;
         let mut templates_node = None;
         let mut containers_node = None;
         for e in es {
@@ -482,6 +506,7 @@ impl Cx<'_> {
                     }
                 }
                 "allow_privileged" => allow_privileged = self.boolean(&e.value, path).unwrap_or(false),
+                "drift" => fleet_drift = self.drift_policy(&e.value, path),
                 "defaults" => {
                     if let Some(des) = self.map(&e.value, path) {
                         defaults = Some(self.container_input(des, "defaults", true));
@@ -529,7 +554,9 @@ impl Cx<'_> {
                 }
             }
         }
-        let defaults = defaults.unwrap_or_default();
+        let mut defaults: ContainerInput = defaults.unwrap_or_default();
+        // Top-level `drift:` is the fleet's; `defaults.drift` and a container's own override it.
+        defaults.drift = defaults.drift.or(fleet_drift);
         // Everything but the containers is decoded: sort those positions now, so lookups
         // during container resolution find them (see `lookup`).
         self.set_aside_spans();
@@ -959,6 +986,33 @@ impl Cx<'_> {
                     None => {}
                 },
                 "protection" => c.protection = self.boolean(n, &p),
+                "adopt" => c.adopt = self.boolean(n, &p),
+                "drift" => c.drift = self.drift_policy(n, &p),
+                "ostype" => {
+                    if let Some(v) = self.string(n, &p) {
+                        if OSTYPES.contains(&v.as_str()) {
+                            c.ostype = Some(v);
+                        } else {
+                            self.err(
+                                n.span,
+                                &p,
+                                format!("ostype {} is not one PVE knows", quote(&v)),
+                                Some(&format!("one of {}", OSTYPES.join(", "))),
+                            );
+                        }
+                    }
+                }
+                "restart_policy" => match self.string(n, &p).as_deref() {
+                    Some("auto") => c.restart_policy = Some(RestartPolicy::Auto),
+                    Some("never") => c.restart_policy = Some(RestartPolicy::Never),
+                    Some(other) => self.err(
+                        n.span,
+                        &p,
+                        format!("restart_policy {} is not auto or never", quote(other)),
+                        Some("`restart_policy: auto` (the default) or `restart_policy: never`"),
+                    ),
+                    None => {}
+                },
                 "tags" => {
                     if let Some(list) = self.strings(n, &p) {
                         let mut tags = Vec::new();
@@ -1587,6 +1641,10 @@ impl Cx<'_> {
             startup,
             start_on_boot: c.start_on_boot.unwrap_or(false),
             state: c.state.unwrap_or_default(),
+            adopt: c.adopt.unwrap_or(false),
+            restart_policy: c.restart_policy.unwrap_or_default(),
+            drift: c.drift.unwrap_or_default(),
+            ostype: c.ostype,
             protection: c.protection.unwrap_or(false),
             tags: c.tags.unwrap_or_default(),
             description: c.description,
@@ -1864,6 +1922,10 @@ struct ContainerInput {
     start_on_boot: Option<bool>,
     state: Option<DesiredState>,
     protection: Option<bool>,
+    adopt: Option<bool>,
+    restart_policy: Option<RestartPolicy>,
+    drift: Option<DriftPolicy>,
+    ostype: Option<String>,
     tags: Option<Vec<String>>,
     description: Option<String>,
     labels: Option<BTreeMap<String, String>>,
@@ -1934,6 +1996,10 @@ impl ContainerInput {
             start_on_boot: or(self.start_on_boot, &d.start_on_boot),
             state: or(self.state, &d.state),
             protection: or(self.protection, &d.protection),
+            adopt: self.adopt,
+            restart_policy: or(self.restart_policy, &d.restart_policy),
+            drift: or(self.drift, &d.drift),
+            ostype: or(self.ostype, &d.ostype),
             tags: or(self.tags, &d.tags),
             description: or(self.description, &d.description),
             labels,

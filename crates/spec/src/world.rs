@@ -209,6 +209,14 @@ pub fn check_against_world(file: &str, fleet: &Fleet, facts: &dyn WorldFacts) ->
     let mut node_cache: BTreeMap<String, Option<NodeFacts>> = BTreeMap::new();
     for (key, c) in &fleet.containers {
         let cpath = format!("containers.{key}");
+        // The container `adopt: true` takes over holds its own vm_id, hostname and addresses: no conflict.
+        let target = |h: &Holder| {
+            c.adopt
+                && h.fleet.is_none()
+                && Some(h.node.as_str()) == c.node.as_deref()
+                && h.vm_id.is_some()
+                && h.vm_id == c.vm_id
+        };
         for (i, n) in c.constraints.nodes.iter().enumerate() {
             if !node_names.contains(n) {
                 let (m, h) = unknown("node", n, &node_names);
@@ -294,7 +302,10 @@ pub fn check_against_world(file: &str, fleet: &Fleet, facts: &dyn WorldFacts) ->
             }
         }
         if let Some(id) = c.vm_id {
-            if let Some(h) = facts.vm_id_holder(id).filter(|h| !h.is(&fleet.name, key)) {
+            if let Some(h) = facts
+                .vm_id_holder(id)
+                .filter(|h| !h.is(&fleet.name, key) && !target(h))
+            {
                 push(
                     format!("{cpath}.vm_id"),
                     format!("vm_id {id} is already taken by {h}"),
@@ -304,7 +315,7 @@ pub fn check_against_world(file: &str, fleet: &Fleet, facts: &dyn WorldFacts) ->
         }
         if let Some(h) = facts
             .hostname_holder(&c.hostname)
-            .filter(|h| !h.is(&fleet.name, key))
+            .filter(|h| !h.is(&fleet.name, key) && !target(h))
         {
             push(
                 format!("{cpath}.hostname"),
@@ -326,7 +337,7 @@ pub fn check_against_world(file: &str, fleet: &Fleet, facts: &dyn WorldFacts) ->
             for (addr, field) in v4.into_iter().chain(v6) {
                 if let Some(h) = facts
                     .address_holder(addr)
-                    .filter(|h| !h.is(&fleet.name, key))
+                    .filter(|h| !h.is(&fleet.name, key) && !target(h))
                 {
                     push(
                         format!("{ipath}.{field}"),

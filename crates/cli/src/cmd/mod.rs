@@ -4,6 +4,7 @@
 pub mod audit;
 pub mod describe;
 pub mod destroy;
+pub mod drain;
 pub mod get;
 pub mod history;
 pub mod node;

@@ -30,6 +30,12 @@ pub async fn run(client: &mut Client, cmd: &NodeCommand, io: &mut Io<'_>) -> Res
                 .write_all(render::nodes(ListFormat::Table, &[NodeRecord::from(&n)]).as_bytes())?;
             Ok(0)
         }
+        NodeCommand::Drain {
+            node,
+            reason,
+            no_wait,
+            timeout,
+        } => super::drain::run(client, node, reason, *no_wait, *timeout, io).await,
         NodeCommand::Uncordon { node } => {
             let n = client
                 .api

@@ -56,8 +56,8 @@ pub async fn run(client: &mut Client, a: &SubmitArgs, io: &mut Io<'_>) -> Result
             .write_all(crate::policy::render(report, OutputFormat::Text).as_bytes())?;
     }
     let mut op_ids = Default::default();
-    if rp.has_changes {
-        if !a.yes {
+    if rp.has_changes || a.retry_failed {
+        if !a.yes && rp.has_changes {
             io.out.flush()?;
             let q = format!("Apply these changes to fleet {}?", rp.fleet);
             if !io.confirm.confirm(&q, "-y")? {
@@ -74,6 +74,7 @@ pub async fn run(client: &mut Client, a: &SubmitArgs, io: &mut Io<'_>) -> Result
                 files: src.files.clone().into_iter().collect(),
                 expected_revision: Some(rp.base_revision),
                 plan_json,
+                retry_failed: a.retry_failed,
             })
             .await?
             .into_inner();

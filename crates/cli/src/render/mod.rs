@@ -39,6 +39,9 @@ pub struct ContainerRecord {
     pub disk_size_gib: u64,
     /// Observed differs from desired: a repair is due.
     pub drifted: bool,
+    /// Fields waiting for the container's next restart (`restart_policy: never`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending_restart: Vec<String>,
     pub revision: u64,
     /// Error of the last failed operation, or null.
     pub error: Option<String>,
@@ -233,6 +236,7 @@ impl From<&pb::ContainerInfo> for ContainerRecord {
             memory_mib: c.memory_mib,
             disk_size_gib: c.disk_size_gib,
             drifted: c.drifted,
+            pending_restart: c.pending_restart.clone(),
             revision: c.revision,
             error: some(&c.last_error),
         }
@@ -332,6 +336,11 @@ fn containers_table(rs: &[ContainerRecord]) -> Table {
     for r in rs {
         let status = if r.drifted && r.status == "running" {
             "running (drifted)".to_string()
+        } else if !r.pending_restart.is_empty() && r.status == "running" {
+            format!(
+                "running (pending restart: {})",
+                r.pending_restart.join(", ")
+            )
         } else {
             r.status.to_string()
         };

@@ -44,6 +44,7 @@ pub(crate) mod field {
     pub const PASSWORD: &str = "password";
     pub const SSH_PUBLIC_KEYS: &str = "ssh_public_keys";
     pub const LABELS: &str = "labels";
+    pub const OSTYPE: &str = "ostype";
 
     /// Sub-fields of an interface, after [`interface_prefix`].
     pub const IFACE_FIELDS: [&str; 11] = [
@@ -512,6 +513,16 @@ pub(crate) fn existing(d: &Container, a: Option<&Container>, o: &ObservedContain
         true,
     );
     mounts(&mut df, &mut grow, &mut shrink, d, a, o);
+    // Only when the file names one: otherwise PVE's detection stands.
+    if d.ostype.is_some() {
+        df.cmp(
+            s(field::OSTYPE),
+            oc.ostype.as_deref(),
+            a.map(|a| a.ostype.as_deref()),
+            d.ostype.as_deref(),
+            false,
+        );
+    }
 
     // PVE cannot report these: compare with what was applied. The agent sets them inside the running container.
     if let Some(a) = a {
@@ -765,6 +776,9 @@ pub(crate) fn attributes(c: &Container) -> Vec<Attribute> {
     }
     if !c.labels.is_empty() {
         v.push(Attribute::known(field::LABELS, json(&c.labels)));
+    }
+    if let Some(o) = &c.ostype {
+        v.push(Attribute::known(field::OSTYPE, json(o)));
     }
     for m in &c.mount_points {
         v.push(Attribute::known(

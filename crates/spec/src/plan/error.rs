@@ -28,6 +28,13 @@ pub enum PlanProblem {
         node: String,
         why: String,
     },
+    #[error("container {container} (vm_id {vm_id} on {node}) cannot be adopted: {why}")]
+    Adopt {
+        container: String,
+        vm_id: u32,
+        node: String,
+        why: String,
+    },
     #[error(
         "container {container}: vm_id {vm_id} is already used by {holder} on {node}; \
          choose a free vm_id, or omit vm_id to have one allocated"

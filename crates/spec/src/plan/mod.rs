@@ -60,12 +60,34 @@ pub fn plan(
     let mut creates: Vec<(StartKey<'_>, Action)> = Vec::new();
     // vm_ids that creates and replacements will take: (container, vm_id, observed holder to ignore).
     let mut claims: Vec<(&str, u32)> = Vec::new();
+    let mut drift_reports: Vec<String> = Vec::new();
 
     for (name, d) in &desired.containers {
         let a = applied.and_then(|f| f.containers.get(name));
         let key = StartKey::of(d);
         let candidates = marked.remove(name.as_str()).unwrap_or_default();
-        let Some(primary) = pick_primary(&candidates, d, a) else {
+        // `adopt: true`: the unmarked container at (node, vm_id) stands for it until it carries the mark.
+        let adopting = match (d.adopt && candidates.is_empty(), &d.node, d.vm_id) {
+            (true, Some(node), Some(vm_id)) => {
+                let target = observed
+                    .iter()
+                    .find(|o| o.managed.is_none() && o.node == *node && o.vm_id == vm_id);
+                if target.is_none() {
+                    problems.push(PlanProblem::Adopt {
+                        container: name.clone(),
+                        vm_id,
+                        node: node.clone(),
+                        why: "no container without pxfleet's mark is there to take over; remove `adopt: true` \
+                              to create a new one"
+                            .to_owned(),
+                    });
+                    continue;
+                }
+                target
+            }
+            _ => None,
+        };
+        let Some(primary) = adopting.or_else(|| pick_primary(&candidates, d, a)) else {
             if let Some(v) = d.vm_id {
                 claims.push((name, v));
             }
@@ -100,7 +122,39 @@ pub fn plan(
         if primary.lock.is_some() {
             continue;
         }
-        let ex = diff::existing(d, a, primary);
+        let mut ex = diff::existing(d, a, primary);
+        if let Some(c) = template_source_change(desired, applied, d, a, primary) {
+            ex.replace.push(c);
+        }
+        if adopting.is_some() {
+            if !ex.replace.is_empty() {
+                let fields: Vec<&str> = ex.replace.iter().map(|c| c.field.as_str()).collect();
+                problems.push(PlanProblem::Adopt {
+                    container: name.clone(),
+                    vm_id: primary.vm_id,
+                    node: primary.node.clone(),
+                    why: format!(
+                        "{} differ from the existing container and cannot change in place (adopting never \
+                         recreates it); make the file say what the container has",
+                        fields.join(", ")
+                    ),
+                });
+                continue;
+            }
+            ex.updates.insert(
+                0,
+                FieldChange {
+                    field: ADOPT_FIELD.to_owned(),
+                    from: None,
+                    to: Some(serde_json::Value::String(format!(
+                        "fleet={} name={name}",
+                        desired.name
+                    ))),
+                    live: true,
+                    sensitive: false,
+                },
+            );
+        }
         let at = |kind: ActionKind| Action {
             container: name.clone(),
             vm_id: Some(primary.vm_id),
@@ -163,15 +217,29 @@ pub fn plan(
                 to_gib,
             }));
         }
+        // `restart_policy: never`: what is not live stays pending (the plan says so), no restart.
+        let may_restart = d.restart_policy.is_auto();
         if !ex.updates.is_empty() {
-            let restart_required = diff::Differ::restart(&ex.updates);
+            let restart_required = may_restart && diff::Differ::restart(&ex.updates);
             mine.push(at(ActionKind::Update {
                 changes: ex.updates,
                 restart_required,
             }));
         }
+        // `drift: report`: shown, not repaired (no action: nothing is done about it).
+        if !ex.drift.is_empty() && !d.drift.is_repair() {
+            let what: Vec<String> = ex.drift.iter().map(drift_text).collect();
+            drift_reports.push(format!(
+                "container {name} (vm_id {} on {}) drifted: {} (drift: report, so it is left as it is; set \
+                 `drift: repair` to have it put back, or write these values into the file)",
+                primary.vm_id,
+                primary.node,
+                what.join(", ")
+            ));
+            ex.drift.clear();
+        }
         if !ex.drift.is_empty() {
-            let restart_required = diff::Differ::restart(&ex.drift);
+            let restart_required = may_restart && diff::Differ::restart(&ex.drift);
             mine.push(at(ActionKind::Repair {
                 drift: ex.drift,
                 restart_required,
@@ -249,8 +317,31 @@ pub fn plan(
     actions.extend(creates.into_iter().map(|(_, a)| a));
     let mut plan = Plan::new(fleet, actions);
     plan.warnings = template_warnings(desired);
+    plan.warnings.extend(drift_reports);
     Ok(plan)
 }
+
+/// `field from -> to` of a drifted field, for the `drift: report` warning (a secret only says it changed).
+fn drift_text(c: &FieldChange) -> String {
+    if c.sensitive {
+        return format!("{} changed", c.field);
+    }
+    let show = |v: &Option<serde_json::Value>| match v {
+        None => "none".to_owned(),
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(v) => v.to_string(),
+    };
+    format!(
+        "{} is {} (applied: {})",
+        c.field,
+        show(&c.from),
+        show(&c.to)
+    )
+}
+
+/// The field of the update that takes an existing container under management (`adopt: true`): its mark is
+/// written (description line and `pxfleet` tag) together with the other changes.
+pub const ADOPT_FIELD: &str = "managed_by";
 
 /// One warning per template that carries no checksum (made from a container's `template_url`): where it is
 /// used (field path and line:column) and how to pin it.
@@ -291,6 +382,31 @@ pub fn template_warnings(fleet: &Fleet) -> Vec<String> {
         ));
     }
     out
+}
+
+/// The container's template keeps its name but the file now makes it from another source (another appliance,
+/// URL or checksum): the container was made from the old file, so it is replaced.
+fn template_source_change(
+    desired: &Fleet,
+    applied: Option<&Fleet>,
+    d: &Container,
+    a: Option<&Container>,
+    o: &ObservedContainer,
+) -> Option<FieldChange> {
+    let a = a?;
+    let current = o.config.template.as_deref().unwrap_or(a.template.as_str());
+    if a.template != d.template || current != d.template {
+        return None;
+    }
+    let was = applied?.templates.get(&a.template)?;
+    let now = desired.templates.get(&d.template)?;
+    (was.source != now.source).then(|| FieldChange {
+        field: "template_source".to_owned(),
+        from: serde_json::to_value(&was.source).ok(),
+        to: serde_json::to_value(&now.source).ok(),
+        live: false,
+        sensitive: false,
+    })
 }
 
 /// The destroy action for `o`, or the refusal when it is protected.

@@ -93,6 +93,13 @@ pub fn apply_to_observed(
                 if let (Some(i), Some(d)) = (find(&world), d) {
                     let vm_id = world[i].vm_id;
                     for c in changes {
+                        if c.field == super::ADOPT_FIELD {
+                            world[i].managed = Some(crate::observed::ManagedMark {
+                                fleet: desired.name.clone(),
+                                name: action.container.clone(),
+                            });
+                            continue;
+                        }
                         adopt(&mut world[i].config, &c.field, d, vm_id);
                     }
                 }
@@ -141,6 +148,7 @@ fn resize(cfg: &mut ObservedConfig, disk: &str, to_gib: f64) {
 fn adopt(cfg: &mut ObservedConfig, name: &str, d: &Container, vm_id: u32) {
     match name {
         field::HOSTNAME => cfg.hostname = d.hostname.clone(),
+        field::OSTYPE => cfg.ostype = d.ostype.clone(),
         field::CORES => cfg.cores = d.cores,
         field::CPU_LIMIT => cfg.cpu_limit = d.cpu_limit,
         field::CPU_UNITS => cfg.cpu_units = d.cpu_units,

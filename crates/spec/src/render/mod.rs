@@ -45,6 +45,8 @@ impl Sign {
 pub(crate) enum Note {
     RestartNeeded,
     ForcesReplacement,
+    /// Not live, and `restart_policy: never`: stays pending until the container restarts.
+    StaysPending,
 }
 
 impl Note {
@@ -52,6 +54,7 @@ impl Note {
         match self {
             Note::RestartNeeded => "# restart needed",
             Note::ForcesReplacement => "# forces replacement",
+            Note::StaysPending => "# pending until the next restart (restart_policy: never)",
         }
     }
 }
@@ -143,6 +146,12 @@ pub(crate) fn headline(kind: &ActionKind) -> String {
             reason: CreateReason::Missing,
             ..
         } => "be created again: it was applied but no node reports it".to_owned(),
+        ActionKind::Update { changes, .. }
+            if changes.iter().any(|c| c.field == crate::plan::ADOPT_FIELD) =>
+        {
+            "be adopted: taken under management where it is (kept, not recreated) and updated in place"
+                .to_owned()
+        }
         ActionKind::Update {
             restart_required: false,
             ..
@@ -244,10 +253,12 @@ pub(crate) fn body(kind: &ActionKind) -> Vec<BodyLine> {
         } => changes
             .iter()
             .map(|c| {
-                change_line(
-                    c,
-                    (*restart_required && !c.live).then_some(Note::RestartNeeded),
-                )
+                let note = match (c.live, *restart_required) {
+                    (true, _) => None,
+                    (false, true) => Some(Note::RestartNeeded),
+                    (false, false) => Some(Note::StaysPending),
+                };
+                change_line(c, note)
             })
             .collect(),
         ActionKind::Resize {
