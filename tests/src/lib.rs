@@ -26,6 +26,7 @@ pub mod api;
 pub mod dev;
 pub mod e2e;
 pub mod faults;
+pub mod netcut;
 
 /// How long a one-shot command (init, join, pxctl) may take before the harness gives up.
 pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(120);
@@ -506,6 +507,29 @@ impl Cluster {
         )?;
         n.agent = Some(child);
         Ok(())
+    }
+
+    /// Points the agent of `name` at `controller` (`https://HOST:PORT`, e.g. a [`netcut::Blackhole`] in front
+    /// of the controller) and restarts it.
+    pub async fn redirect_agent(&mut self, name: &str, controller: &str) -> Result<()> {
+        let path = self.node(name).agent_toml();
+        let text = std::fs::read_to_string(&path).map_err(io(&path))?;
+        let mut doc: toml::Table =
+            text.parse()
+                .map_err(|e: toml::de::Error| HarnessError::Setup {
+                    what: path.display().to_string(),
+                    message: e.to_string(),
+                })?;
+        doc.insert("controller".into(), controller.into());
+        let out = toml::to_string_pretty(&doc).map_err(|e| HarnessError::Setup {
+            what: path.display().to_string(),
+            message: e.to_string(),
+        })?;
+        std::fs::write(&path, out).map_err(io(&path))?;
+        if let Some(mut c) = self.node_mut(name).agent.take() {
+            terminate(&mut c, Duration::from_secs(10)).await;
+        }
+        self.start_agent(name)
     }
 
     /// SIGKILL to the agent of `name` (the node's containers stay as they are).
