@@ -805,6 +805,8 @@ fn spawn_logged(program: &Path, args: &[String], log: std::fs::File) -> Result<C
     if std::env::var_os("PXFLEET_LOG").is_none() {
         cmd.env("PXFLEET_LOG", "info");
     }
+    // plain text logs: the fault suite parses them (tracing's fmt layer honours NO_COLOR)
+    cmd.env("NO_COLOR", "1");
     cmd.spawn().map_err(io(program))
 }
 
