@@ -121,7 +121,9 @@ async fn serve(
         });
     }
     tracing::info!(addr = ?listener.local_addr().ok(), "pxcontroller serving");
-    let router = tonic::transport::Server::builder()
+    // HTTP/2 keepalive: an agent cut off by the network is disconnected (its stream ends, its operations are
+    // requeued for its return) instead of being held as its node's session forever.
+    let router = pxfleet_tls::server_builder()
         .add_service(FleetServiceServer::new(FleetApi {
             state: state.clone(),
         }))

@@ -31,8 +31,9 @@ pub use error::TlsError;
 pub use identity::{Identity, Role, SCHEME};
 pub use token::JoinToken;
 pub use transport::{
-    connect, connect_lazy, connect_with_server_name, peer_cert_info, peer_identity,
-    require_identity, serve_tls, tls_incoming, CONNECT_TIMEOUT, HANDSHAKE_TIMEOUT,
+    connect, connect_keepalive, connect_lazy, connect_with_server_name, peer_cert_info,
+    peer_identity, require_identity, serve_tls, server_builder, tls_incoming, KeepAlive,
+    CONNECT_TIMEOUT, HANDSHAKE_TIMEOUT, KEEPALIVE_INTERVAL, KEEPALIVE_TIMEOUT,
     MAX_PENDING_HANDSHAKES,
 };
 
