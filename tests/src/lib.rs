@@ -24,6 +24,7 @@ pub use pxfleet_proto::v1;
 
 pub mod api;
 pub mod dev;
+pub mod diskfault;
 pub mod e2e;
 pub mod faults;
 pub mod netcut;
@@ -530,6 +531,20 @@ impl Cluster {
             terminate(&mut c, Duration::from_secs(10)).await;
         }
         self.start_agent(name)
+    }
+
+    /// Moves the controller's data directory onto a tmpfs of `size_mib` of its own (stop, copy, restart on the
+    /// same path): [`diskfault::Mount::fill`] then fills the controller's disk, `remount` makes it read-only.
+    /// Needs root. Keep the guard in a variable declared after the cluster (it must unmount first).
+    pub async fn controller_data_on_tmpfs(&mut self, size_mib: u64) -> Result<diskfault::Mount> {
+        self.stop_controller().await;
+        let orig = self.dir.path().join("controller-before-tmpfs");
+        std::fs::rename(&self.controller_dir, &orig).map_err(io(&self.controller_dir))?;
+        std::fs::create_dir_all(&self.controller_dir).map_err(io(&self.controller_dir))?;
+        let mount = diskfault::Mount::tmpfs(&self.controller_dir, size_mib)?;
+        diskfault::copy_tree(&orig, &self.controller_dir)?;
+        self.start_controller().await?;
+        Ok(mount)
     }
 
     /// SIGKILL to the agent of `name` (the node's containers stay as they are).
