@@ -20,6 +20,7 @@ pub mod scheduler;
 pub mod server;
 pub mod state;
 pub mod store;
+pub mod store_status;
 
 pub use config::Config;
 pub use server::run;
