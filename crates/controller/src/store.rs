@@ -44,6 +44,10 @@ pub enum StoreError {
     TokenRefused,
     #[error(transparent)]
     Flush(#[from] pxfleet_common::FlushError),
+    /// A write failed on the disk earlier (see [`crate::store_status`]): sled cannot continue its log after
+    /// that, so later writes are refused until a restart.
+    #[error("an earlier write failed on the disk ({first}); sled cannot continue its log after a failed write: restart the controller once the data dir is writable")]
+    DiskFailed { first: String },
 }
 
 /// A stored join token (only its hash is kept).
@@ -108,6 +112,8 @@ pub struct Store {
     allocations: sled::Tree,
     /// Group commit for [`Store::flush`] (sled's `flush_async` deadlocks when called concurrently).
     flusher: pxfleet_common::Flusher,
+    /// Set by the first write that failed on the disk; later writes are refused (store_status.rs).
+    disk_failed: crate::store_status::DiskFailure,
 }
 
 fn enc<T: Serialize>(v: &T) -> Vec<u8> {
@@ -188,13 +194,16 @@ impl Store {
             serials: db.open_tree("serials")?,
             allocations: db.open_tree("allocations")?,
             flusher: pxfleet_common::Flusher::new(db.clone(), "store"),
+            disk_failed: Default::default(),
             db,
         })
     }
 
     /// Flushes to disk; called after every state change a user waits on.
     pub async fn flush(&self) -> Result<(), StoreError> {
-        Ok(self.flusher.flush().await?)
+        self.disk_failed.check()?;
+        let r = self.flusher.flush().await.map_err(StoreError::from);
+        self.disk_failed.note(r)
     }
 
     fn scan<T: DeserializeOwned>(
@@ -255,6 +264,7 @@ impl Store {
     /// Applies a submit in one transaction over fleets, revisions, desired, secrets and audit. Returns the new
     /// revision. Refused, with nothing written, if the fleet's revision moved or the batch is inconsistent.
     pub fn submit(&self, tx: &SubmitTx) -> Result<u64, StoreError> {
+        self.disk_failed.check()?;
         let r = (
             &self.fleets,
             &self.revisions,
@@ -271,7 +281,7 @@ impl Store {
                     Ok(revision)
                 },
             );
-        unwrap_tx(r)
+        self.disk_failed.note(unwrap_tx(r))
     }
 
     /// Every container name's allocation (vm_id, MACs), of every fleet; kept across destroy.

@@ -3,26 +3,67 @@
 //! and keep working; sled's errors are not sticky, so the next write after space comes back works without a
 //! restart (the fault suite's `controller_disk_full_or_read_only` shows both).
 
+use std::sync::{Arc, OnceLock};
+
 use crate::store::StoreError;
 
-/// The status for a store error caused by the disk, or `None` for other store errors.
-pub fn disk_status(e: &StoreError) -> Option<tonic::Status> {
-    let (no_space, detail) = match e {
-        StoreError::Sled(sled::Error::Io(io)) => (
+/// The first write error caused by the disk, shared by a store's clones.
+#[derive(Debug, Clone, Default)]
+pub struct DiskFailure(Arc<OnceLock<String>>);
+
+impl DiskFailure {
+    /// `Err(DiskFailed)` once a write has failed on the disk.
+    pub fn check(&self) -> Result<(), StoreError> {
+        match self.0.get() {
+            Some(first) => Err(StoreError::DiskFailed {
+                first: first.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Passes `r` through, remembering the first disk error it carries.
+    pub fn note<T>(&self, r: Result<T, StoreError>) -> Result<T, StoreError> {
+        if let Err(e) = &r {
+            if let Some(detail) = disk_detail(e) {
+                if self.0.set(detail.1.clone()).is_ok() {
+                    tracing::error!(error = %detail.1, "a write failed on the data dir; writes are refused until the controller restarts");
+                }
+            }
+        }
+        r
+    }
+}
+
+/// (no space?, the OS error) for errors caused by the disk.
+fn disk_detail(e: &StoreError) -> Option<(bool, String)> {
+    match e {
+        StoreError::Sled(sled::Error::Io(io)) => Some((
             matches!(
                 io.kind(),
                 std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
             ),
             io.to_string(),
-        ),
-        StoreError::Flush(pxfleet_common::FlushError::Failed { message, .. }) => (
+        )),
+        StoreError::Flush(pxfleet_common::FlushError::Failed { message, .. }) => Some((
             message.contains("No space left") || message.contains("quota exceeded"),
             message.clone(),
-        ),
-        _ => return None,
-    };
+        )),
+        _ => None,
+    }
+}
+
+/// The status for a store error caused by the disk, or `None` for other store errors.
+pub fn disk_status(e: &StoreError) -> Option<tonic::Status> {
+    if let StoreError::DiskFailed { .. } = e {
+        return Some(tonic::Status::unavailable(format!(
+            "controller cannot write its data dir: {e} (reads keep working)"
+        )));
+    }
+    let (no_space, detail) = disk_detail(e)?;
     let message = format!(
-        "controller cannot write its data dir: {detail}; writes are refused until it can (reads keep working)"
+        "controller cannot write its data dir: {detail}; writes are refused until it is writable again and \
+         the controller restarted (reads keep working)"
     );
     Some(if no_space {
         tonic::Status::resource_exhausted(message)
@@ -67,5 +108,30 @@ mod tests {
             tonic::Code::ResourceExhausted
         );
         assert!(disk_status(&StoreError::TokenRefused).is_none());
+    }
+
+    #[test]
+    fn after_a_disk_failure_writes_are_refused_until_a_restart() {
+        let f = DiskFailure::default();
+        assert!(f.check().is_ok());
+        let r: Result<(), _> = f.note(Err(StoreError::TokenRefused));
+        assert!(r.is_err());
+        assert!(f.check().is_ok(), "not a disk error");
+        let full = StoreError::Sled(sled::Error::Io(std::io::Error::from_raw_os_error(28)));
+        assert!(f.note::<()>(Err(full)).is_err());
+        let e = f.check().expect_err("refused from now on");
+        let s = disk_status(&e).expect("a disk status");
+        assert_eq!(s.code(), tonic::Code::Unavailable);
+        assert!(
+            s.message().contains("No space left on device"),
+            "{}",
+            s.message()
+        );
+        assert!(
+            s.message().contains("restart the controller"),
+            "{}",
+            s.message()
+        );
+        assert!(f.clone().check().is_err(), "shared by clones");
     }
 }
