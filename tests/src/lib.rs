@@ -352,6 +352,13 @@ impl Cluster {
         }
     }
 
+    /// Whether the controller process this cluster started is still running.
+    pub fn controller_running(&mut self) -> bool {
+        self.controller
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
     /// Kills the controller with SIGKILL (a crash).
     pub async fn kill_controller(&mut self) {
         if let Some(mut c) = self.controller.take() {
