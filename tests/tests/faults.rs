@@ -908,8 +908,12 @@ async fn controller_disk_full_or_read_only() {
                 ));
             }
             eprintln!(
-                "run {run}: {tag}: recovered without a restart: {}",
-                !restarted
+                "run {run}: {tag}: writes work again {}",
+                match (fault, restarted) {
+                    (DiskFault::ReadOnly, _) => "(the controller started on the writable data dir)",
+                    (_, true) => "after one restart of the controller",
+                    (_, false) => "without a restart",
+                }
             );
             let secs = wait_converged(&c, &new, &new_names, CONVERGE)
                 .await
