@@ -314,19 +314,47 @@ pub fn ops_succeeded_twice(c: &Cluster) -> Vec<String> {
     let mut seen: BTreeMap<String, usize> = BTreeMap::new();
     for n in &c.nodes {
         let text = std::fs::read_to_string(&n.log).unwrap_or_default();
-        for line in text.lines().filter(|l| l.contains("operation succeeded")) {
-            if let Some(id) = line
-                .split_whitespace()
-                .find_map(|w| w.strip_prefix("op_id="))
-            {
-                *seen.entry(id.to_string()).or_default() += 1;
-            }
+        for id in succeeded_op_ids(&text) {
+            *seen.entry(id).or_default() += 1;
         }
     }
     seen.into_iter()
         .filter(|(_, n)| *n > 1)
         .map(|(id, _)| id)
         .collect()
+}
+
+/// The op ids of the `operation succeeded` lines of an agent log, in order (colour codes ignored: a log
+/// written with ANSI colours has `op_id\x1b[0m\x1b[2m=\x1b[0m...`, which a plain `op_id=` never matches).
+pub fn succeeded_op_ids(log: &str) -> Vec<String> {
+    log.lines()
+        .filter(|l| l.contains("operation succeeded"))
+        .filter_map(|l| {
+            strip_ansi(l)
+                .split_whitespace()
+                .find_map(|w| w.strip_prefix("op_id=").map(str::to_string))
+        })
+        .collect()
+}
+
+/// `s` without ANSI escape sequences (`ESC [ ... letter`).
+pub fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(ch) = chars.next() {
+        if ch == '\u{1b}' {
+            if chars.next() == Some('[') {
+                for c in chars.by_ref() {
+                    if c.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+            }
+            continue;
+        }
+        out.push(ch);
+    }
+    out
 }
 
 /// The checks after a fault, against the nodes (`fleet_file` None: after a destroy, no plan): every container of `fleet` exactly once cluster-wide under the
@@ -466,4 +494,17 @@ pub async fn destroy(
     .await
     .map_err(|e| format!("destroy {fleet}: {e}"))?;
     wait_gone(c, fleet, limit).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn succeeded_op_ids_are_found_with_and_without_colours() {
+        let log = "\u{1b}[2m2026-12-03T12:38:29.808622Z\u{1b}[0m \u{1b}[32m INFO\u{1b}[0m \u{1b}[2mpxfleet_agent::executor\u{1b}[0m\u{1b}[2m:\u{1b}[0m operation succeeded \u{1b}[3mop_id\u{1b}[0m\u{1b}[2m=\u{1b}[0m18edbeb3 created\n\
+                   2026-12-03T12:38:30Z  INFO pxfleet_agent::executor: operation succeeded op_id=18edbeb4 created\n\
+                   2026-12-03T12:38:31Z  INFO pxfleet_agent::executor: operation failed op_id=18edbeb5\n";
+        assert_eq!(succeeded_op_ids(log), vec!["18edbeb3", "18edbeb4"]);
+    }
 }

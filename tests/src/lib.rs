@@ -24,8 +24,10 @@ pub use pxfleet_proto::v1;
 
 pub mod api;
 pub mod dev;
+pub mod diskfault;
 pub mod e2e;
 pub mod faults;
+pub mod netcut;
 
 /// How long a one-shot command (init, join, pxctl) may take before the harness gives up.
 pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(120);
@@ -350,6 +352,13 @@ impl Cluster {
         }
     }
 
+    /// Whether the controller process this cluster started is still running.
+    pub fn controller_running(&mut self) -> bool {
+        self.controller
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
     /// Kills the controller with SIGKILL (a crash).
     pub async fn kill_controller(&mut self) {
         if let Some(mut c) = self.controller.take() {
@@ -507,6 +516,43 @@ impl Cluster {
         )?;
         n.agent = Some(child);
         Ok(())
+    }
+
+    /// Points the agent of `name` at `controller` (`https://HOST:PORT`, e.g. a [`netcut::Blackhole`] in front
+    /// of the controller) and restarts it.
+    pub async fn redirect_agent(&mut self, name: &str, controller: &str) -> Result<()> {
+        let path = self.node(name).agent_toml();
+        let text = std::fs::read_to_string(&path).map_err(io(&path))?;
+        let mut doc: toml::Table =
+            text.parse()
+                .map_err(|e: toml::de::Error| HarnessError::Setup {
+                    what: path.display().to_string(),
+                    message: e.to_string(),
+                })?;
+        doc.insert("controller".into(), controller.into());
+        let out = toml::to_string_pretty(&doc).map_err(|e| HarnessError::Setup {
+            what: path.display().to_string(),
+            message: e.to_string(),
+        })?;
+        std::fs::write(&path, out).map_err(io(&path))?;
+        if let Some(mut c) = self.node_mut(name).agent.take() {
+            terminate(&mut c, Duration::from_secs(10)).await;
+        }
+        self.start_agent(name)
+    }
+
+    /// Moves the controller's data directory onto a tmpfs of `size_mib` of its own (stop, copy, restart on the
+    /// same path): [`diskfault::Mount::fill`] then fills the controller's disk, `remount` makes it read-only.
+    /// Needs root. Keep the guard in a variable declared after the cluster (it must unmount first).
+    pub async fn controller_data_on_tmpfs(&mut self, size_mib: u64) -> Result<diskfault::Mount> {
+        self.stop_controller().await;
+        let orig = self.dir.path().join("controller-before-tmpfs");
+        std::fs::rename(&self.controller_dir, &orig).map_err(io(&self.controller_dir))?;
+        std::fs::create_dir_all(&self.controller_dir).map_err(io(&self.controller_dir))?;
+        let mount = diskfault::Mount::tmpfs(&self.controller_dir, size_mib)?;
+        diskfault::copy_tree(&orig, &self.controller_dir)?;
+        self.start_controller().await?;
+        Ok(mount)
     }
 
     /// SIGKILL to the agent of `name` (the node's containers stay as they are).
@@ -787,6 +833,8 @@ fn spawn_logged(program: &Path, args: &[String], log: std::fs::File) -> Result<C
     if std::env::var_os("PXFLEET_LOG").is_none() {
         cmd.env("PXFLEET_LOG", "info");
     }
+    // plain text logs: the fault suite parses them (tracing's fmt layer honours NO_COLOR)
+    cmd.env("NO_COLOR", "1");
     cmd.spawn().map_err(io(program))
 }
 

@@ -479,3 +479,475 @@ async fn futures_join_all<F: std::future::Future>(fs: impl Iterator<Item = F>) -
     );
     out
 }
+
+/// The cut's length: `PXFLEET_FAULT_CUT_SECS`, default the issue's 60 s.
+fn cut_secs() -> u64 {
+    std::env::var("PXFLEET_FAULT_CUT_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(60)
+}
+
+/// The controller's heartbeat timeout in the network cut's cluster (the harness's default is 30 s): short, so
+/// the cut node is down for most of a 60 s cut. The agents heartbeat every 5 s (the controller's Welcome).
+const CUT_HEARTBEAT_TIMEOUT_SECS: u64 = 15;
+
+/// The agent log of `node` from byte `from` on.
+fn log_since(c: &Cluster, node: &str, from: usize) -> String {
+    let text = std::fs::read_to_string(&c.node(node).log).unwrap_or_default();
+    text.get(from..).unwrap_or_default().to_string()
+}
+
+fn log_len(c: &Cluster, node: &str) -> usize {
+    std::fs::metadata(&c.node(node).log)
+        .map(|m| m.len() as usize)
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "fault suite: scripts/faults"]
+async fn node_cut_off_by_the_network() {
+    use pxfleet_tests::netcut::{Blackhole, Restore};
+    let what = "node cut off the network (black-holed)";
+    let cut = Duration::from_secs(cut_secs());
+    // down within the timeout after the last heartbeat before the cut, plus the polling's own delay
+    let down_limit = Duration::from_secs(CUT_HEARTBEAT_TIMEOUT_SECS + 10);
+    assert!(
+        cut > down_limit,
+        "PXFLEET_FAULT_CUT_SECS={} is too short to see the node down (heartbeat timeout {} s): use more than {} s",
+        cut.as_secs(),
+        CUT_HEARTBEAT_TIMEOUT_SECS,
+        down_limit.as_secs()
+    );
+    let mut c = Cluster::start_with(ClusterOptions {
+        nodes: 3,
+        // creates in flight when the cable is pulled finish during the cut
+        create_latency_ms: 2000,
+        heartbeat_timeout_secs: CUT_HEARTBEAT_TIMEOUT_SECS,
+        command_timeout_secs: Some(COMMAND_TIMEOUT_SECS),
+        ..ClusterOptions::default()
+    })
+    .await
+    .expect("cluster");
+    let mut rng = Rng::from_env(what);
+    let nodes: Vec<String> = c.nodes.iter().map(|n| n.name.clone()).collect();
+    let node = nodes[rng.below(nodes.len() as u64) as usize].clone();
+    let proxy = Blackhole::start(c.listen).await.expect("proxy");
+    c.redirect_agent(&node, &format!("https://{}", proxy.addr()))
+        .await
+        .expect("agent through the proxy");
+    c.wait_nodes_ready(Duration::from_secs(60))
+        .await
+        .expect("nodes ready");
+    let mut row = Row {
+        fault: what.into(),
+        runs: vec![],
+    };
+    for run in 0..runs() {
+        // even runs: the stalled connections stay dead (the agent and the controller must notice by
+        // themselves); odd runs: they resume (TCP after a short cut)
+        let how = if run % 2 == 0 {
+            Restore::StayDead
+        } else {
+            Restore::Resume
+        };
+        let (name, yaml, file, names) = fleet(&c, "cut", run, 15);
+        let r = c.submit(&yaml).await.expect("submit");
+        assert!(r.diagnostics.is_empty(), "{:?}", r.diagnostics);
+        pxfleet_tests::wait_until(
+            &format!("a create running on {node}"),
+            Duration::from_secs(120),
+            || async {
+                let ops = c.operations(&name).await.map_err(|e| e.to_string())?;
+                ops.iter()
+                    .any(|o| {
+                        o.node == node
+                            && o.kind == pb::OperationKind::Create as i32
+                            && o.state == pb::OperationState::Running as i32
+                    })
+                    .then_some(())
+                    .ok_or_else(|| format!("{} operations, none running there", ops.len()))
+            },
+        )
+        .await;
+        let placed: std::collections::BTreeMap<String, String> = c
+            .containers(&name)
+            .await
+            .expect("containers")
+            .into_iter()
+            .filter(|x| !x.node.is_empty())
+            .map(|x| (x.name, x.node))
+            .collect();
+        let log_at_cut = log_len(&c, &node);
+        let controller_log_at_cut = std::fs::metadata(&c.controller_log)
+            .map(|m| m.len() as usize)
+            .unwrap_or(0);
+        proxy.cut();
+        let t_cut = Instant::now();
+        let mut problems: Vec<String> = Vec::new();
+        eprintln!("run {run}: {node} cut off ({how:?} after the restore)");
+
+        // shown down (API), within the heartbeat timeout
+        let mut down_after = None;
+        while t_cut.elapsed() < down_limit {
+            let ns = c.nodes_info().await.unwrap_or_default();
+            if ns
+                .iter()
+                .any(|n| n.name == node && n.status == pb::NodeStatus::Down as i32)
+            {
+                down_after = Some(t_cut.elapsed().as_secs_f64());
+                break;
+            }
+            tokio::time::sleep(ms(250)).await;
+        }
+        match down_after {
+            Some(s) => eprintln!("run {run}: {node} shown down {s:.1} s after the cut"),
+            None => problems.push(format!(
+                "{node} not shown down within {} s of the cut (heartbeat timeout {CUT_HEARTBEAT_TIMEOUT_SECS} s)",
+                down_limit.as_secs()
+            )),
+        }
+        // ... and by pxctl get nodes, as a user sees it
+        let shown = c.pxctl_json(&["get", "nodes"]).await;
+        let status = shown
+            .as_array()
+            .and_then(|a| a.iter().find(|n| n["name"] == node.as_str()))
+            .map(|n| n["status"].as_str().unwrap_or_default().to_string())
+            .unwrap_or_default();
+        if status != "down" {
+            problems.push(format!(
+                "pxctl get nodes shows {node} as {status:?}, not down"
+            ));
+        }
+        // while cut: its operations wait (none failed) and none of its containers moves to another node
+        while t_cut.elapsed() < cut {
+            if let Ok(ops) = c.operations(&name).await {
+                for o in ops
+                    .iter()
+                    .filter(|o| o.node == node && o.state == pb::OperationState::Failed as i32)
+                {
+                    let p = format!(
+                        "{} {} failed during the cut: {}",
+                        o.op_id, o.container, o.error
+                    );
+                    if !problems.contains(&p) {
+                        problems.push(p);
+                    }
+                }
+            }
+            if let Ok(cs) = c.containers(&name).await {
+                for x in &cs {
+                    if placed.get(&x.name) == Some(&node) && x.node != node {
+                        let p =
+                            format!("{} moved from {node} to {} during the cut", x.name, x.node);
+                        if !problems.contains(&p) {
+                            problems.push(p);
+                        }
+                    }
+                }
+            }
+            tokio::time::sleep(ms(1000)).await;
+        }
+        let during = log_since(&c, &node, log_at_cut);
+        let finished_cut_off = faults::succeeded_op_ids(&during);
+        let noticed = during.contains("controller stream failed");
+        let controller_during = std::fs::read_to_string(&c.controller_log)
+            .ok()
+            .and_then(|t| t.get(controller_log_at_cut..).map(faults::strip_ansi))
+            .unwrap_or_default();
+        let dropped = controller_during
+            .lines()
+            .any(|l| l.contains("agent disconnected") && l.contains(&format!("node={node}")));
+        proxy.restore(how);
+        let t0 = Instant::now();
+        eprintln!(
+            "run {run}: restored after {:.1} s; {} operation(s) finished while cut off; agent noticed the dead stream: {noticed}; controller dropped it: {dropped}",
+            t_cut.elapsed().as_secs_f64(),
+            finished_cut_off.len()
+        );
+        let secs = wait_converged(&c, &name, &names, CONVERGE)
+            .await
+            .map(|_| t0.elapsed().as_secs_f64());
+        let mut r = check(&c, &name, Some(&file), &names, secs).await;
+        if finished_cut_off.is_empty() {
+            problems.push(
+                "no operation finished while the node was cut off: the fault proved nothing".into(),
+            );
+        }
+        // what it finished while cut off is reported (succeeded in the controller's view) ...
+        let ops = c.operations(&name).await.unwrap_or_default();
+        for id in &finished_cut_off {
+            match ops.iter().find(|o| &o.op_id == id) {
+                Some(o) if o.state == pb::OperationState::Succeeded as i32 => {}
+                Some(o) => problems.push(format!(
+                    "{id} finished while cut off, the controller says {:?}",
+                    pb::OperationState::try_from(o.state).unwrap_or_default()
+                )),
+                None => problems.push(format!(
+                    "{id} finished while cut off, unknown to the controller"
+                )),
+            }
+        }
+        // ... and not run again (check's ops_succeeded_twice); nothing placed on the node went elsewhere
+        let cs = c.containers(&name).await.unwrap_or_default();
+        for x in &cs {
+            if placed.get(&x.name) == Some(&node) && x.node != node {
+                problems.push(format!("{} moved from {node} to {}", x.name, x.node));
+            }
+        }
+        if how == Restore::StayDead && !noticed {
+            problems.push(format!(
+                "the agent of {node} never noticed its connection was dead during the cut"
+            ));
+        }
+        if how == Restore::StayDead && !dropped {
+            problems.push(format!(
+                "the controller kept {node}'s dead connection as its session during the cut"
+            ));
+        }
+        if !problems.is_empty() {
+            r.converged = false;
+            for p in &problems {
+                r.detail.push_str(&format!("  {p}\n"));
+            }
+            eprintln!("fault suite: {name}: NOT converged:\n{}", r.detail);
+        }
+        clean(&c, &name, &mut r).await;
+        row.runs.push(r);
+    }
+    row.finish();
+}
+
+/// A fleet of `n` containers whose first one has a 192 KiB description.
+fn big_fleet_yaml(name: &str, n: usize) -> String {
+    let (b, names) = body(name, n);
+    let line = "x".repeat(96);
+    let desc: String = (0..2048).map(|_| format!("      {line}\n")).collect();
+    let first = format!(
+        "  {}:\n    memory: 256\n    disk_size: 1\n    description: |\n{desc}",
+        names[0]
+    );
+    let rest: String = b.lines().skip(1).map(|l| format!("{l}\n")).collect();
+    fleet_yaml(name, &format!("{first}{rest}"))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DiskFault {
+    Full,
+    ReadOnly,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "fault suite: scripts/faults"]
+async fn controller_disk_full_or_read_only() {
+    use pxfleet_tests::diskfault;
+    assert!(
+        diskfault::is_root(),
+        "this fault mounts a tmpfs as the controller's data directory and needs root: run scripts/faults as root \
+         (CI does); not skipped silently"
+    );
+    let mut c = cluster(0).await;
+    let mut mount = c
+        .controller_data_on_tmpfs(64)
+        .await
+        .expect("the controller's data directory on a tmpfs");
+    let mut full = Row {
+        fault: "controller disk full".into(),
+        runs: vec![],
+    };
+    let mut ro = Row {
+        fault: "controller data dir read-only".into(),
+        runs: vec![],
+    };
+    for run in 0..runs() {
+        for fault in [DiskFault::Full, DiskFault::ReadOnly] {
+            let tag = match fault {
+                DiskFault::Full => "full",
+                DiskFault::ReadOnly => "ro",
+            };
+            // a fleet that exists before the fault: reads about it must keep working
+            let (old, old_yaml, old_file, old_names) = fleet(&c, &format!("{tag}a"), run, 3);
+            if !c.controller_running() {
+                c.start_controller().await.expect("controller");
+            }
+            let r = c.submit(&old_yaml).await.expect("submit");
+            assert!(r.diagnostics.is_empty(), "{:?}", r.diagnostics);
+            wait_converged(&c, &old, &old_names, CONVERGE)
+                .await
+                .expect("converged before the fault");
+            let mut problems: Vec<String> = Vec::new();
+            let os_error = match fault {
+                DiskFault::Full => "No space left on device",
+                DiskFault::ReadOnly => "Read-only file system",
+            };
+            // the refused fleet: its stored spec is over sled's blob threshold (128 KiB with the default 512 KiB
+            // segments), so storing it needs new space on the disk (a small write may still fit in the log
+            // segment sled has already allocated)
+            let (new, new_names) = (format!("{tag}b-{run}"), body(&format!("{tag}b-{run}"), 3).1);
+            let new_yaml = big_fleet_yaml(&new, 3);
+            let new_file = c.write_fleet(&format!("{new}.yaml"), &new_yaml);
+            let nf = new_file.display().to_string();
+            let filler = match fault {
+                DiskFault::Full => Some(mount.fill("filler").expect("filling the tmpfs")),
+                DiskFault::ReadOnly => None,
+            };
+            if fault == DiskFault::ReadOnly {
+                // A mounted file system cannot be remounted read-only while the controller holds its database
+                // open for writing (EBUSY): the read-only case is a controller (re)started on a data dir that
+                // came up read-only (after a reboot, or ext4's errors=remount-ro). It must refuse to start
+                // with a clear error, and start once the data dir is writable again.
+                c.stop_controller().await;
+                mount.remount(true).expect("remount ro");
+                match c.start_controller().await {
+                    Ok(()) => {
+                        problems.push("the controller started on a read-only data dir".into())
+                    }
+                    Err(_) => {
+                        // the whole log: its tail is a backtrace
+                        let e = std::fs::read_to_string(&c.controller_log).unwrap_or_default();
+                        let e = e
+                            .lines()
+                            .rev()
+                            .find(|l| l.contains("Error:"))
+                            .unwrap_or_default()
+                            .to_string();
+                        eprintln!(
+                            "run {run}: {tag}: the controller refused to start: {}",
+                            e.lines()
+                                .rev()
+                                .find(|l| l.contains(os_error))
+                                .unwrap_or(e.as_str())
+                        );
+                        if !e.contains(os_error) {
+                            problems.push(format!(
+                                "the controller's start error does not say {os_error}: {e}"
+                            ));
+                        }
+                    }
+                }
+            } else {
+                // a write fails with a clear error
+                let (code, out, err) = c.pxctl(&["submit", &nf, "-y", "--no-wait"]).await;
+                eprintln!(
+                    "run {run}: {tag}: pxctl submit exited {code}: {}",
+                    err.trim()
+                );
+                if code == 0 {
+                    problems.push(format!(
+                        "submit succeeded on a {tag} data dir: {}",
+                        out.lines().next().unwrap_or("")
+                    ));
+                } else if !err.contains(os_error) || !err.contains("data dir") {
+                    problems.push(format!(
+                    "submit's error does not say the data dir cannot be written ({os_error}): {}",
+                    err.trim()
+                ));
+                }
+                // reads keep working
+                let of = old_file.display().to_string();
+                for argv in [
+                    vec!["get", "containers", "--fleet", old.as_str()],
+                    vec!["get", "nodes"],
+                    vec!["plan", of.as_str(), "--detailed-exitcode"],
+                    vec!["output", "--fleet", old.as_str()],
+                ] {
+                    let (code, _, err) = c.pxctl(&argv).await;
+                    if code != 0 {
+                        problems.push(format!(
+                            "pxctl {} exited {code} during the fault: {}",
+                            argv.join(" "),
+                            err.trim()
+                        ));
+                    }
+                }
+                // nothing half-written: no revision of the refused fleet
+                let revs = revisions(&c, &new).await;
+                if revs != 0 {
+                    problems.push(format!("{revs} revision(s) stored for the refused submit"));
+                }
+            }
+            // space comes back
+            match fault {
+                DiskFault::Full => {
+                    std::fs::remove_file(filler.expect("filler")).expect("removing the filler")
+                }
+                DiskFault::ReadOnly => {
+                    mount.remount(false).expect("remount rw");
+                    c.start_controller()
+                        .await
+                        .expect("the controller starts on a writable data dir");
+                    c.wait_nodes_ready(Duration::from_secs(90))
+                        .await
+                        .expect("the agents reconnect");
+                }
+            }
+            // the same fleet, with a description PVE accepts (at most 8 KiB)
+            let new_file =
+                c.write_fleet(&format!("{new}.yaml"), &fleet_yaml(&new, &body(&new, 3).0));
+            let t0 = Instant::now();
+            let (mut code, _, mut err) = c.pxctl(&["submit", &nf, "-y", "--no-wait"]).await;
+            let mut restarted = false;
+            if code != 0 {
+                eprintln!(
+                    "run {run}: {tag}: submit after recovery failed ({}); restarting the controller",
+                    err.trim()
+                );
+                c.stop_controller().await;
+                c.start_controller().await.expect("controller restarts");
+                c.wait_nodes_ready(Duration::from_secs(90))
+                    .await
+                    .expect("the agents reconnect");
+                restarted = true;
+                (code, _, err) = c.pxctl(&["submit", &nf, "-y", "--no-wait"]).await;
+            }
+            if code != 0 {
+                problems.push(format!(
+                    "submit after the space came back: exit {code}: {}",
+                    err.trim()
+                ));
+            }
+            eprintln!(
+                "run {run}: {tag}: writes work again {}",
+                match (fault, restarted) {
+                    (DiskFault::ReadOnly, _) => "(the controller started on the writable data dir)",
+                    (_, true) => "after one restart of the controller",
+                    (_, false) => "without a restart",
+                }
+            );
+            let secs = wait_converged(&c, &new, &new_names, CONVERGE)
+                .await
+                .map(|_| t0.elapsed().as_secs_f64());
+            let mut r = check(&c, &new, Some(&new_file), &new_names, secs).await;
+            let r_old = check(&c, &old, Some(&old_file), &old_names, Ok(0.0)).await;
+            if !r_old.converged {
+                problems.push(format!("the fleet from before the fault: {}", r_old.detail));
+            }
+            // a full disk: sled cannot continue its log after a failed write, so the controller refuses
+            // writes until restarted (store_status.rs); what was stored before must survive that restart
+            if fault == DiskFault::Full && !restarted {
+                problems.push(
+                    "writes were accepted again without a restart after a failed write (sled drops them at the next start)".into(),
+                );
+            }
+            if !problems.is_empty() {
+                r.converged = false;
+                for p in &problems {
+                    r.detail.push_str(&format!("  {p}\n"));
+                }
+                eprintln!("fault suite: {new}: NOT converged:\n{}", r.detail);
+            }
+            clean(&c, &new, &mut r).await;
+            clean(&c, &old, &mut r).await;
+            match fault {
+                DiskFault::Full => full.runs.push(r),
+                DiskFault::ReadOnly => ro.runs.push(r),
+            }
+        }
+    }
+    eprintln!("{}\n{}", full.line(), ro.line());
+    c.stop_controller().await;
+    mount.unmount().expect("unmount");
+    full.finish();
+    ro.finish();
+}

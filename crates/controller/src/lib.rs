@@ -29,6 +29,7 @@ pub mod server;
 pub mod state;
 pub mod store;
 mod store_cache;
+pub mod store_status;
 
 pub use config::Config;
 pub use server::run;

@@ -128,9 +128,11 @@ async fn serve(
         });
     }
     tracing::info!(addr = ?listener.local_addr().ok(), "pxcontroller serving");
+    // HTTP/2 keepalive: an agent cut off by the network is disconnected (its stream ends, its operations are
+    // requeued for its return) instead of being held as its node's session forever.
     let limits = state.config.limits.clone();
     let max_message = limits.max_message_bytes as usize;
-    let router = tonic::transport::Server::builder()
+    let router = pxfleet_tls::server_builder()
         .timeout(limits.request_timeout())
         .add_service(
             FleetServiceServer::new(FleetApi {

@@ -48,6 +48,10 @@ pub enum StoreError {
     Flush(#[from] pxfleet_common::FlushError),
     #[error(transparent)]
     Seal(#[from] crate::seal::SealError),
+    /// A write failed on the disk earlier (see [`crate::store_status`]): sled cannot continue its log after
+    /// that, so later writes are refused until a restart.
+    #[error("an earlier write failed on the disk ({first}); sled cannot continue its log after a failed write: restart the controller once the data dir is writable")]
+    DiskFailed { first: String },
 }
 
 /// A stored join token (only its hash is kept).
@@ -127,6 +131,8 @@ pub struct Store {
     /// The key the `secrets` tree is sealed with ([`crate::seal`]); None for a store opened only to read or
     /// write other trees (init, dev-mode tokens, benchmarks), which then cannot touch secrets.
     seal: Option<std::sync::Arc<crate::seal::SealKey>>,
+    /// Set by the first write that failed on the disk; later writes are refused (store_status.rs).
+    disk_failed: crate::store_status::DiskFailure,
 }
 
 fn enc<T: Serialize>(v: &T) -> Vec<u8> {
@@ -305,6 +311,7 @@ impl Store {
             nodes_cache: Decoded::default(),
             ops_cache: Decoded::default(),
             flusher: pxfleet_common::Flusher::new(db.clone(), "store"),
+            disk_failed: Default::default(),
             db,
             seal: None,
         })
@@ -312,7 +319,9 @@ impl Store {
 
     /// Flushes to disk; called after every state change a user waits on.
     pub async fn flush(&self) -> Result<(), StoreError> {
-        Ok(self.flusher.flush().await?)
+        self.disk_failed.check()?;
+        let r = self.flusher.flush().await.map_err(StoreError::from);
+        self.disk_failed.note(r)
     }
 
     fn scan<T: DeserializeOwned>(
@@ -411,6 +420,7 @@ impl Store {
     /// Applies a submit in one transaction over fleets, revisions, desired, secrets and audit. Returns the new
     /// revision. Refused, with nothing written, if the fleet's revision moved or the batch is inconsistent.
     pub fn submit(&self, tx: &SubmitTx) -> Result<u64, StoreError> {
+        self.disk_failed.check()?;
         let sealed_secrets = if tx.secrets.is_empty() {
             None
         } else {
@@ -436,7 +446,7 @@ impl Store {
                     Ok(revision)
                 },
             );
-        unwrap_tx(r)
+        self.disk_failed.note(unwrap_tx(r))
     }
 
     /// Every container name's allocation (vm_id, MACs), of every fleet; kept across destroy.

@@ -34,9 +34,10 @@ pub use identity::{Identity, Role, SCHEME};
 pub use refusal::{Audience, Refusal, RefusalCause, RefusedBy};
 pub use token::JoinToken;
 pub use transport::{
-    connect, connect_lazy, connect_with_server_name, peer_cert_info, peer_identity,
-    require_identity, serve_tls, tls_incoming, CONNECT_TIMEOUT, FIRST_BYTES_TIMEOUT,
-    HANDSHAKE_TIMEOUT, MAX_PENDING_HANDSHAKES,
+    connect, connect_keepalive, connect_lazy, connect_with_server_name, peer_cert_info,
+    peer_identity, require_identity, serve_tls, server_builder, tls_incoming, KeepAlive,
+    CONNECT_TIMEOUT, FIRST_BYTES_TIMEOUT, HANDSHAKE_TIMEOUT, KEEPALIVE_INTERVAL, KEEPALIVE_TIMEOUT,
+    MAX_PENDING_HANDSHAKES,
 };
 
 /// Fills `buf` from the ring provider's system random source.

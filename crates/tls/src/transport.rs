@@ -25,6 +25,29 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 pub const MAX_PENDING_HANDSHAKES: usize = 256;
 /// How long [`connect`] waits for TCP + TLS.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// HTTP/2 keepalive of both ends ([`KeepAlive::default`]): a PING after this long without a frame from the
+/// peer...
+pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
+/// ...and the connection is closed when its answer has not come within this. A connection whose packets
+/// vanish (a cut network, a firewall that lost its state) is noticed within the sum, instead of never: TCP
+/// alone does not notice a peer that sends nothing, and retransmits for about 15 minutes when it does.
+pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// HTTP/2 keepalive pings of a client connection (also while no call is open).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeepAlive {
+    pub interval: Duration,
+    pub timeout: Duration,
+}
+
+impl Default for KeepAlive {
+    fn default() -> Self {
+        KeepAlive {
+            interval: KEEPALIVE_INTERVAL,
+            timeout: KEEPALIVE_TIMEOUT,
+        }
+    }
+}
 
 /// A stream of established TLS connections for `Server::serve_with_incoming*`. Handshakes run in their own
 /// tasks (a slow client does not hold up others; at most [`MAX_PENDING_HANDSHAKES`] at once); refused handshakes are logged and skipped, never yielded.
@@ -107,9 +130,20 @@ pub fn require_identity<T>(request: &tonic::Request<T>) -> Result<Identity, toni
 }
 
 /// Connects to `url` (`https://HOST:PORT`) with one of our client configs; the server name checked against
-/// the certificate is HOST (a DNS name or an IP address).
+/// the certificate is HOST (a DNS name or an IP address). HTTP/2 keepalive pings ([`KeepAlive::default`])
+/// close a connection whose peer stopped answering, so calls and streams on it fail instead of hanging.
 pub async fn connect(url: &str, config: Arc<ClientConfig>) -> Result<Channel, TlsError> {
+    connect_keepalive(url, config, KeepAlive::default()).await
+}
+
+/// [`connect`] with other keepalive timings (tests use short ones).
+pub async fn connect_keepalive(
+    url: &str,
+    config: Arc<ClientConfig>,
+    keepalive: KeepAlive,
+) -> Result<Channel, TlsError> {
     let (endpoint, connector) = endpoint(url, config, None)?;
+    let endpoint = with_keepalive(endpoint, keepalive);
     endpoint
         .connect_with_connector(connector)
         .await
@@ -125,7 +159,7 @@ pub async fn connect_with_server_name(
     config: Arc<ClientConfig>,
 ) -> Result<Channel, TlsError> {
     let (endpoint, connector) = endpoint(url, config, Some(server_name))?;
-    endpoint
+    with_keepalive(endpoint, KeepAlive::default())
         .connect_with_connector(connector)
         .await
         .map_err(|source| connect_error(url, source))
@@ -149,7 +183,22 @@ fn connect_error(url: &str, source: tonic::transport::Error) -> TlsError {
 /// Like [`connect`] but connects on first use (and reconnects after failures) instead of now.
 pub fn connect_lazy(url: &str, config: Arc<ClientConfig>) -> Result<Channel, TlsError> {
     let (endpoint, connector) = endpoint(url, config, None)?;
-    Ok(endpoint.connect_with_connector_lazy(connector))
+    Ok(with_keepalive(endpoint, KeepAlive::default()).connect_with_connector_lazy(connector))
+}
+
+fn with_keepalive(endpoint: Endpoint, k: KeepAlive) -> Endpoint {
+    endpoint
+        .http2_keep_alive_interval(k.interval)
+        .keep_alive_timeout(k.timeout)
+        .keep_alive_while_idle(true)
+}
+
+/// A tonic server builder with HTTP/2 keepalive ([`KEEPALIVE_INTERVAL`], [`KEEPALIVE_TIMEOUT`]): the server
+/// closes connections whose client stopped answering (a cut network), ending their streams.
+pub fn server_builder() -> tonic::transport::Server {
+    tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
+        .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
 }
 
 fn endpoint(

@@ -442,3 +442,83 @@ async fn a_server_name_override_verifies_against_that_name() {
     assert!(bad.to_string().contains("not a name"), "{bad}");
     server.stop().await;
 }
+
+/// A TCP forwarder to `upstream` that can be frozen: from then on nothing passes either way and no socket is
+/// closed (packets vanishing on a cut network).
+async fn freezable(upstream: SocketAddr) -> (SocketAddr, tokio::sync::watch::Sender<bool>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    async fn copy(
+        mut from: tokio::net::tcp::OwnedReadHalf,
+        mut to: tokio::net::tcp::OwnedWriteHalf,
+        frozen: tokio::sync::watch::Receiver<bool>,
+    ) {
+        let mut buf = [0u8; 8192];
+        loop {
+            let n = match from.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            };
+            if *frozen.borrow() {
+                // hold both sockets open, pass nothing
+                std::future::pending::<()>().await;
+            }
+            if to.write_all(&buf[..n]).await.is_err() {
+                return;
+            }
+        }
+    }
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let Ok(server) = TcpStream::connect(upstream).await else {
+                continue;
+            };
+            let (cr, cw) = client.into_split();
+            let (sr, sw) = server.into_split();
+            tokio::spawn(copy(cr, sw, rx.clone()));
+            tokio::spawn(copy(sr, cw, rx.clone()));
+        }
+    });
+    (addr, tx)
+}
+
+#[tokio::test]
+async fn a_call_on_a_connection_whose_packets_vanish_fails_instead_of_hanging() {
+    let server = Server::start(Arc::new(RevocationList::default())).await;
+    let (addr, freeze) = freezable(server.addr).await;
+    let node = Identity::node("mk33").unwrap();
+    let config = client_config(&server.client_bundle(&node)).unwrap();
+    let keepalive = pxfleet_tls::KeepAlive {
+        interval: Duration::from_millis(200),
+        timeout: Duration::from_millis(500),
+    };
+    let url = format!("https://127.0.0.1:{}", addr.port());
+    let channel = pxfleet_tls::connect_keepalive(&url, config, keepalive)
+        .await
+        .unwrap();
+    let mut client = AgentServiceClient::new(channel);
+    client
+        .enroll(EnrollRequest::default())
+        .await
+        .expect("works before the cut");
+    freeze.send_replace(true);
+    // the keepalive ping goes unanswered: the connection is closed and the call fails (without keepalive it
+    // waits forever; the outer limit only keeps a regression from hanging the test run)
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(120),
+        client.enroll(EnrollRequest::default()),
+    )
+    .await;
+    match outcome {
+        Ok(Err(status)) => assert!(
+            !status.message().is_empty() || status.code() != tonic::Code::Ok,
+            "{status:?}"
+        ),
+        Ok(Ok(r)) => panic!("a call went through a frozen connection: {r:?}"),
+        Err(_) => panic!("the call hung on a dead connection (no keepalive)"),
+    }
+    // not stopped gracefully: the frozen forwarder holds the server's side of the connection open
+    drop(server);
+}
