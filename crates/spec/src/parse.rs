@@ -16,12 +16,15 @@ use crate::model::*;
 use crate::syntax;
 use crate::yaml::{self, Entry, Node, Value};
 
+mod hooks;
+
 pub(crate) const TOP_FIELDS: &[&str] = &[
     "fleet",
     "allow_privileged",
     "defaults",
     "templates",
     "containers",
+    "hooks",
 ];
 pub(crate) const TEMPLATE_FIELDS: &[&str] = &["url", "sha256", "sha512", "storage", "pveam"];
 pub(crate) const EXTRA_NET_FIELDS: &[&str] = &[
@@ -462,6 +465,7 @@ impl Cx<'_> {
         let mut defaults = None;
         let mut templates_node = None;
         let mut containers_node = None;
+        let mut hooks_node = None;
         for e in es {
             let path = e.key.as_str();
             self.record(path, e.value.span);
@@ -488,6 +492,7 @@ impl Cx<'_> {
                 }
                 "templates" => templates_node = Some(&e.value),
                 "containers" => containers_node = Some(e),
+                "hooks" => hooks_node = Some(&e.value),
                 "lxc_configs" => self.err(
                     e.key_span,
                     path,
@@ -526,6 +531,7 @@ impl Cx<'_> {
                 }
             }
         }
+        let hooks = hooks_node.map(|n| self.hooks(n)).unwrap_or_default();
         let defaults = defaults.unwrap_or_default();
         // Everything but the containers is decoded: sort those positions now, so lookups
         // during container resolution find them (see `lookup`).
@@ -566,11 +572,14 @@ impl Cx<'_> {
                 }
             }
         }
+        let names: Vec<&str> = containers.keys().map(String::as_str).collect();
+        self.check_hook_containers(&hooks, &names);
         Some(Fleet {
             name: name.unwrap_or_default(),
             allow_privileged,
             templates,
             containers,
+            hooks,
             spans: Spans::default(),
         })
     }
