@@ -12,6 +12,7 @@ pub mod datadir;
 pub mod dev;
 pub mod driver;
 pub mod fleet_service;
+pub mod hooks;
 pub mod identities;
 pub mod limits;
 pub mod metrics;

@@ -139,6 +139,7 @@ pub fn changes(
         allow_privileged: true,
         templates: BTreeMap::new(),
         containers: [(d.name.clone(), c)].into(),
+        hooks: vec![],
         spans: Default::default(),
     };
     let fallback = applied.map(|a| &a.container).unwrap_or(&d.container);
