@@ -91,9 +91,11 @@ async fn ready_and_destroyed_hooks_call_the_server_and_failures_are_retried_and_
     let token_file = dir.path().join("dns.token");
     std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
     let tf = token_file.display();
+    let out_file = dir.path().join("cmd.out");
+    let out = out_file.display();
     let c = Cluster::start(1).await.expect("cluster");
     let yaml = format!(
-        "{}hooks:\n  dns-add:\n    on: ready\n    containers: [web]\n    http:\n      url: \"http://127.0.0.1:{port}/api/zones/records/add?token=${{file:{tf}}}&domain=${{hostname}}.lan&type=A&ipAddress=${{ipv4}}\"\n      headers: {{X-Api-Key: \"${{file:{tf}}}\"}}\n      body: {{name: \"${{name}}\", hostname: \"${{hostname}}\", fleet: \"${{fleet}}\", node: \"${{node}}\", vm_id: \"${{vm_id}}\", ipv4: \"${{ipv4}}\", ipv6: \"${{ipv6}}\"}}\n  dns-delete:\n    on: destroyed\n    containers: [web]\n    http: {{method: POST, url: \"http://127.0.0.1:{port}/api/zones/records/delete?token=${{file:{tf}}}&domain=${{hostname}}.lan&type=A&ipAddress=${{ipv4}}\"}}\n  broken:\n    on: ready\n    containers: [other]\n    retries: 2\n    http: {{url: \"http://127.0.0.1:{port}/fail?token=${{file:{tf}}}\"}}\n",
+        "{}hooks:\n  dns-add:\n    on: ready\n    containers: [web]\n    http:\n      url: \"http://127.0.0.1:{port}/api/zones/records/add?token=${{file:{tf}}}&domain=${{hostname}}.lan&type=A&ipAddress=${{ipv4}}\"\n      success_contains: '\"status\":\"ok\"'\n      headers: {{X-Api-Key: \"${{file:{tf}}}\"}}\n      body: {{name: \"${{name}}\", hostname: \"${{hostname}}\", fleet: \"${{fleet}}\", node: \"${{node}}\", vm_id: \"${{vm_id}}\", ipv4: \"${{ipv4}}\", ipv6: \"${{ipv6}}\"}}\n  dns-delete:\n    on: destroyed\n    containers: [web]\n    http: {{method: POST, url: \"http://127.0.0.1:{port}/api/zones/records/delete?token=${{file:{tf}}}&domain=${{hostname}}.lan&type=A&ipAddress=${{ipv4}}\"}}\n  note:\n    on: ready\n    containers: [web]\n    command: [/bin/sh, -c, 'echo \"$PXFLEET_NAME $PXFLEET_VM_ID $PXFLEET_EVENT $1\" > {out}', sh, \"${{ipv4}}\"]\n  broken:\n    on: ready\n    containers: [other]\n    retries: 2\n    http: {{url: \"http://127.0.0.1:{port}/fail?token=${{file:{tf}}}\"}}\n",
         fleet_yaml(
             "hk",
             "  web: {node: mk33, hostname: www, ip_address: 10.20.0.10/24, gateway: 10.20.0.1, ipv6: \"fd00::10/64\"}\n  other: {node: mk33}\n"
@@ -129,14 +131,28 @@ async fn ready_and_destroyed_hooks_call_the_server_and_failures_are_retried_and_
         serde_json::json!({"name": "web", "hostname": "www", "fleet": "hk", "node": "mk33",
             "vm_id": web.vm_id.to_string(), "ipv4": "10.20.0.10", "ipv6": "fd00::10"})
     );
-    let d = c
-        .pxctl_json(&["describe", "container", "web", "--fleet", "hk"])
-        .await;
-    let hooks = d["hooks"].as_array().cloned().unwrap_or_default();
-    assert_eq!(hooks.len(), 1, "{d}");
+    // The command hook: argv filled in, the values also in its environment.
+    let written = wait_until("the command hook's file", UP, || async {
+        std::fs::read_to_string(&out_file).map_err(|e| e.to_string())
+    })
+    .await;
+    assert_eq!(written, format!("web {} ready 10.20.0.10\n", web.vm_id));
+    let hooks = wait_until("both hooks of web described as succeeded", UP, || async {
+        let d = c
+            .pxctl_json(&["describe", "container", "web", "--fleet", "hk"])
+            .await;
+        let hooks = d["hooks"].as_array().cloned().unwrap_or_default();
+        if hooks.len() == 2 && hooks.iter().all(|h| h["status"] == "succeeded") {
+            Ok(hooks)
+        } else {
+            Err(d.to_string())
+        }
+    })
+    .await;
     assert_eq!(hooks[0]["hook"], "dns-add");
-    assert_eq!(hooks[0]["status"], "succeeded");
     assert_eq!(hooks[0]["detail"], "HTTP 200");
+    assert_eq!(hooks[1]["hook"], "note");
+    assert_eq!(hooks[1]["detail"], "exit status 0");
 
     // The failing hook: 1 + 2 retries, then failed, with the server's answer but never the token.
     let failed = wait_until("the broken hook failed for good", UP, || async {

@@ -577,10 +577,18 @@ async fn http_once(http: &HttpHook, cx: &HookContext) -> Result<String, String> 
     } else {
         exchange(hyper_util::rt::TokioIo::new(tcp), req).await?
     };
-    if status.is_success() {
+    let wanted = http.success_contains.as_deref().unwrap_or("");
+    let text = String::from_utf8_lossy(&body);
+    if status.is_success() && text.contains(wanted) {
         Ok(format!("HTTP {}", status.as_u16()))
+    } else if status.is_success() {
+        Err(format!(
+            "HTTP {} without {wanted:?} in the answer: {}",
+            status.as_u16(),
+            secrets.scrub(&text)
+        ))
     } else {
-        let answer = secrets.scrub(&String::from_utf8_lossy(&body));
+        let answer = secrets.scrub(&text);
         Err(format!(
             "HTTP {}{}",
             status,

@@ -107,6 +107,10 @@ pub struct HttpHook {
     /// JSON body; every string in it is a template.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body: Option<serde_json::Value>,
+    /// Text the answer's body must contain for success, besides a 2xx status (APIs such as Technitium's
+    /// answer 200 with `"status":"error"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub success_contains: Option<String>,
 }
 
 /// A container's values for templates.
@@ -438,6 +442,7 @@ mod tests {
                 method: "GET".into(),
                 headers: BTreeMap::from([("X-Key".into(), "${file:/missing}".into())]),
                 body: None,
+                success_contains: None,
             }),
             timeout_secs: 1,
             retries: 0,

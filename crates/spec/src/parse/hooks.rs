@@ -12,7 +12,7 @@ use crate::yaml::{self, Node, Value};
 
 pub(crate) const HOOK_FIELDS: &[&str] =
     &["on", "http", "command", "timeout", "retries", "containers"];
-const HTTP_FIELDS: &[&str] = &["url", "method", "headers", "body"];
+const HTTP_FIELDS: &[&str] = &["url", "method", "headers", "body", "success_contains"];
 const METHODS: &[&str] = &["GET", "POST", "PUT", "PATCH", "DELETE"];
 
 fn placeholders_hint() -> String {
@@ -202,6 +202,7 @@ impl Cx<'_> {
         let mut method = None;
         let mut headers = BTreeMap::new();
         let mut body = None;
+        let mut success_contains = None;
         let mut ok = true;
         for e in es {
             let p = join(path, &e.key);
@@ -270,6 +271,10 @@ impl Cx<'_> {
                         }
                     }
                 }
+                "success_contains" => match self.string(&e.value, &p) {
+                    Some(s) => success_contains = Some(s),
+                    None => ok = false,
+                },
                 "body" => match self.json(&e.value, &p) {
                     Some(b) => body = Some(b),
                     None => ok = false,
@@ -295,6 +300,7 @@ impl Cx<'_> {
             method,
             headers,
             body,
+            success_contains,
         })
         .filter(|_| ok)
     }
