@@ -3,8 +3,8 @@
 //! task ([`run`]) takes the jobs off the reconcile path, finds the fleet's hooks in its latest revision and
 //! runs each one (an HTTP request or an argv command) with a deadline per attempt and retries with
 //! exponential backoff. A hook that fails never touches the container's operation. Each attempt's result is
-//! kept in the store's `hooks` tree (shown by `pxctl describe container`) and sent as a fleet event (shown by
-//! `pxctl watch` / `pxctl submit`'s progress).
+//! kept in the store's `hooks` tree (shown by `pxctl describe container`) and sent as a fleet event (the
+//! API's `Watch` stream).
 //!
 //! Secrets (`${env:NAME}`, `${file:/path}`) are read when the hook runs; their values are never stored,
 //! logged or sent in events: the URL of a request is never logged (it may carry a token), and a server's
