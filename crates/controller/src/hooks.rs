@@ -11,6 +11,7 @@
 //! answer quoted in an error has every secret value replaced by `***`.
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -236,34 +237,56 @@ fn observed_ipv4(state: &State, node: &str, vm_id: u32) -> Option<String> {
     })
 }
 
-/// The fleet's hooks: those of its latest revision that has any (a fleet destroyed with `pxctl destroy` keeps
-/// its last submitted revision's hooks for the destroyed events).
-fn fleet_hooks(state: &State, fleet: &str) -> Vec<Hook> {
-    let revisions = match state.store.revisions(fleet) {
-        Ok(r) => r,
+/// The fleet's hooks: those of its latest revision (a fleet destroyed with `pxctl destroy` keeps its last
+/// submitted revision's hooks for the destroyed events). Revisions are read one by one, newest first, and
+/// the answer is cached per fleet revision (`cache`), so a rollout of many containers decodes a spec once.
+fn fleet_hooks(
+    state: &State,
+    fleet: &str,
+    cache: &mut HashMap<String, (u64, Arc<Vec<Hook>>)>,
+) -> Arc<Vec<Hook>> {
+    let latest = match state.store.fleet(fleet) {
+        Ok(Some(f)) => f.revision,
+        Ok(None) => state
+            .store
+            .revisions(fleet)
+            .ok()
+            .and_then(|rs| rs.iter().map(|r| r.revision).max())
+            .unwrap_or(0),
         Err(e) => {
-            tracing::warn!(fleet, error = %e, "hooks: revisions unreadable");
-            return vec![];
+            tracing::warn!(fleet, error = %e, "hooks: fleet unreadable");
+            return Arc::default();
         }
     };
-    let Some(last) = revisions.iter().max_by_key(|r| r.revision) else {
-        return vec![];
-    };
-    let hooks_of = |spec: &serde_json::Value| -> Option<Vec<Hook>> {
-        serde_json::from_value(spec.get("hooks")?.clone()).ok()
-    };
-    if let Some(h) = hooks_of(&last.spec) {
-        return h;
+    if let Some((rev, hooks)) = cache.get(fleet) {
+        if *rev == latest {
+            return hooks.clone();
+        }
     }
-    if !last.file_name.is_empty() {
-        return vec![]; // submitted without hooks: none
+    let mut hooks = Vec::new();
+    let mut rev = latest;
+    while rev > 0 {
+        match state.store.revision(fleet, rev) {
+            Ok(Some(r)) => {
+                if let Some(h) = r.spec.get("hooks") {
+                    hooks = serde_json::from_value(h.clone()).unwrap_or_default();
+                    break;
+                }
+                if !r.file_name.is_empty() {
+                    break; // submitted without hooks: none
+                }
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(fleet, revision = rev, error = %e, "hooks: revision unreadable");
+                break;
+            }
+        }
+        rev -= 1;
     }
-    revisions
-        .iter()
-        .filter(|r| !r.file_name.is_empty())
-        .max_by_key(|r| r.revision)
-        .and_then(|r| hooks_of(&r.spec))
-        .unwrap_or_default()
+    let hooks = Arc::new(hooks);
+    cache.insert(fleet.to_owned(), (latest, hooks.clone()));
+    hooks
 }
 
 /// The worker: runs queued hooks until `stop` resolves.
@@ -278,16 +301,17 @@ pub async fn run(state: Arc<State>, stop: impl std::future::Future<Output = ()>)
         return; // a worker already runs
     };
     let limit = Arc::new(tokio::sync::Semaphore::new(CONCURRENCY));
+    let mut cache = HashMap::new();
     tokio::pin!(stop);
     loop {
         let job = tokio::select! {
             _ = &mut stop => return,
             j = rx.recv() => match j { Some(j) => j, None => return },
         };
-        let hooks = fleet_hooks(&state, &job.cx.fleet);
-        let hooks: Vec<Hook> = hooks
-            .into_iter()
+        let hooks: Vec<Hook> = fleet_hooks(&state, &job.cx.fleet, &mut cache)
+            .iter()
             .filter(|h| h.applies(&job.cx.name, job.event))
+            .cloned()
             .collect();
         if hooks.is_empty() {
             continue;
