@@ -142,6 +142,22 @@ fn put(state: &State, r: &HookResult) {
     }
 }
 
+/// Forgets a container's results: a new lifetime (ready) or its end (destroyed) starts a fresh record, so the
+/// tree holds at most one lifetime per container name.
+fn clear(state: &State, fleet: &str, container: &str) {
+    let Ok(tree) = state.store.hooks_tree() else {
+        return;
+    };
+    let keys: Vec<sled::IVec> = tree
+        .scan_prefix(key(fleet, container))
+        .keys()
+        .filter_map(Result::ok)
+        .collect();
+    for k in keys {
+        let _ = tree.remove(k);
+    }
+}
+
 /// net0's addresses from the spec (static ones), without prefix length.
 fn spec_addresses(c: &Container) -> (String, String, bool) {
     let Some(i) = c.interfaces.first() else {
@@ -308,6 +324,7 @@ pub async fn run(state: Arc<State>, stop: impl std::future::Future<Output = ()>)
             _ = &mut stop => return,
             j = rx.recv() => match j { Some(j) => j, None => return },
         };
+        clear(&state, &job.cx.fleet, &job.cx.name);
         let hooks: Vec<Hook> = fleet_hooks(&state, &job.cx.fleet, &mut cache)
             .iter()
             .filter(|h| h.applies(&job.cx.name, job.event))
