@@ -9,7 +9,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
 use hyper::service::service_fn;
-use pxfleet_tests::{fleet_yaml, wait_until, Cluster};
+use pxfleet_tests::{describe, fleet_yaml, v1 as pb, wait_until, Cluster};
 
 const UP: Duration = Duration::from_secs(120);
 const TOKEN: &str = "tok-Secr3t-value";
@@ -93,17 +93,32 @@ async fn ready_and_destroyed_hooks_call_the_server_and_failures_are_retried_and_
     let tf = token_file.display();
     let out_file = dir.path().join("cmd.out");
     let out = out_file.display();
+    let late_prefix = dir.path().join("late");
+    let late = late_prefix.display();
     let c = Cluster::start(1).await.expect("cluster");
     let yaml = format!(
-        "{}hooks:\n  dns-add:\n    on: ready\n    containers: [web]\n    http:\n      url: \"http://127.0.0.1:{port}/api/zones/records/add?token=${{file:{tf}}}&domain=${{hostname}}.lan&type=A&ipAddress=${{ipv4}}\"\n      success_contains: '\"status\":\"ok\"'\n      headers: {{X-Api-Key: \"${{file:{tf}}}\"}}\n      body: {{name: \"${{name}}\", hostname: \"${{hostname}}\", fleet: \"${{fleet}}\", node: \"${{node}}\", vm_id: \"${{vm_id}}\", ipv4: \"${{ipv4}}\", ipv6: \"${{ipv6}}\"}}\n  dns-delete:\n    on: destroyed\n    containers: [web]\n    http: {{method: POST, url: \"http://127.0.0.1:{port}/api/zones/records/delete?token=${{file:{tf}}}&domain=${{hostname}}.lan&type=A&ipAddress=${{ipv4}}\"}}\n  note:\n    on: ready\n    containers: [web]\n    command: [/bin/sh, -c, 'echo \"$PXFLEET_NAME $PXFLEET_VM_ID $PXFLEET_EVENT $1\" > {out}', sh, \"${{ipv4}}\"]\n  broken:\n    on: ready\n    containers: [other]\n    retries: 2\n    http: {{url: \"http://127.0.0.1:{port}/fail?token=${{file:{tf}}}\"}}\n",
+        "{}hooks:\n  dns-add:\n    on: ready\n    containers: [web]\n    http:\n      url: \"http://127.0.0.1:{port}/api/zones/records/add?token=${{file:{tf}}}&domain=${{hostname}}.lan&type=A&ipAddress=${{ipv4}}\"\n      success_contains: '\"status\":\"ok\"'\n      headers: {{X-Api-Key: \"${{file:{tf}}}\"}}\n      body: {{name: \"${{name}}\", hostname: \"${{hostname}}\", fleet: \"${{fleet}}\", node: \"${{node}}\", vm_id: \"${{vm_id}}\", ipv4: \"${{ipv4}}\", ipv6: \"${{ipv6}}\"}}\n  dns-delete:\n    on: destroyed\n    containers: [web]\n    http: {{method: POST, url: \"http://127.0.0.1:{port}/api/zones/records/delete?token=${{file:{tf}}}&domain=${{hostname}}.lan&type=A&ipAddress=${{ipv4}}\"}}\n  note:\n    on: ready\n    containers: [web]\n    command: [/bin/sh, -c, 'echo \"$PXFLEET_NAME $PXFLEET_VM_ID $PXFLEET_EVENT $1\" > {out}', sh, \"${{ipv4}}\"]\n  late-ready:\n    on: ready\n    containers: [late]\n    command: [/usr/bin/touch, \"{late}-${{vm_id}}\"]\n  broken:\n    on: ready\n    containers: [other]\n    retries: 2\n    http: {{url: \"http://127.0.0.1:{port}/fail?token=${{file:{tf}}}\"}}\n",
         fleet_yaml(
             "hk",
-            "  web: {node: mk33, hostname: www, ip_address: 10.20.0.10/24, gateway: 10.20.0.1, ipv6: \"fd00::10/64\"}\n  other: {node: mk33}\n"
+            "  web: {node: mk33, hostname: www, ip_address: 10.20.0.10/24, gateway: 10.20.0.1, ipv6: \"fd00::10/64\"}\n  other: {node: mk33}\n  late: {node: mk33, state: stopped}\n"
         )
     );
     let r = c.submit(&yaml).await.expect("submit");
     assert!(r.diagnostics.is_empty(), "{:?}", r.diagnostics);
-    c.wait_running("hk", &["web", "other"], UP).await;
+    wait_until("web and other running, late stopped", UP, || async {
+        let cs = c.containers("hk").await.map_err(|e| e.to_string())?;
+        let st = |n: &str| cs.iter().find(|x| x.name == n).map(|x| x.state);
+        let (run, stop) = (
+            Some(pb::ContainerState::Running as i32),
+            Some(pb::ContainerState::Stopped as i32),
+        );
+        if cs.len() == 3 && st("web") == run && st("other") == run && st("late") == stop {
+            Ok(())
+        } else {
+            Err(describe(&cs))
+        }
+    })
+    .await;
     let web = c
         .containers("hk")
         .await
@@ -193,6 +208,29 @@ async fn ready_and_destroyed_hooks_call_the_server_and_failures_are_retried_and_
         .unwrap();
     assert!(other.last_error.is_empty(), "{other:?}");
     assert!(!c.logs().contains(TOKEN), "a secret reached a log");
+
+    // A container created stopped is ready when it is started (by a resubmit with `state: running`).
+    let r = c
+        .submit(&yaml.replace("state: stopped", "state: running"))
+        .await
+        .expect("resubmit");
+    assert!(r.diagnostics.is_empty(), "{:?}", r.diagnostics);
+    c.wait_running("hk", &["late", "other", "web"], UP).await;
+    let late_ct = c
+        .containers("hk")
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|x| x.name == "late")
+        .unwrap();
+    let marker = format!("{late}-{}", late_ct.vm_id);
+    wait_until("the late container's ready hook", UP, || async {
+        std::path::Path::new(&marker)
+            .exists()
+            .then_some(())
+            .ok_or_else(|| format!("{marker} missing"))
+    })
+    .await;
 
     // destroyed: the delete call with the container's last values.
     let (code, out, err) = c.pxctl(&["destroy", "hk", "-y"]).await;

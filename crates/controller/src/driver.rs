@@ -903,7 +903,8 @@ fn apply_success(state: &State, op: &Operation, observed_sent: bool) -> Result<(
                 store.put_applied(&a)?;
             }
         }
-        OperationKind::Resize { .. } | OperationKind::Start | OperationKind::Stop => {}
+        OperationKind::Start => crate::hooks::on_started(state, op),
+        OperationKind::Resize { .. } | OperationKind::Stop => {}
     }
     Ok(())
 }

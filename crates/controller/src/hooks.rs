@@ -208,6 +208,22 @@ pub fn on_created(state: &State, op: &Operation, c: &Container) {
     });
 }
 
+/// Called by the driver when a start succeeded (a stopped container set to `running`, or one started again
+/// after it stopped outside pxfleet): it is ready again.
+pub fn on_started(state: &State, op: &Operation) {
+    let applied = state
+        .store
+        .applied(&op.fleet, &op.container)
+        .ok()
+        .flatten()
+        .filter(|a| a.vm_id == op.vm_id);
+    if let Some(a) = applied {
+        let mut c = a.container;
+        c.state = pxfleet_spec::DesiredState::Running;
+        on_created(state, op, &c);
+    }
+}
+
 /// Called by the driver when a destroy succeeded, before it forgets the container.
 pub fn on_destroyed(state: &State, op: &Operation) {
     let applied = state
