@@ -748,3 +748,43 @@ async fn command_once(
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_quote_answers_without_secret_values_and_cut_long_ones() {
+        let r = Recording::new();
+        r.seen.borrow_mut().push("tok-123456".into());
+        assert_eq!(
+            r.scrub("  invalid token tok-123456 for /x?token=tok-123456\n"),
+            "invalid token *** for /x?token=***"
+        );
+        let long = "é".repeat(400);
+        let cut = r.scrub(&long);
+        assert!(
+            cut.ends_with("...") && cut.len() <= QUOTE + 3,
+            "{}",
+            cut.len()
+        );
+    }
+
+    #[test]
+    fn static_addresses_come_without_prefix_and_dhcp_is_flagged() {
+        let f = pxfleet_spec::parse_fleet(
+            "f.yaml",
+            "fleet: t\ntemplates:\n  deb: {pveam: debian-12-standard_12.7-1_amd64.tar.zst}\ncontainers:\n  a: {template: deb, ip_address: 10.1.2.3/24, gateway: 10.1.2.1, ipv6: \"fd00::3/64\"}\n  b: {template: deb}\n",
+            &pxfleet_spec::NoFiles,
+        )
+        .unwrap();
+        assert_eq!(
+            spec_addresses(&f.containers["a"]),
+            ("10.1.2.3".into(), "fd00::3".into(), false)
+        );
+        assert_eq!(
+            spec_addresses(&f.containers["b"]),
+            (String::new(), String::new(), true)
+        );
+    }
+}
