@@ -581,6 +581,14 @@ fn prepare(http: &HttpHook, cx: &HookContext, secrets: &Recording) -> Result<Pre
 }
 
 async fn http_once(http: &HttpHook, cx: &HookContext) -> Result<String, String> {
+    http_once_with(http, cx, tls_config).await
+}
+
+async fn http_once_with(
+    http: &HttpHook,
+    cx: &HookContext,
+    tls_config: fn() -> Result<Arc<rustls::ClientConfig>, String>,
+) -> Result<String, String> {
     let secrets = Recording::new();
     let p = prepare(http, cx, &secrets)?;
     let https = match p.uri.scheme_str() {
@@ -690,24 +698,29 @@ fn tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
         .get_or_init(|| {
             let path = std::env::var("SSL_CERT_FILE")
                 .unwrap_or_else(|_| "/etc/ssl/certs/ca-certificates.crt".into());
-            let pem = std::fs::read(&path).map_err(|e| format!("CA bundle {path}: {e}"))?;
-            let mut roots = rustls::RootCertStore::empty();
-            for cert in rustls_pemfile::certs(&mut pem.as_slice()).flatten() {
-                let _ = roots.add(cert);
-            }
-            if roots.is_empty() {
-                return Err(format!("CA bundle {path} holds no certificate"));
-            }
-            let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-                rustls::crypto::ring::default_provider(),
-            ))
-            .with_safe_default_protocol_versions()
-            .map_err(|e| e.to_string())?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-            Ok(Arc::new(config))
+            client_tls(&path)
         })
         .clone()
+}
+
+/// Client TLS trusting the certificates of the PEM file `path`.
+fn client_tls(path: &str) -> Result<Arc<rustls::ClientConfig>, String> {
+    let pem = std::fs::read(path).map_err(|e| format!("CA bundle {path}: {e}"))?;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pemfile::certs(&mut pem.as_slice()).flatten() {
+        let _ = roots.add(cert);
+    }
+    if roots.is_empty() {
+        return Err(format!("CA bundle {path} holds no certificate"));
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| e.to_string())?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    Ok(Arc::new(config))
 }
 
 async fn command_once(
@@ -768,6 +781,89 @@ mod tests {
             "{}",
             cut.len()
         );
+    }
+
+    static TEST_CA: OnceLock<String> = OnceLock::new();
+
+    fn test_tls() -> Result<Arc<rustls::ClientConfig>, String> {
+        client_tls(TEST_CA.get().expect("set by the test"))
+    }
+
+    #[tokio::test]
+    async fn https_with_a_trusted_server_certificate() {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = pxfleet_tls::Ca::generate("hooks test CA").unwrap();
+        let ca_file = dir.path().join("ca.pem");
+        std::fs::write(&ca_file, ca.cert_pem()).unwrap();
+        TEST_CA.set(ca_file.display().to_string()).unwrap();
+        let server = ca.issue_server(&["127.0.0.1".into()]).unwrap();
+        let certs: Vec<_> = rustls_pemfile::certs(&mut server.cert.cert_pem.as_bytes())
+            .map(Result::unwrap)
+            .collect();
+        let key = rustls_pemfile::private_key(&mut server.key_pem.as_bytes())
+            .unwrap()
+            .unwrap();
+        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (tx, mut rx) = mpsc::channel::<(String, String)>(1);
+        tokio::spawn(async move {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let tls = acceptor.accept(tcp).await.unwrap();
+            let svc =
+                hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    let tx = tx.clone();
+                    async move {
+                        let uri = req.uri().to_string();
+                        let body = req.into_body().collect().await.unwrap().to_bytes();
+                        let _ = tx
+                            .send((uri, String::from_utf8_lossy(&body).into_owned()))
+                            .await;
+                        Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(
+                            Bytes::from_static(b"{\"status\":\"ok\"}"),
+                        )))
+                    }
+                });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(tls), svc)
+                .await;
+        });
+        let http = HttpHook {
+            url: format!("https://127.0.0.1:{port}/add?domain=${{hostname}}.lan"),
+            method: "POST".into(),
+            headers: Default::default(),
+            body: Some(serde_json::json!({"ip": "${ipv4}"})),
+            success_contains: Some("\"ok\"".into()),
+        };
+        let cx = HookContext {
+            hostname: "www".into(),
+            ipv4: "10.0.0.5".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            http_once_with(&http, &cx, test_tls).await,
+            Ok("HTTP 200".to_owned())
+        );
+        assert_eq!(
+            rx.recv().await.unwrap(),
+            (
+                "/add?domain=www.lan".to_owned(),
+                r#"{"ip":"10.0.0.5"}"#.to_owned()
+            )
+        );
+        // A CA bundle that cannot be read is named in the error.
+        let e = http_once_with(&http, &cx, || client_tls("/nonexistent/ca.pem"))
+            .await
+            .unwrap_err();
+        assert!(e.contains("CA bundle /nonexistent/ca.pem"), "{e}");
     }
 
     #[test]
