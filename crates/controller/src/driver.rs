@@ -854,6 +854,7 @@ fn apply_success(state: &State, op: &Operation, observed_sent: bool) -> Result<(
                 container: (**container).clone(),
                 template: template.clone(),
             })?;
+            crate::hooks::on_created(state, op, container);
             if !observed_sent {
                 // Until the next observation, assume it is as created, so the next pass does not create again.
                 let obs = ObservedContainer {
@@ -889,6 +890,7 @@ fn apply_success(state: &State, op: &Operation, observed_sent: bool) -> Result<(
             })?;
         }
         OperationKind::Destroy => {
+            crate::hooks::on_destroyed(state, op);
             if store
                 .applied(&op.fleet, &op.container)?
                 .is_some_and(|a| a.node == op.node && a.vm_id == op.vm_id)
@@ -945,7 +947,8 @@ fn apply_success(state: &State, op: &Operation, observed_sent: bool) -> Result<(
                 store.put_applied(&a)?;
             }
         }
-        OperationKind::Resize { .. } | OperationKind::Start | OperationKind::Stop => {}
+        OperationKind::Start => crate::hooks::on_started(state, op),
+        OperationKind::Resize { .. } | OperationKind::Stop => {}
     }
     Ok(())
 }

@@ -656,6 +656,10 @@ impl FleetService for FleetApi {
             observed: row.observed.as_ref().map(convert::observed_pb),
             operations,
             drift,
+            hooks: crate::hooks::results(&self.state, &r.fleet, &r.name)?
+                .iter()
+                .map(crate::hooks::HookResult::to_pb)
+                .collect(),
         }))
     }
 

@@ -14,6 +14,7 @@ pub mod dev;
 pub mod drain;
 pub mod driver;
 pub mod fleet_service;
+pub mod hooks;
 pub mod identities;
 pub mod limits;
 pub mod metrics;

@@ -250,6 +250,10 @@ pub fn prepare(
         ..snap.clone()
     };
     let mut diags = pxfleet_spec::check_against_world(file, &fleet, &Facts { snap: &snap_others });
+    if file != "(stored spec)" {
+        // A spec the controller changes itself (power, destroy) is not refused for a secret gone missing.
+        diags.extend(crate::hooks::check_secrets(file, &fleet));
+    }
     let seen = observed_places(snap);
     // Disk reserved per (node, datastore) by other fleets' containers not created yet.
     let mut reserved_gib: BTreeMap<(&str, &str), u64> = BTreeMap::new();

@@ -71,6 +71,7 @@ pub fn container_plan(v: &View<'_>) -> Result<Plan, PlanError> {
         allow_privileged: true,
         templates: BTreeMap::new(),
         containers: BTreeMap::new(),
+        hooks: vec![],
         spans: Default::default(),
     };
     if let Some(d) = v.desired {
@@ -89,6 +90,7 @@ pub fn container_plan(v: &View<'_>) -> Result<Plan, PlanError> {
             allow_privileged: true,
             templates: [(a.container.template.clone(), a.template.clone())].into(),
             containers: [(name.clone(), c)].into(),
+            hooks: vec![],
             spans: Default::default(),
         }
     });

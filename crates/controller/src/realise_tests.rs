@@ -184,6 +184,7 @@ fn node_applies(
         allow_privileged: true,
         templates: Default::default(),
         containers: [("web".to_string(), desired_container(d))].into(),
+        hooks: vec![],
         spans: Default::default(),
     };
     let plan = Plan::new(

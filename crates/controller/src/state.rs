@@ -39,6 +39,8 @@ pub struct State {
     pub placement_lock: tokio::sync::Mutex<()>,
     /// Watch streams per identity, enrolment failures ([`crate::limits`]).
     pub limiter: crate::limits::Limiter,
+    /// The queue of hooks to run ([`crate::hooks`]).
+    pub hooks: crate::hooks::Hooks,
 }
 
 impl State {
@@ -51,6 +53,7 @@ impl State {
         let (events, _) = broadcast::channel(1024);
         Arc::new(State {
             limiter: crate::limits::Limiter::new(config.limits.clone()),
+            hooks: crate::hooks::Hooks::new(),
             config,
             store,
             sessions: Sessions::default(),

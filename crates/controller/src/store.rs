@@ -826,6 +826,11 @@ impl Store {
     pub fn serials(&self) -> Result<Vec<SerialRecord>, StoreError> {
         Self::scan(&self.serials, "serials", b"")
     }
+
+    /// The tree of hook results ([`crate::hooks`] owns its keys and values).
+    pub fn hooks_tree(&self) -> Result<sled::Tree, StoreError> {
+        Ok(self.db.open_tree("hooks")?)
+    }
 }
 
 #[cfg(test)]

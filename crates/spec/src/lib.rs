@@ -15,6 +15,7 @@
 mod check;
 pub mod diag;
 pub mod files;
+pub mod hooks;
 pub mod model;
 pub mod observed;
 mod parse;

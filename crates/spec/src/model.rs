@@ -48,6 +48,9 @@ pub struct Fleet {
     /// Containers by key (the name in the file, also used in the PVE description mark).
     #[serde(default)]
     pub containers: BTreeMap<String, Container>,
+    /// What the controller does when a container is ready or destroyed (docs/hooks.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hooks: Vec<crate::hooks::Hook>,
     /// Where each field came from in the source file. Not part of the fleet's meaning: two fleets
     /// that differ only in layout compare equal (see [`Spans`]'s `PartialEq`).
     #[serde(default, skip_serializing_if = "Spans::is_empty")]

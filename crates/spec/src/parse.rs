@@ -16,6 +16,8 @@ use crate::model::*;
 use crate::syntax;
 use crate::yaml::{self, Entry, Node, Value};
 
+mod hooks;
+
 pub(crate) const TOP_FIELDS: &[&str] = &[
     "fleet",
     "drift",
@@ -24,6 +26,7 @@ pub(crate) const TOP_FIELDS: &[&str] = &[
     "templates",
     "containers",
     "policies",
+    "hooks",
 ];
 pub(crate) const TEMPLATE_FIELDS: &[&str] = &["url", "sha256", "sha512", "storage", "pveam"];
 pub(crate) const EXTRA_NET_FIELDS: &[&str] = &[
@@ -487,6 +490,7 @@ impl Cx<'_> {
         let mut fleet_drift = None;
         let mut templates_node = None;
         let mut containers_node = None;
+        let mut hooks_node = None;
         for e in es {
             let path = e.key.as_str();
             self.record(path, e.value.span);
@@ -516,6 +520,7 @@ impl Cx<'_> {
                 "containers" => containers_node = Some(e),
                 // Read and checked by `policies::read_policies` (they are not part of the fleet's spec).
                 "policies" => {}
+                "hooks" => hooks_node = Some(&e.value),
                 "lxc_configs" => self.err(
                     e.key_span,
                     path,
@@ -554,6 +559,7 @@ impl Cx<'_> {
                 }
             }
         }
+        let hooks = hooks_node.map(|n| self.hooks(n)).unwrap_or_default();
         let mut defaults: ContainerInput = defaults.unwrap_or_default();
         // Top-level `drift:` is the fleet's; `defaults.drift` and a container's own override it.
         defaults.drift = defaults.drift.or(fleet_drift);
@@ -596,11 +602,14 @@ impl Cx<'_> {
                 }
             }
         }
+        let names: Vec<&str> = containers.keys().map(String::as_str).collect();
+        self.check_hook_containers(&hooks, &names);
         Some(Fleet {
             name: name.unwrap_or_default(),
             allow_privileged,
             templates,
             containers,
+            hooks,
             spans: Spans::default(),
         })
     }

@@ -22,6 +22,34 @@ pub struct DescribeRecord {
     pub drift: Vec<String>,
     pub observed: Option<ObservedRecord>,
     pub operations: Vec<OperationRecord>,
+    /// The last run of each hook (fleet.yaml `hooks:`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hooks: Vec<HookRecord>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct HookRecord {
+    pub hook: String,
+    pub event: String,
+    pub status: String,
+    pub attempts: String,
+    pub last_attempt: Option<String>,
+    pub error: Option<String>,
+    pub detail: Option<String>,
+}
+
+impl From<&pb::HookResult> for HookRecord {
+    fn from(h: &pb::HookResult) -> Self {
+        HookRecord {
+            hook: h.hook.clone(),
+            event: h.event.clone(),
+            status: h.status.clone(),
+            attempts: format!("{}/{}", h.attempts, h.max_attempts),
+            last_attempt: render::timestamp(h.last_attempt_unix_ms),
+            error: (!h.error.is_empty()).then(|| h.error.clone()),
+            detail: (!h.detail.is_empty()).then(|| h.detail.clone()),
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -94,6 +122,7 @@ async fn container(client: &mut Client, a: &DescribeContainerArgs, io: &mut Io<'
                 .collect(),
         }),
         operations: d.operations.iter().map(Into::into).collect(),
+        hooks: d.hooks.iter().map(Into::into).collect(),
     };
     let text = match a.format {
         ListFormat::Json => render::json(&rec),
@@ -169,6 +198,33 @@ pub fn describe_text(r: &DescribeRecord) -> String {
                 o.attempts.to_string(),
                 o.updated.clone().unwrap_or_default(),
                 o.error.clone().unwrap_or_else(|| o.reason.clone()),
+            ]);
+        }
+        for line in t.render().lines() {
+            let _ = writeln!(s, "  {line}");
+        }
+    }
+    if !r.hooks.is_empty() {
+        s.push_str("Hooks:\n");
+        let mut t = Table::new(&[
+            "hook",
+            "event",
+            "status",
+            "attempts",
+            "last attempt",
+            "detail",
+        ]);
+        for h in &r.hooks {
+            t.row(vec![
+                h.hook.clone(),
+                h.event.clone(),
+                h.status.clone(),
+                h.attempts.clone(),
+                h.last_attempt.clone().unwrap_or_default(),
+                h.error
+                    .clone()
+                    .or_else(|| h.detail.clone())
+                    .unwrap_or_default(),
             ]);
         }
         for line in t.render().lines() {

@@ -92,6 +92,7 @@ pub fn fleet(name: &str, containers: Vec<Container>) -> Fleet {
             .into_iter()
             .map(|c| (c.name.clone(), c))
             .collect(),
+        hooks: vec![],
         spans: Spans::default(),
     }
 }

@@ -1,0 +1,886 @@
+//! Hooks (fleet.yaml `hooks:`, docs/hooks.md): when a container becomes ready or is destroyed, the driver
+//! queues a job here ([`on_created`], [`on_destroyed`]: no I/O but one store read, never an error); a worker
+//! task ([`run`]) takes the jobs off the reconcile path, finds the fleet's hooks in its latest revision and
+//! runs each one (an HTTP request or an argv command) with a deadline per attempt and retries with
+//! exponential backoff. A hook that fails never touches the container's operation. Each attempt's result is
+//! kept in the store's `hooks` tree (shown by `pxctl describe container`) and sent as a fleet event (the
+//! API's `Watch` stream).
+//!
+//! Secrets (`${env:NAME}`, `${file:/path}`) are read when the hook runs; their values are never stored,
+//! logged or sent in events: the URL of a request is never logged (it may carry a token), and a server's
+//! answer quoted in an error has every secret value replaced by `***`.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Full};
+use pxfleet_proto::v1 as pb;
+use pxfleet_spec::hooks::{
+    expand, expand_json, Escape, Hook, HookAction, HookContext, HookEvent, HttpHook, SecretSource,
+};
+use pxfleet_spec::{Container, Ipv4Config, Ipv6Config};
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
+
+use crate::model::{now_ms, Operation};
+use crate::state::State;
+use crate::store::StoreError;
+
+/// Jobs waiting for the worker; beyond this, new ones are dropped (and logged).
+pub const QUEUE: usize = 4096;
+/// Hooks running at once.
+pub const CONCURRENCY: usize = 16;
+/// First wait before a retry; doubled each time, at most [`MAX_BACKOFF`].
+pub const FIRST_BACKOFF: Duration = Duration::from_millis(500);
+pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
+/// How long a ready hook waits for a DHCP container's first address to be observed.
+pub const DHCP_WAIT: Duration = Duration::from_secs(120);
+/// Most bytes of a server's answer or a command's stderr quoted in an error.
+const QUOTE: usize = 300;
+
+/// One container event to run the fleet's hooks for.
+#[derive(Clone, Debug)]
+pub struct Job {
+    pub event: HookEvent,
+    pub cx: HookContext,
+    /// net0 is DHCP and no address was known yet: wait for an observation to report one.
+    pub wait_for_ipv4: bool,
+}
+
+/// The queue between the driver and the worker.
+pub struct Hooks {
+    tx: mpsc::Sender<Job>,
+    rx: Mutex<Option<mpsc::Receiver<Job>>>,
+}
+
+impl Default for Hooks {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Hooks {
+    pub fn new() -> Hooks {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        Hooks {
+            tx,
+            rx: Mutex::new(Some(rx)),
+        }
+    }
+
+    fn push(&self, job: Job) {
+        if let Err(e) = self.tx.try_send(job) {
+            let job = match e {
+                mpsc::error::TrySendError::Full(j) | mpsc::error::TrySendError::Closed(j) => j,
+            };
+            tracing::warn!(fleet = %job.cx.fleet, container = %job.cx.name, event = %job.event,
+                "hook queue full or closed: hooks for this event are skipped");
+        }
+    }
+}
+
+/// What one run of a hook did, as kept in the store.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HookResult {
+    pub fleet: String,
+    pub container: String,
+    pub hook: String,
+    pub event: HookEvent,
+    /// `running`, `retrying`, `succeeded`, `failed`.
+    pub status: String,
+    pub attempts: u32,
+    pub max_attempts: u32,
+    pub last_attempt_ms: i64,
+    pub error: String,
+    pub detail: String,
+}
+
+impl HookResult {
+    pub fn to_pb(&self) -> pb::HookResult {
+        pb::HookResult {
+            hook: self.hook.clone(),
+            event: self.event.as_str().into(),
+            status: self.status.clone(),
+            attempts: self.attempts,
+            max_attempts: self.max_attempts,
+            last_attempt_unix_ms: self.last_attempt_ms,
+            error: self.error.clone(),
+            detail: self.detail.clone(),
+        }
+    }
+}
+
+fn key(fleet: &str, container: &str) -> Vec<u8> {
+    format!("{fleet}\0{container}\0").into_bytes()
+}
+
+/// The last result of every hook run for a container, by hook then event.
+pub fn results(state: &State, fleet: &str, container: &str) -> Result<Vec<HookResult>, StoreError> {
+    let tree = state.store.hooks_tree()?;
+    let mut out = Vec::new();
+    for kv in tree.scan_prefix(key(fleet, container)) {
+        let (_, v) = kv?;
+        if let Ok(r) = serde_json::from_slice::<HookResult>(&v) {
+            out.push(r);
+        }
+    }
+    Ok(out)
+}
+
+fn put(state: &State, r: &HookResult) {
+    let mut k = key(&r.fleet, &r.container);
+    k.extend_from_slice(format!("{}\0{}", r.hook, r.event).as_bytes());
+    let stored = state
+        .store
+        .hooks_tree()
+        .and_then(|t| Ok(t.insert(k, serde_json::to_vec(r).unwrap_or_default())?));
+    if let Err(e) = stored {
+        tracing::warn!(error = %e, hook = %r.hook, "hook result not stored");
+    }
+}
+
+/// Forgets a container's results: a new lifetime (ready) or its end (destroyed) starts a fresh record, so the
+/// tree holds at most one lifetime per container name.
+fn clear(state: &State, fleet: &str, container: &str) {
+    let Ok(tree) = state.store.hooks_tree() else {
+        return;
+    };
+    let keys: Vec<sled::IVec> = tree
+        .scan_prefix(key(fleet, container))
+        .keys()
+        .filter_map(Result::ok)
+        .collect();
+    for k in keys {
+        let _ = tree.remove(k);
+    }
+}
+
+/// net0's addresses from the spec (static ones), without prefix length.
+fn spec_addresses(c: &Container) -> (String, String, bool) {
+    let Some(i) = c.interfaces.first() else {
+        return (String::new(), String::new(), false);
+    };
+    let v4 = match &i.ipv4 {
+        Ipv4Config::Static { addr, .. } => addr.addr().to_string(),
+        _ => String::new(),
+    };
+    let v6 = match &i.ipv6 {
+        Ipv6Config::Static { addr, .. } => addr.addr().to_string(),
+        _ => String::new(),
+    };
+    (v4, v6, matches!(i.ipv4, Ipv4Config::Dhcp))
+}
+
+fn context(op: &Operation, c: &Container) -> (HookContext, bool) {
+    let (ipv4, ipv6, dhcp) = spec_addresses(c);
+    let cx = HookContext {
+        fleet: op.fleet.clone(),
+        name: op.container.clone(),
+        hostname: c.hostname.clone(),
+        node: op.node.clone(),
+        vm_id: op.vm_id,
+        ipv4,
+        ipv6,
+    };
+    (cx, dhcp)
+}
+
+/// Called by the driver when a create succeeded: a container that runs is ready.
+pub fn on_created(state: &State, op: &Operation, c: &Container) {
+    if !c.state.is_running() {
+        return;
+    }
+    let (mut cx, dhcp) = context(op, c);
+    let mut wait_for_ipv4 = false;
+    if dhcp {
+        match observed_ipv4(state, &op.node, op.vm_id) {
+            Some(a) => cx.ipv4 = a,
+            None => wait_for_ipv4 = true,
+        }
+    }
+    state.hooks.push(Job {
+        event: HookEvent::Ready,
+        cx,
+        wait_for_ipv4,
+    });
+}
+
+/// Called by the driver when a start succeeded (a stopped container set to `running`, or one started again
+/// after it stopped outside pxfleet): it is ready again.
+pub fn on_started(state: &State, op: &Operation) {
+    let applied = state
+        .store
+        .applied(&op.fleet, &op.container)
+        .ok()
+        .flatten()
+        .filter(|a| a.vm_id == op.vm_id);
+    if let Some(a) = applied {
+        let mut c = a.container;
+        c.state = pxfleet_spec::DesiredState::Running;
+        on_created(state, op, &c);
+    }
+}
+
+/// Called by the driver when a destroy succeeded, before it forgets the container.
+pub fn on_destroyed(state: &State, op: &Operation) {
+    let applied = state
+        .store
+        .applied(&op.fleet, &op.container)
+        .ok()
+        .flatten()
+        .filter(|a| a.vm_id == op.vm_id);
+    let (mut cx, _) = match &applied {
+        Some(a) => context(op, &a.container),
+        None => (
+            HookContext {
+                fleet: op.fleet.clone(),
+                name: op.container.clone(),
+                hostname: op.container.clone(),
+                node: op.node.clone(),
+                vm_id: op.vm_id,
+                ..Default::default()
+            },
+            false,
+        ),
+    };
+    if cx.ipv4.is_empty() {
+        cx.ipv4 = observed_ipv4(state, &op.node, op.vm_id).unwrap_or_default();
+    }
+    state.hooks.push(Job {
+        event: HookEvent::Destroyed,
+        cx,
+        wait_for_ipv4: false,
+    });
+}
+
+/// The first IPv4 address the node reported for the container at runtime.
+fn observed_ipv4(state: &State, node: &str, vm_id: u32) -> Option<String> {
+    let all = state.store.all_observed_shared().ok()?;
+    let o = all.iter().find(|o| o.node == node && o.vm_id == vm_id)?;
+    o.addresses.iter().find_map(|a| {
+        let a = a.split('/').next().unwrap_or(a);
+        a.parse::<std::net::Ipv4Addr>()
+            .ok()
+            .filter(|ip| !ip.is_loopback())
+            .map(|ip| ip.to_string())
+    })
+}
+
+/// The fleet's hooks: those of its latest revision (a fleet destroyed with `pxctl destroy` keeps its last
+/// submitted revision's hooks for the destroyed events). Revisions are read one by one, newest first, and
+/// the answer is cached per fleet revision (`cache`), so a rollout of many containers decodes a spec once.
+fn fleet_hooks(
+    state: &State,
+    fleet: &str,
+    cache: &mut HashMap<String, (u64, Arc<Vec<Hook>>)>,
+) -> Arc<Vec<Hook>> {
+    let latest = match state.store.fleet(fleet) {
+        Ok(Some(f)) => f.revision,
+        Ok(None) => state
+            .store
+            .revisions(fleet)
+            .ok()
+            .and_then(|rs| rs.iter().map(|r| r.revision).max())
+            .unwrap_or(0),
+        Err(e) => {
+            tracing::warn!(fleet, error = %e, "hooks: fleet unreadable");
+            return Arc::default();
+        }
+    };
+    if let Some((rev, hooks)) = cache.get(fleet) {
+        if *rev == latest {
+            return hooks.clone();
+        }
+    }
+    let mut hooks = Vec::new();
+    let mut rev = latest;
+    while rev > 0 {
+        match state.store.revision(fleet, rev) {
+            Ok(Some(r)) => {
+                if let Some(h) = r.spec.get("hooks") {
+                    hooks = serde_json::from_value(h.clone()).unwrap_or_default();
+                    break;
+                }
+                if !r.file_name.is_empty() {
+                    break; // submitted without hooks: none
+                }
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(fleet, revision = rev, error = %e, "hooks: revision unreadable");
+                break;
+            }
+        }
+        rev -= 1;
+    }
+    let hooks = Arc::new(hooks);
+    cache.insert(fleet.to_owned(), (latest, hooks.clone()));
+    hooks
+}
+
+/// The worker: runs queued hooks until `stop` resolves.
+pub async fn run(state: Arc<State>, stop: impl std::future::Future<Output = ()>) {
+    let Some(mut rx) = state
+        .hooks
+        .rx
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .take()
+    else {
+        return; // a worker already runs
+    };
+    let limit = Arc::new(tokio::sync::Semaphore::new(CONCURRENCY));
+    let mut cache = HashMap::new();
+    tokio::pin!(stop);
+    loop {
+        let job = tokio::select! {
+            _ = &mut stop => return,
+            j = rx.recv() => match j { Some(j) => j, None => return },
+        };
+        clear(&state, &job.cx.fleet, &job.cx.name);
+        let hooks: Vec<Hook> = fleet_hooks(&state, &job.cx.fleet, &mut cache)
+            .iter()
+            .filter(|h| h.applies(&job.cx.name, job.event))
+            .cloned()
+            .collect();
+        if hooks.is_empty() {
+            continue;
+        }
+        let state = state.clone();
+        let limit = limit.clone();
+        tokio::spawn(async move {
+            let mut job = job;
+            if job.wait_for_ipv4 {
+                job.cx.ipv4 = wait_for_ipv4(&state, &job.cx).await.unwrap_or_default();
+            }
+            let mut runs = Vec::new();
+            for h in hooks {
+                let (state, limit, job) = (state.clone(), limit.clone(), job.clone());
+                runs.push(tokio::spawn(async move {
+                    let Ok(_permit) = limit.acquire_owned().await else {
+                        return;
+                    };
+                    run_hook(&state, &h, &job).await;
+                }));
+            }
+            for r in runs {
+                let _ = r.await;
+            }
+        });
+    }
+}
+
+async fn wait_for_ipv4(state: &State, cx: &HookContext) -> Option<String> {
+    let deadline = tokio::time::Instant::now() + DHCP_WAIT;
+    loop {
+        if let Some(a) = observed_ipv4(state, &cx.node, cx.vm_id) {
+            return Some(a);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            tracing::warn!(fleet = %cx.fleet, container = %cx.name,
+                "hooks: no IPv4 address observed for the DHCP container; running ready hooks without one");
+            return None;
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
+
+/// Runs one hook for one job: attempts, backoff, results and events.
+pub async fn run_hook(state: &State, h: &Hook, job: &Job) {
+    let max_attempts = h.retries + 1;
+    let mut r = HookResult {
+        fleet: job.cx.fleet.clone(),
+        container: job.cx.name.clone(),
+        hook: h.name.clone(),
+        event: job.event,
+        status: "running".into(),
+        attempts: 0,
+        max_attempts,
+        last_attempt_ms: now_ms() as i64,
+        error: String::new(),
+        detail: String::new(),
+    };
+    put(state, &r);
+    let mut backoff = FIRST_BACKOFF;
+    for attempt in 1..=max_attempts {
+        r.attempts = attempt;
+        r.last_attempt_ms = now_ms() as i64;
+        let timeout = Duration::from_secs(h.timeout_secs);
+        let outcome = match tokio::time::timeout(timeout, attempt_once(h, &job.cx, job.event)).await
+        {
+            Ok(o) => o,
+            Err(_) => Err(format!("no answer within {}s (timeout)", h.timeout_secs)),
+        };
+        match outcome {
+            Ok(detail) => {
+                r.status = "succeeded".into();
+                r.error.clear();
+                r.detail = detail;
+                tracing::info!(fleet = %r.fleet, container = %r.container, hook = %r.hook,
+                    event = %r.event, attempt, detail = %r.detail, "hook succeeded");
+            }
+            Err(error) => {
+                r.status = if attempt < max_attempts {
+                    "retrying"
+                } else {
+                    "failed"
+                }
+                .into();
+                r.error = error;
+                r.detail.clear();
+                tracing::warn!(fleet = %r.fleet, container = %r.container, hook = %r.hook,
+                    event = %r.event, attempt, max_attempts, error = %r.error, "hook attempt failed");
+            }
+        }
+        put(state, &r);
+        emit(state, &job.cx, &r);
+        if r.status != "retrying" {
+            return;
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+fn emit(state: &State, cx: &HookContext, r: &HookResult) {
+    let message = match r.status.as_str() {
+        "succeeded" => format!(
+            "hook {} on {}: succeeded ({}), attempt {}/{}",
+            r.hook, r.event, r.detail, r.attempts, r.max_attempts
+        ),
+        s => format!(
+            "hook {} on {}: attempt {}/{} failed{}",
+            r.hook,
+            r.event,
+            r.attempts,
+            r.max_attempts,
+            if s == "retrying" { ", will retry" } else { "" }
+        ),
+    };
+    let _ = state.events.send(pb::FleetEvent {
+        unix_ms: r.last_attempt_ms,
+        fleet: cx.fleet.clone(),
+        container: cx.name.clone(),
+        vm_id: cx.vm_id,
+        node: cx.node.clone(),
+        message,
+        error: r.error.clone(),
+        ..Default::default()
+    });
+}
+
+/// Reads secrets from the process and remembers their values, to keep them out of errors.
+struct Recording {
+    seen: RefCell<Vec<String>>,
+}
+
+impl SecretSource for Recording {
+    fn env(&self, name: &str) -> Option<String> {
+        let v = std::env::var(name).ok()?;
+        self.seen.borrow_mut().push(v.clone());
+        Some(v)
+    }
+    fn file(&self, path: &str) -> Result<String, String> {
+        let v = std::fs::read_to_string(path)
+            .map(|s| s.trim().to_owned())
+            .map_err(|e| e.to_string())?;
+        self.seen.borrow_mut().push(v.clone());
+        Ok(v)
+    }
+}
+
+impl Recording {
+    fn new() -> Recording {
+        Recording {
+            seen: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// `text` cut to [`QUOTE`] bytes with every secret value replaced by `***`.
+    fn scrub(&self, text: &str) -> String {
+        let mut t = text.trim().to_owned();
+        for s in self.seen.borrow().iter().filter(|s| s.len() >= 3) {
+            t = t.replace(s.as_str(), "***");
+        }
+        if t.len() > QUOTE {
+            let mut end = QUOTE;
+            while !t.is_char_boundary(end) {
+                end -= 1;
+            }
+            t.truncate(end);
+            t.push_str("...");
+        }
+        t
+    }
+}
+
+/// The secrets a hook needs, checked on the controller when a fleet is planned or submitted: a diagnostic per
+/// missing environment variable or unreadable file, at the field's line in the file.
+pub fn check_secrets(file: &str, fleet: &pxfleet_spec::Fleet) -> Vec<pxfleet_spec::Diagnostic> {
+    pxfleet_spec::hooks::check_secrets(&fleet.hooks, &Recording::new())
+        .into_iter()
+        .map(|(path, message)| {
+            let mut d =
+                pxfleet_spec::Diagnostic::new(file, fleet.spans.lookup(&path), path, message);
+            d.hint = Some(
+                "hooks read secrets on the controller: set it in pxcontroller's environment (systemd: Environment= or EnvironmentFile=) or create the file"
+                    .into(),
+            );
+            d
+        })
+        .collect()
+}
+
+/// One attempt: Ok(detail) on success.
+async fn attempt_once(h: &Hook, cx: &HookContext, event: HookEvent) -> Result<String, String> {
+    match &h.action {
+        HookAction::Http(http) => http_once(http, cx).await,
+        HookAction::Command { argv } => command_once(argv, cx, event).await,
+    }
+}
+
+struct Prepared {
+    uri: hyper::Uri,
+    method: hyper::Method,
+    headers: Vec<(hyper::header::HeaderName, hyper::header::HeaderValue)>,
+    body: Option<Vec<u8>>,
+}
+
+fn prepare(http: &HttpHook, cx: &HookContext, secrets: &Recording) -> Result<Prepared, String> {
+    let url = expand(&http.url, cx, secrets, Escape::Url).map_err(|e| format!("url: {e}"))?;
+    let uri: hyper::Uri = url
+        .parse()
+        .map_err(|_| "url: not a valid URL once filled in".to_owned())?;
+    let method = hyper::Method::from_bytes(http.method.as_bytes())
+        .map_err(|_| format!("method {} is not valid", http.method))?;
+    let mut headers = Vec::new();
+    for (k, v) in &http.headers {
+        let value = expand(v, cx, secrets, Escape::None).map_err(|e| format!("header {k}: {e}"))?;
+        let name = hyper::header::HeaderName::from_bytes(k.as_bytes())
+            .map_err(|_| format!("header name {k} is not valid"))?;
+        let value = hyper::header::HeaderValue::from_str(&value)
+            .map_err(|_| format!("header {k}: the value is not a valid header value"))?;
+        headers.push((name, value));
+    }
+    let body = match &http.body {
+        Some(b) => Some(
+            serde_json::to_vec(&expand_json(b, cx, secrets).map_err(|e| format!("body: {e}"))?)
+                .unwrap_or_default(),
+        ),
+        None => None,
+    };
+    Ok(Prepared {
+        uri,
+        method,
+        headers,
+        body,
+    })
+}
+
+async fn http_once(http: &HttpHook, cx: &HookContext) -> Result<String, String> {
+    http_once_with(http, cx, tls_config).await
+}
+
+async fn http_once_with(
+    http: &HttpHook,
+    cx: &HookContext,
+    tls_config: fn() -> Result<Arc<rustls::ClientConfig>, String>,
+) -> Result<String, String> {
+    let secrets = Recording::new();
+    let p = prepare(http, cx, &secrets)?;
+    let https = match p.uri.scheme_str() {
+        Some("http") => false,
+        Some("https") => true,
+        _ => return Err("url: only http:// and https:// are supported".into()),
+    };
+    let host = p.uri.host().ok_or("url: no host")?.to_owned();
+    let port = p.uri.port_u16().unwrap_or(if https { 443 } else { 80 });
+    let host_bare = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_owned();
+    let tcp = tokio::net::TcpStream::connect((host_bare.as_str(), port))
+        .await
+        .map_err(|e| format!("cannot connect to {host}:{port}: {e}"))?;
+    let _ = tcp.set_nodelay(true);
+    let authority = p
+        .uri
+        .authority()
+        .map(|a| a.as_str().to_owned())
+        .unwrap_or_default();
+    let path = p
+        .uri
+        .path_and_query()
+        .map(|pq| pq.as_str().to_owned())
+        .unwrap_or_else(|| "/".into());
+    let mut req = hyper::Request::builder()
+        .method(p.method)
+        .uri(path)
+        .header(hyper::header::HOST, authority)
+        .header(hyper::header::USER_AGENT, "pxcontroller-hooks");
+    if p.body.is_some() {
+        req = req.header(hyper::header::CONTENT_TYPE, "application/json");
+    }
+    for (k, v) in p.headers {
+        req = req.header(k, v);
+    }
+    let req = req
+        .body(Full::new(Bytes::from(p.body.unwrap_or_default())))
+        .map_err(|e| format!("request: {e}"))?;
+    let (status, body) = if https {
+        let config = tls_config()?;
+        let name = rustls::pki_types::ServerName::try_from(host_bare.clone())
+            .map_err(|_| format!("{host} is not a valid TLS server name"))?;
+        let tls = tokio_rustls::TlsConnector::from(config)
+            .connect(name, tcp)
+            .await
+            .map_err(|e| format!("TLS handshake with {host}:{port} failed: {e}"))?;
+        exchange(hyper_util::rt::TokioIo::new(tls), req).await?
+    } else {
+        exchange(hyper_util::rt::TokioIo::new(tcp), req).await?
+    };
+    let wanted = http.success_contains.as_deref().unwrap_or("");
+    let text = String::from_utf8_lossy(&body);
+    if status.is_success() && text.contains(wanted) {
+        Ok(format!("HTTP {}", status.as_u16()))
+    } else if status.is_success() {
+        Err(format!(
+            "HTTP {} without {wanted:?} in the answer: {}",
+            status.as_u16(),
+            secrets.scrub(&text)
+        ))
+    } else {
+        let answer = secrets.scrub(&text);
+        Err(format!(
+            "HTTP {}{}",
+            status,
+            if answer.is_empty() {
+                String::new()
+            } else {
+                format!(": {answer}")
+            }
+        ))
+    }
+}
+
+async fn exchange<T>(
+    io: T,
+    req: hyper::Request<Full<Bytes>>,
+) -> Result<(hyper::StatusCode, Bytes), String>
+where
+    T: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(io)
+        .await
+        .map_err(|e| format!("HTTP handshake failed: {e}"))?;
+    let conn = tokio::spawn(conn);
+    let resp = sender
+        .send_request(req)
+        .await
+        .map_err(|e| format!("HTTP request failed: {e}"))?;
+    let status = resp.status();
+    let body = http_body_util::Limited::new(resp.into_body(), 64 * 1024)
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    conn.abort();
+    Ok((status, body))
+}
+
+/// Client TLS with the system's CA bundle (`SSL_CERT_FILE`, else the Debian path).
+fn tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
+    static CONFIG: OnceLock<Result<Arc<rustls::ClientConfig>, String>> = OnceLock::new();
+    CONFIG
+        .get_or_init(|| {
+            let path = std::env::var("SSL_CERT_FILE")
+                .unwrap_or_else(|_| "/etc/ssl/certs/ca-certificates.crt".into());
+            client_tls(&path)
+        })
+        .clone()
+}
+
+/// Client TLS trusting the certificates of the PEM file `path`.
+fn client_tls(path: &str) -> Result<Arc<rustls::ClientConfig>, String> {
+    let pem = std::fs::read(path).map_err(|e| format!("CA bundle {path}: {e}"))?;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pemfile::certs(&mut pem.as_slice()).flatten() {
+        let _ = roots.add(cert);
+    }
+    if roots.is_empty() {
+        return Err(format!("CA bundle {path} holds no certificate"));
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| e.to_string())?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    Ok(Arc::new(config))
+}
+
+async fn command_once(
+    argv: &[String],
+    cx: &HookContext,
+    event: HookEvent,
+) -> Result<String, String> {
+    let secrets = Recording::new();
+    let args: Vec<String> = argv
+        .iter()
+        .map(|a| expand(a, cx, &secrets, Escape::None))
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())?;
+    let mut cmd = tokio::process::Command::new(&args[0]);
+    cmd.args(&args[1..])
+        .envs(cx.env(event))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    let out = cmd
+        .output()
+        .await
+        .map_err(|e| format!("cannot run {}: {e}", args[0]))?;
+    if out.status.success() {
+        Ok("exit status 0".into())
+    } else {
+        let stderr = secrets.scrub(&String::from_utf8_lossy(&out.stderr));
+        Err(format!(
+            "{} {}{}",
+            args[0],
+            out.status,
+            if stderr.is_empty() {
+                String::new()
+            } else {
+                format!(": {stderr}")
+            }
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_quote_answers_without_secret_values_and_cut_long_ones() {
+        let r = Recording::new();
+        r.seen.borrow_mut().push("tok-123456".into());
+        assert_eq!(
+            r.scrub("  invalid token tok-123456 for /x?token=tok-123456\n"),
+            "invalid token *** for /x?token=***"
+        );
+        let long = "é".repeat(400);
+        let cut = r.scrub(&long);
+        assert!(
+            cut.ends_with("...") && cut.len() <= QUOTE + 3,
+            "{}",
+            cut.len()
+        );
+    }
+
+    static TEST_CA: OnceLock<String> = OnceLock::new();
+
+    fn test_tls() -> Result<Arc<rustls::ClientConfig>, String> {
+        client_tls(TEST_CA.get().expect("set by the test"))
+    }
+
+    #[tokio::test]
+    async fn https_with_a_trusted_server_certificate() {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = pxfleet_tls::Ca::generate("hooks test CA").unwrap();
+        let ca_file = dir.path().join("ca.pem");
+        std::fs::write(&ca_file, ca.cert_pem()).unwrap();
+        TEST_CA.set(ca_file.display().to_string()).unwrap();
+        let server = ca.issue_server(&["127.0.0.1".into()]).unwrap();
+        let certs: Vec<_> = rustls_pemfile::certs(&mut server.cert.cert_pem.as_bytes())
+            .map(Result::unwrap)
+            .collect();
+        let key = rustls_pemfile::private_key(&mut server.key_pem.as_bytes())
+            .unwrap()
+            .unwrap();
+        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (tx, mut rx) = mpsc::channel::<(String, String)>(1);
+        tokio::spawn(async move {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let tls = acceptor.accept(tcp).await.unwrap();
+            let svc =
+                hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    let tx = tx.clone();
+                    async move {
+                        let uri = req.uri().to_string();
+                        let body = req.into_body().collect().await.unwrap().to_bytes();
+                        let _ = tx
+                            .send((uri, String::from_utf8_lossy(&body).into_owned()))
+                            .await;
+                        Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(
+                            Bytes::from_static(b"{\"status\":\"ok\"}"),
+                        )))
+                    }
+                });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(tls), svc)
+                .await;
+        });
+        let http = HttpHook {
+            url: format!("https://127.0.0.1:{port}/add?domain=${{hostname}}.lan"),
+            method: "POST".into(),
+            headers: Default::default(),
+            body: Some(serde_json::json!({"ip": "${ipv4}"})),
+            success_contains: Some("\"ok\"".into()),
+        };
+        let cx = HookContext {
+            hostname: "www".into(),
+            ipv4: "10.0.0.5".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            http_once_with(&http, &cx, test_tls).await,
+            Ok("HTTP 200".to_owned())
+        );
+        assert_eq!(
+            rx.recv().await.unwrap(),
+            (
+                "/add?domain=www.lan".to_owned(),
+                r#"{"ip":"10.0.0.5"}"#.to_owned()
+            )
+        );
+        // A CA bundle that cannot be read is named in the error.
+        let e = http_once_with(&http, &cx, || client_tls("/nonexistent/ca.pem"))
+            .await
+            .unwrap_err();
+        assert!(e.contains("CA bundle /nonexistent/ca.pem"), "{e}");
+    }
+
+    #[test]
+    fn static_addresses_come_without_prefix_and_dhcp_is_flagged() {
+        let f = pxfleet_spec::parse_fleet(
+            "f.yaml",
+            "fleet: t\ntemplates:\n  deb: {pveam: debian-12-standard_12.7-1_amd64.tar.zst}\ncontainers:\n  a: {template: deb, ip_address: 10.1.2.3/24, gateway: 10.1.2.1, ipv6: \"fd00::3/64\"}\n  b: {template: deb}\n",
+            &pxfleet_spec::NoFiles,
+        )
+        .unwrap();
+        assert_eq!(
+            spec_addresses(&f.containers["a"]),
+            ("10.1.2.3".into(), "fd00::3".into(), false)
+        );
+        assert_eq!(
+            spec_addresses(&f.containers["b"]),
+            (String::new(), String::new(), true)
+        );
+    }
+}
