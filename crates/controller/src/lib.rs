@@ -18,6 +18,7 @@ pub mod metrics;
 pub mod model;
 pub mod pki;
 pub mod planning;
+pub mod preseed;
 pub mod reconciler;
 pub mod scheduler;
 pub mod seal;
