@@ -6,6 +6,7 @@ pub mod agent_service;
 pub mod agents;
 pub mod audit;
 pub mod authz;
+pub mod backup;
 pub mod config;
 pub mod convert;
 pub mod datadir;
