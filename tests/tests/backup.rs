@@ -129,6 +129,12 @@ async fn all_nodes_templates_are_seeded_everywhere_and_backup_restore_gives_the_
         .unwrap_err();
     assert!(err.contains("in use by another pxcontroller"), "{err}");
     let before = state(&c).await;
+    // an online backup of the running controller, through the API (admin)
+    let online = c.dir.path().join("online.pxbackup");
+    let o = online.display().to_string();
+    let (code, out, err) = c.pxctl(&["backup", "--out", &o]).await;
+    assert_eq!(code, 0, "pxctl backup: {out}\n{err}");
+    assert!(out.contains("sha256"), "{out}");
     c.stop_controller().await;
     let out = pxcontroller(&c, &["backup", "--out", &f]).await.unwrap();
     assert!(out.contains("sha256"), "{out}");
@@ -163,4 +169,14 @@ async fn all_nodes_templates_are_seeded_everywhere_and_backup_restore_gives_the_
         .await
         .unwrap_err();
     assert!(err.contains("in use by another pxcontroller"), "{err}");
+
+    // the online backup restores to the same state as well
+    c.stop_controller().await;
+    let out = pxcontroller(&c, &["restore", "--force", "--from", &o])
+        .await
+        .unwrap();
+    assert!(out.contains("restored"), "{out}");
+    c.start_controller().await.unwrap();
+    c.wait_nodes_ready(UP).await.unwrap();
+    assert_eq!(state(&c).await, before);
 }

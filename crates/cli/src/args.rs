@@ -117,6 +117,16 @@ pub enum Command {
     /// The audit trail (admin): who submitted, destroyed, started or stopped what, who read secrets, made join
     /// tokens, enrolled nodes, cordoned, issued or revoked certificates, and when. Oldest first.
     Audit(AuditArgs),
+    /// A backup of the running controller's whole state (admin), in `pxcontroller backup`'s file format: restore
+    /// it with `pxcontroller restore --from FILE` (controller stopped; the same seal key). Secrets stay sealed.
+    Backup(BackupArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct BackupArgs {
+    /// The file to write (replaced only once the whole backup arrived and its checksum holds).
+    #[arg(long)]
+    pub out: std::path::PathBuf,
 }
 
 #[derive(Debug, Subcommand)]

@@ -26,6 +26,8 @@ use crate::datadir::{DataDirError, DataDirLock};
 
 const MAGIC: &[u8] = b"PXFLEET-BACKUP\n";
 const VERSION: u32 = 1;
+/// Bytes per chunk of the `Backup` RPC (well under the message size limit).
+pub const CHUNK: usize = 1 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BackupError {
@@ -201,6 +203,22 @@ pub fn snapshot(db: &sled::Db) -> Result<Vec<Tree>, sled::Error> {
         out.push((name, entries));
     }
     Ok(out)
+}
+
+/// A backup of a running controller, in the file format: every tree read with submits (the placement lock) and
+/// operation changes (the operations lock) held, so fleets, revisions, desired containers, allocations and
+/// operations agree with each other; observations and heartbeats may be a moment apart (agents report them
+/// again after a restore anyway).
+pub async fn online(state: &std::sync::Arc<crate::state::State>) -> Result<Vec<u8>, sled::Error> {
+    let _submits = state.placement_lock.lock().await;
+    let st = state.clone();
+    let read = tokio::task::spawn_blocking(move || {
+        let _ops = st.ops_lock.lock().unwrap_or_else(|p| p.into_inner());
+        snapshot(st.store.sled_db())
+    })
+    .await
+    .map_err(|e| sled::Error::ReportableBug(format!("backup task: {e}")))??;
+    Ok(encode(&read).0)
 }
 
 fn summary(trees: &[Tree], bytes: usize, sha256: String) -> Summary {

@@ -20,13 +20,16 @@ use crate::store::StoreError;
 /// The templates a fleet revision wants on all nodes, by (fleet, revision, updated_ms), so a pass decodes a
 /// revision's spec once, not on every pass.
 type Wanted = Arc<Vec<(String, Template)>>;
-static CACHE: Mutex<BTreeMap<(String, u64, Millis), Wanted>> = Mutex::new(BTreeMap::new());
+
+/// Per controller ([`State::preseed`]).
+#[derive(Default)]
+pub struct Cache(Mutex<BTreeMap<(String, u64, Millis), Wanted>>);
 
 /// The `seed: all_nodes` templates of the head revision of every fleet: (fleet, template name, template).
 pub fn wanted(state: &State) -> Result<Vec<(String, String, Template)>, StoreError> {
     let mut out = Vec::new();
     let fleets = state.store.fleets()?;
-    let mut cache = CACHE.lock().unwrap_or_else(|p| p.into_inner());
+    let mut cache = state.preseed.0.lock().unwrap_or_else(|p| p.into_inner());
     // forget revisions that are no longer any fleet's head
     let heads: BTreeSet<(String, u64, Millis)> = fleets
         .iter()

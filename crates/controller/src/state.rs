@@ -36,6 +36,8 @@ pub struct State {
     pub placement_lock: tokio::sync::Mutex<()>,
     /// Watch streams per identity, enrolment failures ([`crate::limits`]).
     pub limiter: crate::limits::Limiter,
+    /// The `seed: all_nodes` templates of each fleet's head revision ([`crate::preseed`]).
+    pub preseed: crate::preseed::Cache,
 }
 
 impl State {
@@ -60,6 +62,7 @@ impl State {
             ops_lock: std::sync::Mutex::new(()),
             fleet_locks: Default::default(),
             placement_lock: tokio::sync::Mutex::new(()),
+            preseed: Default::default(),
         })
     }
 
