@@ -274,7 +274,17 @@ pub fn restore(data_dir: &Path, from: &Path, force: bool) -> Result<Summary, Bac
         path: from.to_path_buf(),
         source,
     })?;
-    let (trees, sha256) = decode(&data).map_err(|why| BackupError::Corrupt {
+    restore_bytes(data_dir, &data, from, force)
+}
+
+/// [`restore`] from a backup already read (`from` names it in errors: a file, or an object's URL).
+pub fn restore_bytes(
+    data_dir: &Path,
+    data: &[u8],
+    from: &Path,
+    force: bool,
+) -> Result<Summary, BackupError> {
+    let (trees, sha256) = decode(data).map_err(|why| BackupError::Corrupt {
         path: from.to_path_buf(),
         why,
     })?;

@@ -7,6 +7,7 @@ pub mod agents;
 pub mod audit;
 pub mod authz;
 pub mod backup;
+pub mod backup_s3;
 pub mod config;
 pub mod convert;
 pub mod datadir;
