@@ -144,6 +144,53 @@ async fn a_backup_goes_to_s3_and_comes_back_identical_and_restores() {
     assert_eq!(sa.revisions("dev").unwrap(), sb.revisions("dev").unwrap());
     assert_eq!(sb.secrets("dev").unwrap()["web"], "pw-123456");
 
+    // the same through the binary: `backup --s3` uploads, `restore --from-s3 KEY` takes it back
+    let c = tmp.path().join("c");
+    let toml = |dir: &std::path::Path| {
+        format!(
+            "data_dir = {:?}\nseal_key = {:?}\n[backup.s3]\nendpoint = {:?}\nbucket = \"pxfleet\"\nregion = \"eu-central-1\"\nprefix = \"bin/\"\ncredentials_file = {:?}\n",
+            dir.display().to_string(),
+            key.display().to_string(),
+            moto.endpoint,
+            creds.display().to_string()
+        )
+    };
+    let (ca, cc) = (tmp.path().join("a.toml"), tmp.path().join("c.toml"));
+    std::fs::write(&ca, toml(&a)).unwrap();
+    std::fs::write(&cc, toml(&c)).unwrap();
+    drop((sa, sb));
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_pxcontroller"))
+            .args(args)
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "pxcontroller {args:?}: {text}");
+        text
+    };
+    let out = run(&["backup", "--config", ca.to_str().unwrap(), "--s3"]);
+    let key_name = out
+        .split("--from-s3 ")
+        .nth(1)
+        .and_then(|r| r.split(')').next())
+        .unwrap_or_else(|| panic!("no object key in: {out}"))
+        .to_string();
+    assert!(key_name.starts_with("bin/pxfleet-"), "{out}");
+    run(&[
+        "restore",
+        "--config",
+        cc.to_str().unwrap(),
+        "--from-s3",
+        &key_name,
+    ]);
+    let sc = Store::open_sealed(&c.join("db"), &key).unwrap();
+    assert_eq!(sc.revisions("dev").unwrap().len(), 1);
+    assert_eq!(sc.secrets("dev").unwrap()["web"], "pw-123456");
+
     // a missing object is an error naming its URL
     let err = cfg.get("ctl/nope.pxbackup").await.unwrap_err().to_string();
     assert!(err.contains("/pxfleet/ctl/nope.pxbackup"), "{err}");
