@@ -14,6 +14,43 @@ use serde::Deserialize;
 pub struct BackupConfig {
     /// Where `pxcontroller backup --s3` puts the backup (and `restore --from-s3` takes it from).
     pub s3: Option<S3Config>,
+    /// A backup of the running controller every so often (`30m`, `6h`, `1d`), into `dir` (and to `s3` when
+    /// configured); none when unset ([`crate::backup_schedule`]).
+    pub every: Option<String>,
+    /// Where scheduled backups go; default `DATA_DIR/backups`.
+    pub dir: Option<PathBuf>,
+    /// How many scheduled backups `dir` keeps (the oldest are removed); default 7.
+    pub keep: Option<usize>,
+}
+
+impl BackupConfig {
+    /// The schedule's interval; an error names what is wrong with `every`.
+    pub fn interval(&self) -> Result<Option<std::time::Duration>, String> {
+        let Some(e) = self.every.as_deref() else {
+            return Ok(None);
+        };
+        let e = e.trim();
+        let split = e.find(|c: char| !c.is_ascii_digit()).unwrap_or(e.len());
+        let (n, unit) = e.split_at(split);
+        let n: u64 = n.parse().map_err(|_| {
+            format!("{e:?} is not a duration: expected a number and s, m, h or d, e.g. 6h")
+        })?;
+        let secs = match unit {
+            "s" => n,
+            "m" => n * 60,
+            "h" => n * 3600,
+            "d" => n * 86400,
+            _ => {
+                return Err(format!(
+                    "{e:?} is not a duration: expected a number and s, m, h or d, e.g. 6h"
+                ))
+            }
+        };
+        if secs == 0 {
+            return Err("must be at least 1s".into());
+        }
+        Ok(Some(std::time::Duration::from_secs(secs)))
+    }
 }
 
 /// `[backup.s3]`.
@@ -77,11 +114,15 @@ impl S3Config {
 
     /// The object name for a backup taken at `unix_ms`.
     pub fn key_for(&self, unix_ms: u64) -> String {
+        format!("{}{}", self.prefix, Self::file_name(unix_ms))
+    }
+
+    /// `pxfleet-YYYYMMDDTHHMMSSZ.pxbackup` for a backup taken at `unix_ms`.
+    pub fn file_name(unix_ms: u64) -> String {
         let t = time::OffsetDateTime::from_unix_timestamp((unix_ms / 1000) as i64)
             .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
         format!(
-            "{}pxfleet-{:04}{:02}{:02}T{:02}{:02}{:02}Z.pxbackup",
-            self.prefix,
+            "pxfleet-{:04}{:02}{:02}T{:02}{:02}{:02}Z.pxbackup",
             t.year(),
             u8::from(t.month()),
             t.day(),

@@ -235,6 +235,9 @@ impl Config {
                 ),
             ));
         }
+        if let Err(e) = self.backup.interval() {
+            return Err(invalid("backup.every", e));
+        }
         if self.reconciler.heartbeat_timeout_secs == 0 {
             return Err(invalid(
                 "reconciler.heartbeat_timeout_secs",

@@ -8,6 +8,7 @@ pub mod audit;
 pub mod authz;
 pub mod backup;
 pub mod backup_s3;
+pub mod backup_schedule;
 pub mod config;
 pub mod convert;
 pub mod datadir;
