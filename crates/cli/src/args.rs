@@ -120,6 +120,9 @@ pub enum Command {
     /// Write a fleet.yaml from another tool's files (on stdout; warnings on stderr).
     #[command(subcommand)]
     Import(ImportCommand),
+    /// A backup of the running controller's whole state (admin), in `pxcontroller backup`'s file format: restore
+    /// it with `pxcontroller restore --from FILE` (controller stopped; the same seal key). Secrets stay sealed.
+    Backup(BackupArgs),
 }
 
 #[derive(Debug, Clone, Subcommand)]
@@ -147,6 +150,13 @@ pub struct ImportTerraformArgs {
     /// may be repeated.
     #[arg(long, value_name = "FILE")]
     pub var_file: Vec<PathBuf>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct BackupArgs {
+    /// The file to write (replaced only once the whole backup arrived and its checksum holds).
+    #[arg(long)]
+    pub out: std::path::PathBuf,
 }
 
 #[derive(Debug, Subcommand)]

@@ -62,6 +62,8 @@ pub struct Config {
     pub seal_key: Option<PathBuf>,
     /// Limits against a bad or hostile client ([`crate::limits`]).
     pub limits: crate::limits::LimitsConfig,
+    /// Backup targets ([`crate::backup_s3`]).
+    pub backup: crate::backup_s3::BackupConfig,
 }
 
 impl Default for Config {
@@ -76,6 +78,7 @@ impl Default for Config {
             join_token_ttl_secs: 3600,
             seal_key: None,
             limits: crate::limits::LimitsConfig::default(),
+            backup: Default::default(),
         }
     }
 }
@@ -231,6 +234,9 @@ impl Config {
                     self.vm_ids.first, self.vm_ids.last
                 ),
             ));
+        }
+        if let Err(e) = self.backup.interval() {
+            return Err(invalid("backup.every", e));
         }
         if self.reconciler.heartbeat_timeout_secs == 0 {
             return Err(invalid(

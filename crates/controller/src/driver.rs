@@ -544,6 +544,8 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
         emit(state, &op, "planned");
         planned.push(op);
     }
+    // 2b. templates kept on every ready node (`seed: all_nodes`)
+    crate::preseed::plan(state, &nodes, &w.ops, &mut seeds_now, now, &mut planned)?;
     // 3. dispatch what is due to connected nodes, in creation order, at most `dispatch_window` in flight per
     //    node: the rest wait here, not in the agent's queue, so no deadline runs while they wait.
     let mut in_flight: BTreeMap<&str, u32> = BTreeMap::new();

@@ -1132,6 +1132,32 @@ impl FleetService for FleetApi {
         let entries = crate::audit::entries(&self.state.store, &req.into_inner())?;
         Ok(Response::new(pb::GetAuditResponse { entries }))
     }
+
+    type BackupStream = Pin<Box<dyn Stream<Item = Result<pb::BackupChunk, Status>> + Send>>;
+
+    async fn backup(
+        &self,
+        req: Request<pb::BackupRequest>,
+    ) -> Result<Response<Self::BackupStream>, Status> {
+        let id = who(&req);
+        check_fleet(id.as_ref(), Need::Admin)?;
+        let bytes = crate::backup::online(&self.state)
+            .await
+            .map_err(|e| Status::internal(format!("backup: {e}")))?;
+        tracing::info!(bytes = bytes.len(), "online backup taken");
+        self.state.store.audit(&AuditEntry {
+            time_ms: crate::model::now_ms(),
+            actor: id.as_ref().map(|i| i.uri()).unwrap_or_default(),
+            action: "backup".into(),
+            target: "state".into(),
+            detail: format!("{} bytes", bytes.len()),
+        })?;
+        let chunks: Vec<Result<pb::BackupChunk, Status>> = bytes
+            .chunks(crate::backup::CHUNK)
+            .map(|c| Ok(pb::BackupChunk { data: c.to_vec() }))
+            .collect();
+        Ok(Response::new(Box::pin(futures::stream::iter(chunks))))
+    }
 }
 
 impl FleetApi {

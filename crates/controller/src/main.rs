@@ -69,6 +69,35 @@ enum Cmd {
         #[arg(long, default_value = config::DEFAULT_CONFIG_PATH)]
         config: PathBuf,
     },
+    /// Write the whole controller state (every tree of the store; secrets stay sealed) to a file.
+    ///
+    /// Takes the data dir's lock, so it needs the controller stopped (it refuses a held data dir). The seal
+    /// key and the PKI files are not in the backup: keep copies of them apart.
+    Backup {
+        #[arg(long, default_value = config::DEFAULT_CONFIG_PATH)]
+        config: PathBuf,
+        /// The backup file to write (replaced atomically).
+        #[arg(long, required_unless_present = "s3")]
+        out: Option<PathBuf>,
+        /// Upload it to `[backup.s3]` of the config (as PREFIXpxfleet-TIME.pxbackup), too.
+        #[arg(long)]
+        s3: bool,
+    },
+    /// Restore the state from a backup file into the data dir (the controller stopped; refuses a data dir that
+    /// already has a store unless --force). The file is verified completely before anything is written.
+    Restore {
+        #[arg(long, default_value = config::DEFAULT_CONFIG_PATH)]
+        config: PathBuf,
+        /// The backup file written by `pxcontroller backup`.
+        #[arg(long, required_unless_present = "from_s3")]
+        from: Option<PathBuf>,
+        /// Instead of --from: the object KEY in `[backup.s3]` of the config.
+        #[arg(long, value_name = "KEY", conflicts_with = "from")]
+        from_s3: Option<String>,
+        /// Replace the data dir's existing store.
+        #[arg(long)]
+        force: bool,
+    },
     /// Check a configuration file and exit.
     ValidateConfig { file: PathBuf },
     /// Everything on loopback: a controller, N agents and N simulated PVE nodes, until Ctrl-C.
@@ -188,12 +217,77 @@ async fn run() -> anyhow::Result<()> {
             };
             println!("seal key {}: id {}", path.display(), key.id_hex());
         }
+        Cmd::Backup { config, out, s3 } => {
+            let cfg = Config::load(&config)?;
+            let s3 = match s3 {
+                true => Some(cfg.backup.s3.clone().with_context(|| {
+                    format!("--s3: no [backup.s3] section in {}", config.display())
+                })?),
+                false => None,
+            };
+            let dir = tempfile_dir(&cfg)?;
+            let file = out.clone().unwrap_or_else(|| dir.join("upload.pxbackup"));
+            let s = pxfleet_controller::backup::backup(&cfg.data_dir, &file)?;
+            println!(
+                "backup: {} trees, {} entries, {} bytes, sha256 {}",
+                s.trees, s.entries, s.bytes, s.sha256
+            );
+            if out.is_some() {
+                println!("written to {}", file.display());
+            }
+            if let Some(s3) = s3 {
+                let data = std::fs::read(&file).with_context(|| file.display().to_string())?;
+                let key = s3.key_for(pxfleet_controller::model::now_ms());
+                let uploaded = s3.put(&key, &data).await;
+                if out.is_none() {
+                    let _ = std::fs::remove_file(&file);
+                }
+                uploaded?;
+                println!("uploaded to {} (restore: --from-s3 {key})", s3.url(&key));
+            }
+        }
+        Cmd::Restore {
+            config,
+            from,
+            from_s3,
+            force,
+        } => {
+            let cfg = Config::load(&config)?;
+            let s = match (from, from_s3) {
+                (Some(from), _) => {
+                    pxfleet_controller::backup::restore(&cfg.data_dir, &from, force)?
+                }
+                (None, Some(key)) => {
+                    let s3 = cfg.backup.s3.clone().with_context(|| {
+                        format!("--from-s3: no [backup.s3] section in {}", config.display())
+                    })?;
+                    let data = s3.get(&key).await?;
+                    let url = PathBuf::from(s3.url(&key));
+                    pxfleet_controller::backup::restore_bytes(&cfg.data_dir, &data, &url, force)?
+                }
+                (None, None) => anyhow::bail!("give --from FILE or --from-s3 KEY"),
+            };
+            println!(
+                "restored into {}: {} trees, {} entries (sha256 {}); start pxcontroller with the same seal key",
+                cfg.db_path().display(),
+                s.trees,
+                s.entries,
+                s.sha256
+            );
+        }
         Cmd::ValidateConfig { file } => {
             Config::load(&file)?;
             println!("{}: ok", file.display());
         }
     }
     Ok(())
+}
+
+/// Where a backup bound only for S3 is written first: the data dir's parent would do, the data dir is simplest.
+fn tempfile_dir(cfg: &Config) -> anyhow::Result<PathBuf> {
+    std::fs::create_dir_all(&cfg.data_dir)
+        .with_context(|| format!("data dir {}", cfg.data_dir.display()))?;
+    Ok(cfg.data_dir.clone())
 }
 
 async fn shutdown_signal() {

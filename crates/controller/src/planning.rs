@@ -422,6 +422,7 @@ pub fn prepare(
                         appliance: c.template.clone(),
                     },
                     storage: pxfleet_spec::DEFAULT_TEMPLATE_STORAGE.into(),
+                    seed: Default::default(),
                 }),
             container: pxfleet_spec::Container {
                 password: None,

@@ -41,6 +41,8 @@ pub struct State {
     pub limiter: crate::limits::Limiter,
     /// The queue of hooks to run ([`crate::hooks`]).
     pub hooks: crate::hooks::Hooks,
+    /// The `seed: all_nodes` templates of each fleet's head revision ([`crate::preseed`]).
+    pub preseed: crate::preseed::Cache,
 }
 
 impl State {
@@ -67,6 +69,7 @@ impl State {
             ops_lock: std::sync::Mutex::new(()),
             fleet_locks: Default::default(),
             placement_lock: tokio::sync::Mutex::new(()),
+            preseed: Default::default(),
         })
     }
 

@@ -291,6 +291,11 @@ impl Store {
         Ok(self.secrets.get(fleet.as_bytes())?.map(|v| v.to_vec()))
     }
 
+    /// The underlying database, for a backup's snapshot of every tree ([`crate::backup`]).
+    pub fn sled_db(&self) -> &sled::Db {
+        &self.db
+    }
+
     fn from_db(db: sled::Db) -> Result<Store, StoreError> {
         Ok(Store {
             fleets: db.open_tree("fleets")?,

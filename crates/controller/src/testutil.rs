@@ -16,6 +16,7 @@ pub fn template() -> Template {
             checksum: None,
         },
         storage: "local".into(),
+        seed: Default::default(),
     }
 }
 

@@ -245,6 +245,26 @@ pub struct Template {
     pub source: TemplateSource,
     /// PVE storage (with `vztmpl` content) where the file is cached on each node. Default `local`.
     pub storage: String,
+    /// When nodes get the file: on demand (before the first create that needs it), or kept on every ready node.
+    #[serde(default, skip_serializing_if = "TemplateSeed::is_on_demand")]
+    pub seed: TemplateSeed,
+}
+
+/// `templates.NAME.seed`: when the controller puts a template's file on the nodes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TemplateSeed {
+    /// Before the first create on a node that does not have it (the default).
+    #[default]
+    OnDemand,
+    /// On every ready, uncordoned node, also nodes that join later, whether or not a container is placed there.
+    AllNodes,
+}
+
+impl TemplateSeed {
+    pub fn is_on_demand(&self) -> bool {
+        *self == TemplateSeed::OnDemand
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -28,7 +28,8 @@ pub(crate) const TOP_FIELDS: &[&str] = &[
     "policies",
     "hooks",
 ];
-pub(crate) const TEMPLATE_FIELDS: &[&str] = &["url", "sha256", "sha512", "storage", "pveam"];
+pub(crate) const TEMPLATE_FIELDS: &[&str] =
+    &["url", "sha256", "sha512", "storage", "pveam", "seed"];
 pub(crate) const EXTRA_NET_FIELDS: &[&str] = &[
     "name",
     "bridge",
@@ -621,6 +622,7 @@ impl Cx<'_> {
         let mut sha512 = None;
         let mut storage = None;
         let mut pveam = None;
+        let mut seed = TemplateSeed::OnDemand;
         let mut ok = true;
         for e in es {
             let p = join(path, &e.key);
@@ -676,6 +678,20 @@ impl Cx<'_> {
                             &p,
                             format!("storage {} is not a PVE storage id", quote(&s)),
                             Some("a storage id such as local or nfs-templates"),
+                        );
+                        ok = false;
+                    }
+                    None => ok = false,
+                },
+                "seed" => match self.string(&e.value, &p).as_deref() {
+                    Some("on_demand") => seed = TemplateSeed::OnDemand,
+                    Some("all_nodes") => seed = TemplateSeed::AllNodes,
+                    Some(other) => {
+                        self.err(
+                            e.value.span,
+                            &p,
+                            format!("seed {} is not a seeding mode", quote(other)),
+                            Some("expected on_demand (the default) or all_nodes"),
                         );
                         ok = false;
                     }
@@ -754,6 +770,7 @@ impl Cx<'_> {
                         checksum: Some(checksum),
                     },
                     storage,
+                    seed,
                 })
             }
             (None, Some(appliance)) => {
@@ -764,6 +781,7 @@ impl Cx<'_> {
                 Some(Template {
                     source: TemplateSource::Pveam { appliance },
                     storage,
+                    seed,
                 })
             }
         }
@@ -1813,6 +1831,7 @@ fn inline_template(url: String, templates: &mut BTreeMap<String, Template>) -> S
             checksum: None,
         },
         storage: DEFAULT_TEMPLATE_STORAGE.to_owned(),
+        seed: TemplateSeed::OnDemand,
     };
     let base = url_file_name(&url).to_owned();
     let hash = hex::encode(&sha2::Sha256::digest(url.as_bytes())[..4]);

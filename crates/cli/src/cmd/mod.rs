@@ -2,6 +2,7 @@
 //! arguments and an [`Io`](crate::term::Io), returning the process exit status (or a [`CliError`]).
 
 pub mod audit;
+pub mod backup;
 pub mod describe;
 pub mod destroy;
 pub mod drain;

@@ -81,6 +81,7 @@ pub fn fleet(name: &str, containers: Vec<Container>) -> Fleet {
                     appliance: format!("{t}-standard_amd64.tar.zst"),
                 },
                 storage: "local".to_owned(),
+                seed: Default::default(),
             },
         );
     }
