@@ -111,15 +111,29 @@ async fn all_nodes_templates_are_seeded_everywhere_and_backup_restore_gives_the_
         has_alpine(&c, "mk35")
     })
     .await;
-    // ... and the seed operations are in the fleet's history, one per node
-    let ops = c.operations("seeded").await.unwrap();
-    let mut seeded: Vec<&str> = ops
-        .iter()
-        .filter(|o| o.container.is_empty() && o.state == pb::OperationState::Succeeded as i32)
-        .map(|o| o.node.as_str())
-        .collect();
-    seeded.sort();
-    assert_eq!(seeded, ["mk33", "mk34", "mk35"], "{ops:#?}");
+    // ... and the seed operations are in the fleet's history, one per node (the file can be on the node a moment
+    // before the agent's result reaches the controller: wait for the results)
+    let seeded = || async {
+        let ops = c.operations("seeded").await.unwrap();
+        let mut seeded: Vec<String> = ops
+            .iter()
+            .filter(|o| o.container.is_empty() && o.state == pb::OperationState::Succeeded as i32)
+            .map(|o| o.node.clone())
+            .collect();
+        seeded.sort();
+        (seeded, ops)
+    };
+    wait_until("a succeeded seed operation on each node", UP, || async {
+        let (nodes, _) = seeded().await;
+        if nodes.len() >= 3 {
+            Ok(())
+        } else {
+            Err(format!("succeeded seeds on {nodes:?}"))
+        }
+    })
+    .await;
+    let (nodes, ops) = seeded().await;
+    assert_eq!(nodes, ["mk33", "mk34", "mk35"], "{ops:#?}");
 
     // backup and restore refuse the data dir while the controller runs
     let file = c.dir.path().join("state.pxbackup");

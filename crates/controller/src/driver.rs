@@ -441,6 +441,7 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
     let mut seeds_now = active_seeds.clone();
     let mut planned: Vec<Operation> = Vec::new();
     // 2. the next operation per container
+    let mut vanished_due = Millis::MAX;
     for k in &w.keys {
         let d = w.desired(k);
         let a = w.applied(k);
@@ -485,6 +486,25 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
             }
             continue;
         };
+        // A container that was created and is now observed nowhere is recreated only once it stayed missing for
+        // a grace period: migrated by hand, it is missing from both nodes' reports until the target's agent
+        // observes it, and a create meanwhile fails on PVE's cluster-wide vm_id check (three times, and the
+        // container showed `failed`).
+        let vanished = matches!(next.kind, OperationKind::Create { .. })
+            && o.is_none()
+            && a.is_some_and(|a| d.is_some_and(|d| a.vm_id == d.vm_id));
+        {
+            let mut v = state.vanished.lock().unwrap_or_else(|p| p.into_inner());
+            if vanished {
+                let since = *v.entry(k.clone()).or_insert(now);
+                if now < since + VANISHED_GRACE_MS {
+                    vanished_due = vanished_due.min(since + VANISHED_GRACE_MS);
+                    continue;
+                }
+            } else if !v.is_empty() {
+                v.remove(k);
+            }
+        }
         if let OperationKind::SeedTemplate { name, .. } = &next.kind {
             if !seeds_now.insert((next.node.clone(), name.clone())) {
                 continue; // another container already asked for this template on this node
@@ -586,8 +606,9 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
             emit(state, &op, "dispatched");
         }
     }
-    // what falls due next without any change: a backoff ends, an acknowledgement wait or a deadline passes
-    let mut due = Millis::MAX;
+    // what falls due next without any change: a backoff ends, an acknowledgement wait or a deadline passes, a
+    // vanished container's grace ends
+    let mut due = vanished_due;
     for op in w.ops.iter().map(|o| &**o).chain(&planned) {
         match op.state {
             OpState::Pending if op.not_before_ms > now => due = due.min(op.not_before_ms),
@@ -713,6 +734,9 @@ pub async fn run(state: std::sync::Arc<State>, shutdown: impl Future<Output = ()
         }
     }
 }
+
+/// How long a created container must be missing from every node's report before it is created again.
+pub const VANISHED_GRACE_MS: Millis = 15_000;
 
 /// With nothing changed and nothing due, a pass still runs every this many `interval_ms` ticks.
 const IDLE_PASS_EVERY: u32 = 5;
@@ -1268,6 +1292,31 @@ mod tests {
         assert!(rx.try_recv().is_err());
         assert!(container_rows(&st).unwrap().is_empty());
         assert!(st.store.all_applied().unwrap().is_empty());
+    }
+
+    /// A created container missing from every report (between two nodes while migrated by hand, or deleted
+    /// by hand) is created again only once it stayed missing for the grace period.
+    #[test]
+    fn a_vanished_container_is_recreated_only_after_the_grace_period() {
+        let st = state();
+        let (_, mut rx) = st.sessions.register("n1");
+        submit(&st, vec![web("ubuntu")]);
+        let op = dispatched(&st, &mut rx);
+        finish(&st, &op, true, true);
+        let t0 = now_ms();
+        pass(&st, t0).unwrap();
+        assert!(rx.try_recv().is_err());
+        st.store.set_observed("n1", op.vm_id, None).unwrap();
+        pass(&st, t0 + 1).unwrap();
+        pass(&st, t0 + VANISHED_GRACE_MS - 1_000).unwrap();
+        assert!(
+            ops_in(&mut rx).is_empty(),
+            "no create while it may be between nodes"
+        );
+        pass(&st, t0 + VANISHED_GRACE_MS + 2).unwrap();
+        let again = ops_in(&mut rx);
+        assert_eq!(again.len(), 1, "{again:?}");
+        assert_eq!(again[0].vm_id, op.vm_id, "recreated under its vm_id");
     }
 
     #[test]

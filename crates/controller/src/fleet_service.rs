@@ -449,10 +449,12 @@ impl FleetService for FleetApi {
         }
         if snap.revision > 0
             && !r.retry_failed
-            && prepared.plan.is_empty()
+            && (prepared.plan.is_empty() || !self.has_failed(&name)?)
             && self.unchanged(&fleet, &prepared, &snap)?
         {
-            // Nothing to do and nothing new to record: no revision, no operations.
+            // Nothing new to record: no revision, no operations. Also when the plan is not empty only because
+            // the stored revision is still being applied (a second submit of the same file while the first is in
+            // flight finds nothing to add); a fleet with failed containers is retried by a new revision.
             return Ok(Response::new(pb::SubmitResponse {
                 fleet: name,
                 revision: snap.revision,
@@ -1162,6 +1164,13 @@ impl FleetService for FleetApi {
 
 impl FleetApi {
     /// Whether `prepared` equals what is stored: same placed containers, and no password given that differs.
+    /// Whether a container of `fleet` is stuck failed (a resubmit of the same file retries it).
+    fn has_failed(&self, fleet: &str) -> Result<bool, Status> {
+        Ok(driver::container_rows(&self.state)?
+            .iter()
+            .any(|r| r.fleet == fleet && r.status == crate::model::ContainerStatus::Failed))
+    }
+
     fn unchanged(
         &self,
         source: &Fleet,

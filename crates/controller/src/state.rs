@@ -43,6 +43,10 @@ pub struct State {
     pub hooks: crate::hooks::Hooks,
     /// The `seed: all_nodes` templates of each fleet's head revision ([`crate::preseed`]).
     pub preseed: crate::preseed::Cache,
+    /// Containers that were created and are observed nowhere now, with when the reconciler first saw that: a
+    /// container between two nodes (migrated by hand) is missing from both agents' reports for a moment, so it is
+    /// recreated only once missing for [`crate::driver::VANISHED_GRACE_MS`].
+    pub vanished: std::sync::Mutex<std::collections::HashMap<(String, String), u64>>,
 }
 
 impl State {
@@ -70,6 +74,7 @@ impl State {
             fleet_locks: Default::default(),
             placement_lock: tokio::sync::Mutex::new(()),
             preseed: Default::default(),
+            vanished: Default::default(),
         })
     }
 
