@@ -253,6 +253,53 @@ async fn ready_and_destroyed_hooks_call_the_server_and_failures_are_retried_and_
         1,
         "ready ran once"
     );
+
+    // The operation history keeps every run, also after the containers are gone: `get operations` lists them
+    // as kind `hook`, with the outcome, the attempts and the error.
+    let runs = wait_until("the hook runs in the operation history", UP, || async {
+        let ops = c.pxctl_json(&["get", "operations", "--fleet", "hk"]).await;
+        let runs: Vec<serde_json::Value> = ops
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|o| o["kind"] == "hook")
+            .collect();
+        let deleted = runs
+            .iter()
+            .any(|o| o["reason"] == "hook dns-delete on destroyed" && o["state"] == "succeeded");
+        if deleted {
+            Ok(runs)
+        } else {
+            Err(ops.to_string())
+        }
+    })
+    .await;
+    let run = |reason: &str, container: &str| {
+        runs.iter()
+            .find(|o| o["reason"] == reason && o["container"] == container)
+            .unwrap_or_else(|| panic!("no run {reason} for {container} in {runs:?}"))
+            .clone()
+    };
+    let add_run = run("hook dns-add on ready", "web");
+    assert_eq!(add_run["state"], "succeeded");
+    assert_eq!(add_run["message"], "HTTP 200");
+    assert_eq!(add_run["vm_id"], web.vm_id);
+    assert_eq!(add_run["node"], "mk33");
+    let broken_run = run("hook broken on ready", "other");
+    assert_eq!(broken_run["state"], "failed");
+    assert_eq!(broken_run["attempts"], 3);
+    let error = broken_run["error"].as_str().unwrap();
+    assert!(error.starts_with("HTTP 500"), "{error}");
+    assert!(!error.contains(TOKEN), "{error}");
+    assert_eq!(run("hook note on ready", "web")["state"], "succeeded");
+    let (code, text, _) = c.pxctl(&["get", "operations", "--fleet", "hk"]).await;
+    assert_eq!(code, 0);
+    assert!(
+        text.lines()
+            .any(|l| l.contains("other") && l.contains("hook") && l.contains("failed")),
+        "{text}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

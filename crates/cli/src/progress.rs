@@ -129,6 +129,11 @@ pub async fn follow(client: &mut Client, f: &Follow, out: &mut dyn Write) -> Res
         }
         let mut busy = false;
         for op in &active {
+            // Hook runs are listed with the operations but never hold a submit up (a hook never fails its
+            // container; its result is in `describe container` and `get operations`).
+            if op.kind == pb::OperationKind::Hook as i32 {
+                continue;
+            }
             if !(f.op_ids.contains(&op.op_id) || wanted(&op.container)) {
                 continue;
             }

@@ -704,6 +704,11 @@ impl FleetService for FleetApi {
             .filter(|o| !r.active_only || o.state.is_active())
             .map(convert::operation_info)
             .collect();
+        let runs = crate::hook_runs::list(&self.state, &r.fleet, &r.node, r.active_only)?;
+        if !runs.is_empty() {
+            ops.extend(runs.iter().map(|h| h.to_operation_info()));
+            ops.sort_by_key(|o| o.created_unix_ms);
+        }
         let limit = if r.limit == 0 { 200 } else { r.limit as usize };
         if ops.len() > limit {
             ops.drain(..ops.len() - limit);

@@ -3,8 +3,9 @@
 //! task ([`run`]) takes the jobs off the reconcile path, finds the fleet's hooks in its latest revision and
 //! runs each one (an HTTP request or an argv command) with a deadline per attempt and retries with
 //! exponential backoff. A hook that fails never touches the container's operation. Each attempt's result is
-//! kept in the store's `hooks` tree (shown by `pxctl describe container`) and sent as a fleet event (the
-//! API's `Watch` stream).
+//! kept in the store's `hooks` tree (shown by `pxctl describe container`), recorded in the history of runs
+//! ([`crate::hook_runs`], listed by `pxctl get operations`) and sent as a fleet event (the API's `Watch`
+//! stream).
 //!
 //! Secrets (`${env:NAME}`, `${file:/path}`) are read when the hook runs; their values are never stored,
 //! logged or sent in events: the URL of a request is never logged (it may carry a token), and a server's
@@ -334,12 +335,20 @@ pub async fn run(state: Arc<State>, stop: impl std::future::Future<Output = ()>)
     };
     let limit = Arc::new(tokio::sync::Semaphore::new(CONCURRENCY));
     let mut cache = HashMap::new();
+    let mut pruned_ms = 0;
     tokio::pin!(stop);
     loop {
         let job = tokio::select! {
             _ = &mut stop => return,
             j = rx.recv() => match j { Some(j) => j, None => return },
         };
+        let now = now_ms();
+        if now.saturating_sub(pruned_ms) > 3_600_000 {
+            pruned_ms = now;
+            if let Err(e) = crate::hook_runs::prune(&state, now) {
+                tracing::warn!(error = %e, "old hook runs not pruned");
+            }
+        }
         clear(&state, &job.cx.fleet, &job.cx.name);
         let hooks: Vec<Hook> = fleet_hooks(&state, &job.cx.fleet, &mut cache)
             .iter()
@@ -403,7 +412,9 @@ pub async fn run_hook(state: &State, h: &Hook, job: &Job) {
         error: String::new(),
         detail: String::new(),
     };
+    let started_ms = r.last_attempt_ms;
     put(state, &r);
+    crate::hook_runs::record(state, &job.cx, started_ms, &r);
     let mut backoff = FIRST_BACKOFF;
     for attempt in 1..=max_attempts {
         r.attempts = attempt;
@@ -436,6 +447,7 @@ pub async fn run_hook(state: &State, h: &Hook, job: &Job) {
             }
         }
         put(state, &r);
+        crate::hook_runs::record(state, &job.cx, started_ms, &r);
         emit(state, &job.cx, &r);
         if r.status != "retrying" {
             return;

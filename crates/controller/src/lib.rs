@@ -17,6 +17,7 @@ pub mod dev;
 pub mod drain;
 pub mod driver;
 pub mod fleet_service;
+pub mod hook_runs;
 pub mod hooks;
 pub mod identities;
 pub mod limits;

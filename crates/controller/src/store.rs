@@ -836,6 +836,11 @@ impl Store {
     pub fn hooks_tree(&self) -> Result<sled::Tree, StoreError> {
         Ok(self.db.open_tree("hooks")?)
     }
+
+    /// Every run of a hook, by start time (crate::hook_runs).
+    pub fn hook_runs_tree(&self) -> Result<sled::Tree, StoreError> {
+        Ok(self.db.open_tree("hook_runs")?)
+    }
 }
 
 #[cfg(test)]

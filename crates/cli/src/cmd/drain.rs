@@ -105,9 +105,10 @@ pub async fn run(
             .into_inner()
             .operations;
         let moving = active.iter().any(|o| {
-            r.moves
-                .iter()
-                .any(|m| m.fleet == o.fleet && m.container == o.container)
+            o.kind != pb::OperationKind::Hook as i32
+                && r.moves
+                    .iter()
+                    .any(|m| m.fleet == o.fleet && m.container == o.container)
         });
         if !moving && done + failed == r.moves.len() {
             writeln!(

@@ -75,7 +75,7 @@ pub struct OperationRecord {
     pub container: String,
     pub vm_id: Option<u32>,
     pub node: String,
-    /// create, update, resize, start, stop, destroy, migrate, seed_template.
+    /// create, update, resize, start, stop, destroy, migrate, seed_template, hook.
     pub kind: &'static str,
     /// pending, dispatched, running, succeeded, failed, cancelled.
     pub state: &'static str,
@@ -166,6 +166,7 @@ pub fn op_kind(k: i32) -> &'static str {
         pb::OperationKind::Destroy => "destroy",
         pb::OperationKind::Migrate => "migrate",
         pb::OperationKind::SeedTemplate => "seed_template",
+        pb::OperationKind::Hook => "hook",
     }
 }
 
