@@ -87,6 +87,18 @@ pub enum Command {
     Output(OutputArgs),
     /// Destroy a whole fleet or some of its containers.
     Destroy(DestroyArgs),
+    /// Take a container that exists without pxfleet (made by hand, by Terraform) under management where it is.
+    ///
+    /// Reads the container's configuration as its node reports it, adds an entry with `adopt: true`
+    /// and the container's own values to FILE (under `containers:`; the file is only written when the
+    /// controller's plan of the result is valid), then submits FILE like `pxctl submit`: the plan shows
+    /// `will be adopted` and asks. vm_id, MACs, addresses and data are kept; nothing is recreated.
+    ///
+    ///   pxctl adopt fleet.yaml --node pve1 --vm-id 105 --name legacy
+    ///
+    /// Containers pxfleet can adopt are listed by `pxctl get unmanaged [--node N]`.
+    #[command(verbatim_doc_comment)]
+    Adopt(AdoptArgs),
     /// Start containers of a fleet (all by default) and keep them running (`state: running`).
     Start(PowerArgs),
     /// Stop containers of a fleet (all by default) and keep them stopped (`state: stopped`).
@@ -297,12 +309,38 @@ pub struct SubmitArgs {
     pub retry_failed: bool,
 }
 
+#[derive(Debug, Clone, Args)]
+pub struct AdoptArgs {
+    /// The fleet file to add the container to (its `fleet:` is the fleet it joins).
+    pub file: PathBuf,
+    /// The node the container is on.
+    #[arg(long)]
+    pub node: String,
+    /// Its vm_id.
+    #[arg(long)]
+    pub vm_id: u32,
+    /// Its name in the fleet (default: its hostname).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Do not ask for confirmation before submitting.
+    #[arg(short = 'y', long)]
+    pub yes: bool,
+    /// Return once the controller accepted the submission, without following progress.
+    #[arg(long)]
+    pub no_wait: bool,
+    /// Give up following progress after this long (e.g. 90s, 30m, 2h).
+    #[arg(long, value_parser = parse_duration, default_value = "1h")]
+    pub timeout: Duration,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum GetKind {
     Nodes,
     Containers,
     Operations,
     Fleets,
+    /// Containers on the nodes without pxfleet's mark (what `pxctl adopt` can take over).
+    Unmanaged,
 }
 
 #[derive(Debug, Clone, Args)]

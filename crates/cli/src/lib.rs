@@ -45,6 +45,7 @@ pub async fn run(client: &mut Client, command: &Command, io: &mut Io<'_>) -> Res
         Command::Describe(c) => cmd::describe::run(client, c, io).await,
         Command::Output(a) => cmd::output::run(client, a, io).await,
         Command::Destroy(a) => cmd::destroy::run(client, a, io).await,
+        Command::Adopt(a) => cmd::adopt::run(client, a, io).await,
         Command::Start(a) => cmd::power::run(client, a, pb::PowerAction::Start, io).await,
         Command::Stop(a) => cmd::power::run(client, a, pb::PowerAction::Stop, io).await,
         Command::Restart(a) => cmd::power::run(client, a, pb::PowerAction::Restart, io).await,

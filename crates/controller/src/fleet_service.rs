@@ -1165,6 +1165,16 @@ impl FleetService for FleetApi {
             .collect();
         Ok(Response::new(Box::pin(futures::stream::iter(chunks))))
     }
+
+    async fn get_unmanaged(
+        &self,
+        req: Request<pb::GetUnmanagedRequest>,
+    ) -> Result<Response<pb::GetUnmanagedResponse>, Status> {
+        check_fleet(who(&req).as_ref(), Need::Read)?;
+        let r = req.into_inner();
+        let containers = crate::adopt::unmanaged(&self.state.store.all_observed_shared()?, &r.node);
+        Ok(Response::new(pb::GetUnmanagedResponse { containers }))
+    }
 }
 
 impl FleetApi {

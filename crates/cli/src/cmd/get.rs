@@ -39,6 +39,16 @@ pub async fn run(client: &mut Client, args: &GetArgs, io: &mut Io<'_>) -> Result
             let rs: Vec<OperationRecord> = ops.iter().map(Into::into).collect();
             render::operations(args.format, &rs)
         }
+        GetKind::Unmanaged => {
+            let us = client
+                .api
+                .get_unmanaged(pb::GetUnmanagedRequest { node })
+                .await?
+                .into_inner()
+                .containers;
+            let rs: Vec<render::UnmanagedRecord> = us.iter().map(Into::into).collect();
+            render::unmanaged(args.format, &rs)
+        }
         GetKind::Fleets => {
             let fs = client
                 .api

@@ -1,6 +1,7 @@
 //! The client commands, one module each; every command is an async function taking a [`Client`], its
 //! arguments and an [`Io`](crate::term::Io), returning the process exit status (or a [`CliError`]).
 
+pub mod adopt;
 pub mod audit;
 pub mod backup;
 pub mod describe;

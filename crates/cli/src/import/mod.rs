@@ -8,7 +8,7 @@
 //! With a state file ([`state`]), vm_ids, nodes and MAC addresses of the existing containers are pinned.
 
 mod bpg;
-mod emit;
+pub mod emit;
 mod hcl;
 pub mod state;
 mod types;

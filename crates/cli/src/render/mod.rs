@@ -533,6 +533,53 @@ pub fn fleets(format: ListFormat, rs: &[FleetRecord]) -> String {
     )
 }
 
+/// A container without pxfleet's mark as `get unmanaged -o json` prints it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct UnmanagedRecord {
+    pub node: String,
+    pub vm_id: u32,
+    pub hostname: String,
+    /// running or stopped.
+    pub state: &'static str,
+    /// `lock:` of its config (create, migrate, ...) or null.
+    pub lock: Option<String>,
+}
+
+impl From<&pb::UnmanagedContainer> for UnmanagedRecord {
+    fn from(u: &pb::UnmanagedContainer) -> Self {
+        UnmanagedRecord {
+            node: u.node.clone(),
+            vm_id: u.vm_id,
+            hostname: u.hostname.clone(),
+            state: if u.running { "running" } else { "stopped" },
+            lock: some(&u.lock),
+        }
+    }
+}
+
+fn unmanaged_table(rs: &[UnmanagedRecord]) -> Table {
+    let mut t = Table::new(&["node", "vm_id", "hostname", "state", "lock"]);
+    for r in rs {
+        t.row(vec![
+            r.node.clone(),
+            r.vm_id.to_string(),
+            r.hostname.clone(),
+            r.state.to_string(),
+            opt(&r.lock),
+        ]);
+    }
+    t
+}
+
+pub fn unmanaged(format: ListFormat, rs: &[UnmanagedRecord]) -> String {
+    emit(
+        format,
+        rs,
+        unmanaged_table,
+        "No containers without pxfleet's mark.",
+    )
+}
+
 pub fn history(format: ListFormat, rs: &[RevisionRecord]) -> String {
     emit(format, rs, history_table, "No revisions.")
 }
