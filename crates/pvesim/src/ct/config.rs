@@ -13,7 +13,7 @@ use super::{
 use crate::ctconf::CtConf;
 use crate::error::{Result, SimError};
 use crate::node::Node;
-use crate::schema::{self};
+use crate::schema;
 use crate::storage;
 use crate::task::{self, TaskOutcome};
 

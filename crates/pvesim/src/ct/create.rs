@@ -14,7 +14,7 @@ use super::{
 use crate::ctconf::CtConf;
 use crate::error::{Result, SimError};
 use crate::faults;
-use crate::lock::{self};
+use crate::lock;
 use crate::node::Node;
 use crate::storage;
 use crate::task::{self, now, TaskLog, TaskOutcome};

@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use super::values::{is_net_key, parse_prop};
 use super::{read_conf, runtime, save_runtime};
 use crate::error::Result;
-use crate::lock::{self};
+use crate::lock;
 use crate::node::Node;
 
 /// `chpasswd` inside a running CT (memory backend): every non-blank stdin line must be `user:password` for a

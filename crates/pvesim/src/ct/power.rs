@@ -13,7 +13,7 @@ use super::{
 };
 use crate::ctconf::CtConf;
 use crate::error::{Result, SimError};
-use crate::lock::{self};
+use crate::lock;
 use crate::node::{write_file, Node};
 use crate::task::{self, now, TaskOutcome};
 

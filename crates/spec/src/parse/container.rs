@@ -4,7 +4,7 @@
 
 use std::net::IpAddr;
 
-use super::input::*;
+use super::input::{ContainerInput, FeaturesInput, NetInput, TemplateChoice};
 use super::{
     join, leaf, quote, Cx, CONSTRAINT_FIELDS, CONTAINER_FIELDS, DNS_FIELDS, EXTRA_NET_FIELDS,
     FEATURE_FIELDS, MAX_DESCRIPTION_BYTES, MAX_INTERFACES, NOT_DEFAULTABLE, STARTUP_FIELDS,

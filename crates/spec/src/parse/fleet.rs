@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::input::*;
+use super::input::ContainerInput;
 use super::{join, quote, Cx, TOP_FIELDS};
 use crate::model::*;
 use crate::syntax;

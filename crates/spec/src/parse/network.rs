@@ -6,7 +6,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use ipnet::{Ipv4Net, Ipv6Net};
 
-use super::input::*;
+use super::input::{Gw, Ip6Spec, IpSpec, NetInput};
 use super::{join, quote, Cx};
 use crate::model::*;
 use crate::syntax;

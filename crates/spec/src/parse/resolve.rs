@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::input::*;
+use super::input::{ContainerInput, StartupInput, TemplateChoice};
 use super::templates::inline_template;
 use super::{join, quote, Cx};
 use crate::diag::did_you_mean;
