@@ -13,25 +13,27 @@
 //! Operation timings (`dispatched_ms`, `finished_ms`) are not in the FleetService API; they are read from the
 //! controller's own store after it has been stopped gracefully at the end of the run.
 
+mod agents;
 pub mod controller;
 pub mod figures;
 pub mod procstat;
+mod report;
 pub mod sim;
+mod waits;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use pxfleet_agent::AgentConfig;
 use pxfleet_proto::v1 as pb;
-use pxfleet_proto::v1::fleet_service_client::FleetServiceClient;
-use pxfleet_tls::{Bundle, BundlePaths, Ca, Identity};
-use serde::Serialize;
-use tokio::task::JoinHandle;
-use tonic::transport::Channel;
+use pxfleet_tls::{Bundle, BundlePaths, Ca};
 
 use crate::controller::Controller;
-use crate::figures::{DispatchFigures, LatencyFigures, OpRecord};
-use crate::sim::{LatencyModel, SimNode};
+use crate::figures::OpRecord;
+use crate::sim::LatencyModel;
+
+use agents::start_agents;
+pub use report::{render, Report};
+use waits::{api, is_up, now_ms, stall_summary, wait_nodes_ready};
 
 /// The template every benchmark container uses (pre-seeded on every simulated node).
 pub const TEMPLATE_FILE: &str = "debian-13-standard_13.6-1_amd64.tar.zst";
@@ -113,51 +115,6 @@ impl BenchOptions {
     }
 }
 
-/// The figures of one run. Times in seconds unless the name says otherwise.
-#[derive(Debug, Clone, Serialize)]
-pub struct Report {
-    pub nodes: usize,
-    pub containers: usize,
-    pub create_ms: u64,
-    pub start_ms: u64,
-    pub destroy_ms: u64,
-    pub parallelism: usize,
-    /// Controller start, N agents connected and `ready`.
-    pub setup_secs: f64,
-    /// The Submit call itself (planning, scheduling, storing).
-    pub submit_secs: f64,
-    /// Submit sent -> the client saw every container running with an address (polled).
-    pub all_running_secs: f64,
-    /// Submit sent -> the last operation finished, from the controller's records.
-    pub converged_secs: f64,
-    pub dispatch: DispatchFigures,
-    /// (finished - dispatched) minus the simulated PVE time, succeeded operations.
-    pub op_latency: LatencyFigures,
-    /// Finished minus the finish an ideal node would reach (operations in dispatch order on `parallelism`
-    /// slots taking exactly their simulated time): the delay added by pxfleet, not by queueing on the node.
-    pub op_delay_beyond_ideal: LatencyFigures,
-    /// The shortest wall time the latency model allows.
-    pub critical_path_secs: f64,
-    /// converged_secs / critical_path_secs.
-    pub overhead_ratio: f64,
-    pub operations: usize,
-    pub operations_failed: usize,
-    pub controller_peak_rss_mib: f64,
-    /// Controller CPU from submit to all running.
-    pub controller_cpu_submit_secs: f64,
-    /// Controller CPU over its whole life (start, connects, submit, idle).
-    pub controller_cpu_total_secs: f64,
-    pub idle_secs: f64,
-    /// Controller CPU while all agents sat idle, in percent of one core.
-    pub idle_cpu_percent: f64,
-    /// This process (all agents and simulated nodes) at the end.
-    pub bench_peak_rss_mib: f64,
-    /// CPU this process (all agents and simulated nodes) used from submit to all running.
-    pub bench_cpu_submit_secs: f64,
-    /// The kept work directory, if any.
-    pub work_dir: Option<PathBuf>,
-}
-
 /// The fleet file: `containers` containers `c00000`, `c00001`, ... with small defaults.
 pub fn fleet_yaml(containers: usize) -> String {
     let mut s = format!(
@@ -188,183 +145,6 @@ fn grpc(call: &'static str) -> impl FnOnce(tonic::Status) -> BenchError {
 
 fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)
-}
-
-/// The agents running in this process; dropping it (or [`Agents::stop`]) ends them.
-struct Agents {
-    stop: tokio::sync::watch::Sender<bool>,
-    tasks: Vec<JoinHandle<()>>,
-}
-
-impl Agents {
-    async fn stop(self) {
-        let _ = self.stop.send(true);
-        for t in self.tasks {
-            let _ = tokio::time::timeout(Duration::from_secs(10), t).await;
-        }
-    }
-}
-
-/// Starts one agent session per node in this process, each with its own node certificate from `ca`.
-fn start_agents(
-    opts: &BenchOptions,
-    url: &str,
-    ca: &Ca,
-    root: &Path,
-    template_dir: &Path,
-) -> Result<Agents, BenchError> {
-    let (stop, stop_rx) = tokio::sync::watch::channel(false);
-    let mut tasks = Vec::with_capacity(opts.nodes);
-    for name in node_names(opts.nodes) {
-        let creds = ca.issue_client(
-            &Identity::node(&name)?,
-            pxfleet_tls::DEFAULT_CLIENT_VALIDITY,
-        )?;
-        let bundle = creds.into_bundle(ca.cert_pem());
-        let tls = pxfleet_tls::client_config(&bundle)?;
-        let dir = root.join("agents").join(&name);
-        let mut config = AgentConfig::new(url, &name, &dir);
-        config.state_dir = dir;
-        config.parallelism = opts.parallelism;
-        config.address_wait_secs = 5;
-        let driver = SimNode::new(
-            &name,
-            opts.latency,
-            template_dir.to_path_buf(),
-            vec![TEMPLATE_FILE.to_string()],
-        );
-        let mut rx = stop_rx.clone();
-        tasks.push(tokio::spawn(async move {
-            let shutdown = async move {
-                let _ = rx.wait_for(|v| *v).await;
-            };
-            if let Err(e) = pxfleet_agent::run_with(config, driver, tls, shutdown).await {
-                tracing::error!(node = %name, error = %e, "agent stopped");
-            }
-        }));
-    }
-    Ok(Agents { stop, tasks })
-}
-
-async fn api(url: &str, admin: &Bundle) -> Result<FleetServiceClient<Channel>, BenchError> {
-    let tls = pxfleet_tls::client_config(admin)?;
-    let channel = pxfleet_tls::connect(url, tls).await?;
-    Ok(FleetServiceClient::new(channel)
-        .max_decoding_message_size(MAX_MESSAGE)
-        .max_encoding_message_size(MAX_MESSAGE))
-}
-
-async fn wait_nodes_ready(
-    api: &mut FleetServiceClient<Channel>,
-    n: usize,
-    timeout: Duration,
-    log: &Path,
-) -> Result<(), BenchError> {
-    let deadline = Instant::now() + timeout;
-    let mut last = String::new();
-    while Instant::now() < deadline {
-        match api.get_nodes(pb::GetNodesRequest {}).await {
-            Ok(r) => {
-                let ready = r
-                    .into_inner()
-                    .nodes
-                    .iter()
-                    .filter(|n| n.status == pb::NodeStatus::Ready as i32)
-                    .count();
-                if ready >= n {
-                    return Ok(());
-                }
-                last = format!("{ready} of {n} nodes ready");
-            }
-            Err(e) => last = e.to_string(),
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    Err(BenchError::Setup {
-        what: format!("{n} nodes ready within {} s", timeout.as_secs()),
-        message: format!("{last}; controller log:\n{}", controller::tail(log, 20)),
-    })
-}
-
-fn is_up(c: &pb::ContainerInfo) -> bool {
-    c.state == pb::ContainerState::Running as i32
-        && !c.node.is_empty()
-        && c.vm_id != 0
-        && !c.addresses.is_empty()
-}
-
-/// What is not running yet, for the stall report: counts by state, the active operations by node and state,
-/// and the first few stuck operations.
-async fn stall_summary(
-    api: &mut FleetServiceClient<Channel>,
-    running: Option<usize>,
-    total: usize,
-) -> String {
-    let mut s = match running {
-        Some(r) => format!("{r} of {total} containers running; "),
-        None => String::new(),
-    };
-    match api
-        .get_operations(pb::GetOperationsRequest {
-            fleet: String::new(),
-            active_only: true,
-            limit: 100_000,
-            ..Default::default()
-        })
-        .await
-    {
-        Ok(r) => {
-            let ops = r.into_inner().operations;
-            let mut by_state: std::collections::BTreeMap<String, usize> = Default::default();
-            let mut by_node: std::collections::BTreeMap<String, usize> = Default::default();
-            for o in &ops {
-                let st = pb::OperationState::try_from(o.state)
-                    .map(|s| s.as_str_name().to_string())
-                    .unwrap_or_else(|_| o.state.to_string());
-                *by_state.entry(st).or_default() += 1;
-                *by_node.entry(o.node.clone()).or_default() += 1;
-            }
-            s.push_str(&format!(
-                "{} active operations by state {by_state:?} on {} nodes; ",
-                ops.len(),
-                by_node.len()
-            ));
-            let mut nodes: Vec<(&String, &usize)> = by_node.iter().collect();
-            nodes.sort_by(|a, b| b.1.cmp(a.1));
-            s.push_str(&format!(
-                "busiest nodes {:?}; oldest: ",
-                nodes.iter().take(5).collect::<Vec<_>>()
-            ));
-            for o in ops.iter().take(5) {
-                s.push_str(&format!(
-                    "[{} {} on {} vm_id {} state {} attempts {} created {} updated {} msg {:?} err {:?}] ",
-                    o.op_id,
-                    pb::OperationKind::try_from(o.kind)
-                        .map(|k| k.as_str_name())
-                        .unwrap_or("?"),
-                    o.node,
-                    o.vm_id,
-                    pb::OperationState::try_from(o.state)
-                        .map(|k| k.as_str_name())
-                        .unwrap_or("?"),
-                    o.attempts,
-                    o.created_unix_ms,
-                    o.updated_unix_ms,
-                    o.message,
-                    o.error
-                ));
-            }
-        }
-        Err(e) => s.push_str(&format!("GetOperations failed: {e}")),
-    }
-    s
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 /// Reads the controller's operation records (after it has stopped: sled holds a lock while it runs).
@@ -624,104 +404,6 @@ async fn run_in(
         bench_cpu_submit_secs: (own1 - own0).as_secs_f64(),
         work_dir: None,
     })
-}
-
-/// The report as aligned text, one figure a line.
-pub fn render(r: &Report) -> String {
-    let mut s = String::new();
-    let mut line = |k: &str, v: String| s.push_str(&format!("{k:<34} {v}\n"));
-    line(
-        "run",
-        format!(
-            "{} containers over {} nodes; create {} ms, start {} ms, destroy {} ms; {} ops/node at once",
-            r.containers, r.nodes, r.create_ms, r.start_ms, r.destroy_ms, r.parallelism
-        ),
-    );
-    line(
-        "setup (controller + nodes ready)",
-        format!("{:.2} s", r.setup_secs),
-    );
-    line("submit call", format!("{:.2} s", r.submit_secs));
-    line(
-        "all running (client view)",
-        format!("{:.2} s", r.all_running_secs),
-    );
-    line(
-        "converged (controller records)",
-        format!("{:.2} s", r.converged_secs),
-    );
-    line(
-        "critical path (latency model)",
-        format!("{:.2} s", r.critical_path_secs),
-    );
-    line(
-        "overhead (converged / critical)",
-        if r.critical_path_secs > 0.0 {
-            format!("{:.3}x", r.overhead_ratio)
-        } else {
-            "n/a (the latency model takes no time)".into()
-        },
-    );
-    line(
-        "dispatches",
-        format!(
-            "{} within {:.2} s of the submit: {:.0}/s; peak {} in one 1 s window; first to last {:.2} s",
-            r.dispatch.dispatched,
-            r.dispatch.since_submit_secs,
-            r.dispatch.per_sec_since_submit,
-            r.dispatch.peak_1s,
-            r.dispatch.span_secs
-        ),
-    );
-    line(
-        "op latency beyond PVE time",
-        format!(
-            "p50 {} ms, p99 {} ms, max {} ms ({} ops)",
-            r.op_latency.p50_ms, r.op_latency.p99_ms, r.op_latency.max_ms, r.op_latency.count
-        ),
-    );
-    line(
-        "op delay beyond an ideal node",
-        format!(
-            "p50 {} ms, p99 {} ms, max {} ms",
-            r.op_delay_beyond_ideal.p50_ms,
-            r.op_delay_beyond_ideal.p99_ms,
-            r.op_delay_beyond_ideal.max_ms
-        ),
-    );
-    line(
-        "operations",
-        format!("{} ({} failed attempts)", r.operations, r.operations_failed),
-    );
-    line(
-        "controller peak RSS",
-        format!("{:.1} MiB", r.controller_peak_rss_mib),
-    );
-    line(
-        "controller CPU",
-        format!(
-            "{:.2} s during submit->running, {:.2} s total",
-            r.controller_cpu_submit_secs, r.controller_cpu_total_secs
-        ),
-    );
-    line(
-        "controller CPU, agents idle",
-        format!(
-            "{:.2} % of one core over {:.0} s",
-            r.idle_cpu_percent, r.idle_secs
-        ),
-    );
-    line(
-        "bench process (all agents)",
-        format!(
-            "peak RSS {:.1} MiB, CPU {:.2} s during submit->running",
-            r.bench_peak_rss_mib, r.bench_cpu_submit_secs
-        ),
-    );
-    if let Some(d) = &r.work_dir {
-        line("work directory (kept)", d.display().to_string());
-    }
-    s
 }
 
 /// The `pxcontroller` next to the running executable (target/release/ when the bench is built there).

@@ -10,8 +10,11 @@
 mod bpg;
 pub mod emit;
 mod hcl;
+mod pin;
+mod resources;
 pub mod state;
 mod types;
+mod variables;
 
 use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
@@ -22,6 +25,9 @@ use serde_json::{json, Value};
 pub use self::hcl::Loc;
 use self::hcl::{blocks, label, load_dir, resolve_locals, Scope, TfFile};
 use emit::Ct;
+use pin::apply_state;
+use resources::collect;
+use variables::{ancestor_decl, variables};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
@@ -133,65 +139,6 @@ fn fleet_name(dir: &Path) -> String {
     } else {
         s
     }
-}
-
-/// A declared variable's type and default value, from `variable "NAME" {}` blocks.
-struct VarDecl<'a> {
-    file: &'a TfFile,
-    block: &'a ::hcl::edit::structure::Block,
-    ty: types::Ty,
-    default: Option<HclValue>,
-}
-
-fn variables(files: &[TfFile]) -> Vec<(String, VarDecl<'_>)> {
-    let empty = Scope::default();
-    blocks(files, "variable")
-        .map(|(f, b)| {
-            let ty = b
-                .body
-                .get_attribute("type")
-                .map(|a| types::parse(&a.value.clone().into()))
-                .unwrap_or(types::Ty::Plain);
-            let default = b
-                .body
-                .get_attribute("default")
-                .and_then(|a| empty.eval(&a.value).ok());
-            (
-                label(b, 0).to_string(),
-                VarDecl {
-                    file: f,
-                    block: b,
-                    ty,
-                    default,
-                },
-            )
-        })
-        .collect()
-}
-
-/// The same variable declared in a `variables.tf` of a directory above `dir` (a project's root module):
-/// its type may carry defaults the module's own declaration lacks.
-fn ancestor_decl(dir: &Path, name: &str) -> Option<(types::Ty, Loc)> {
-    let abs = std::fs::canonicalize(dir).ok()?;
-    for up in abs.ancestors().skip(1).take(3) {
-        let p = up.join("variables.tf");
-        if !p.is_file() {
-            continue;
-        }
-        let shown = pathdiff(&p, dir);
-        let Ok(f) = TfFile::parse(&p, shown) else {
-            continue;
-        };
-        let files = [f];
-        let found = variables(&files)
-            .into_iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, d)| (d.ty, d.file.loc(d.block)));
-        if found.is_some() {
-            return found;
-        }
-    }
-    None
 }
 
 /// `target` as seen from `dir` when the directory was given relative (`../../variables.tf`), else absolute.
@@ -551,153 +498,6 @@ fn shell_quote(s: &str) -> String {
             .replace('\'', "\\'")
             .replace('\n', "\\n")
     )
-}
-
-/// Every container resource of `files`, per `for_each` entry.
-fn collect(
-    files: &[TfFile],
-    scope: &Scope,
-    cx: &bpg::Cx<'_>,
-    notes: &mut Notes,
-    out: &mut Vec<Ct>,
-    privileged: &mut bool,
-) {
-    for (f, r) in blocks(files, "resource") {
-        let kind = label(r, 0);
-        let rname = label(r, 1);
-        if kind != bpg::CONTAINER {
-            if !matches!(kind, bpg::DOWNLOAD | "random_password") {
-                notes.add(
-                    f.loc(r),
-                    format!(
-                        "resource {kind}.{rname}: not imported (pxfleet manages LXC containers)"
-                    ),
-                );
-            }
-            continue;
-        }
-        if let Some(c) = r.body.get_attribute("count") {
-            notes.add(
-                f.loc(c),
-                format!("{kind}.{rname}: `count` is not imported: write `for_each` over a map, or the containers by hand"),
-            );
-            continue;
-        }
-        let entries: Vec<(String, HclValue)> = match r.body.get_attribute("for_each") {
-            None => vec![(rname.replace('_', "-"), HclValue::Null)],
-            Some(fe) => {
-                match scope.eval(&fe.value) {
-                    Ok(HclValue::Object(m)) => m.into_iter().collect(),
-                    Ok(HclValue::Array(a)) => a
-                        .into_iter()
-                        .filter_map(|v| v.as_str().map(|s| (s.to_string(), v.clone())))
-                        .collect(),
-                    Ok(other) => {
-                        notes.add(
-                        f.loc(fe),
-                        format!("{kind}.{rname}: for_each is {other:?}, not a map or set: not imported"),
-                    );
-                        continue;
-                    }
-                    Err(why) => {
-                        let src = f.source(&fe.value);
-                        let mut because = why;
-                        for (n, loc, what) in cx.unresolved {
-                            if src.contains(&format!("var.{n}")) {
-                                because = format!("`var.{n}` is {what} at {loc}");
-                            }
-                        }
-                        notes.add(
-                        f.loc(fe),
-                        format!("{kind}.{rname}: for_each = {src} is not static ({because}): not imported"),
-                    );
-                        continue;
-                    }
-                }
-            }
-        };
-        for (key, value) in entries {
-            let mut s = scope.clone();
-            if !value.is_null() {
-                s.each = Some((HclValue::from(key.clone()), value));
-            }
-            let (ct, p) = bpg::container(f, r, &s, cx, &key, notes);
-            *privileged |= p;
-            out.push(ct);
-        }
-    }
-}
-
-fn apply_state(st: &[state::StateCt], containers: &mut [Ct], notes: &mut Notes, file: &str) {
-    let mut used = vec![false; containers.len()];
-    for s in st {
-        let found = containers
-            .iter()
-            .position(|c| s.key.as_deref() == Some(c.key.as_str()))
-            .or_else(|| {
-                containers.iter().position(|c| {
-                    s.vm_id.is_some() && c.get("vm_id").and_then(Value::as_u64) == s.vm_id
-                })
-            })
-            .or_else(|| {
-                containers.iter().position(|c| {
-                    s.hostname.is_some()
-                        && c.get("hostname").and_then(Value::as_str) == s.hostname.as_deref()
-                })
-            });
-        let Some(i) = found.filter(|i| !used[*i]) else {
-            notes.push(
-                None,
-                format!(
-                    "{file}: {} (vm_id {}, node {}): no container of the configuration matches it: not imported",
-                    s.address,
-                    s.vm_id.map(|v| v.to_string()).unwrap_or("?".into()),
-                    s.node.as_deref().unwrap_or("?")
-                ),
-            );
-            continue;
-        };
-        used[i] = true;
-        let c = &mut containers[i];
-        if let Some(v) = s.vm_id {
-            if let Some(cur) = c.get("vm_id").and_then(Value::as_u64) {
-                if cur != v {
-                    notes.push(None, format!("{file}: {}: vm_id is {v} in the state, {cur} in the configuration: the state's is kept (the container exists)", s.address));
-                }
-            }
-            c.set("vm_id", json!(v));
-        }
-        if let Some(n) = &s.node {
-            if let Some(cur) = c.get("node").and_then(Value::as_str) {
-                if cur != n {
-                    notes.push(None, format!("{file}: {}: node is {n} in the state, {cur} in the configuration: the state's is kept (the container runs there)", s.address));
-                }
-            }
-            c.set("node", json!(n));
-        }
-        for (idx, mac) in s.macs.iter().enumerate() {
-            let Some(mac) = mac else { continue };
-            if idx == 0 {
-                c.set("mac_address", json!(mac.to_ascii_uppercase()));
-            } else if let Some(Value::Array(extra)) = c.get("extra_interfaces").cloned() {
-                let mut extra = extra;
-                if let Some(Value::Object(m)) = extra.get_mut(idx - 1) {
-                    m.insert("mac_address".into(), json!(mac.to_ascii_uppercase()));
-                }
-                c.set("extra_interfaces", Value::Array(extra));
-            }
-        }
-        c.notes.push(format!(
-            "in the state as {}: vm_id, node and MAC kept",
-            s.address
-        ));
-    }
-    for (i, c) in containers.iter_mut().enumerate() {
-        if !used[i] {
-            c.notes
-                .push("not in the state: pxfleet creates it".to_string());
-        }
-    }
 }
 
 /// `pxctl import terraform`: the fleet on `out`, warnings on `err`; the exit status.

@@ -1,0 +1,68 @@
+//! The simulated nodes' agents: one real agent session per node in this process, each with its
+//! own node certificate, stopped together.
+
+use std::path::Path;
+use std::time::Duration;
+
+use pxfleet_agent::AgentConfig;
+use pxfleet_tls::{Ca, Identity};
+use tokio::task::JoinHandle;
+
+use super::{node_names, BenchError, BenchOptions, TEMPLATE_FILE};
+use crate::sim::SimNode;
+
+/// The agents running in this process; dropping it (or [`Agents::stop`]) ends them.
+pub(super) struct Agents {
+    stop: tokio::sync::watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Agents {
+    pub(super) async fn stop(self) {
+        let _ = self.stop.send(true);
+        for t in self.tasks {
+            let _ = tokio::time::timeout(Duration::from_secs(10), t).await;
+        }
+    }
+}
+
+/// Starts one agent session per node in this process, each with its own node certificate from `ca`.
+pub(super) fn start_agents(
+    opts: &BenchOptions,
+    url: &str,
+    ca: &Ca,
+    root: &Path,
+    template_dir: &Path,
+) -> Result<Agents, BenchError> {
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
+    let mut tasks = Vec::with_capacity(opts.nodes);
+    for name in node_names(opts.nodes) {
+        let creds = ca.issue_client(
+            &Identity::node(&name)?,
+            pxfleet_tls::DEFAULT_CLIENT_VALIDITY,
+        )?;
+        let bundle = creds.into_bundle(ca.cert_pem());
+        let tls = pxfleet_tls::client_config(&bundle)?;
+        let dir = root.join("agents").join(&name);
+        let mut config = AgentConfig::new(url, &name, &dir);
+        config.state_dir = dir;
+        config.parallelism = opts.parallelism;
+        config.address_wait_secs = 5;
+        let driver = SimNode::new(
+            &name,
+            opts.latency,
+            template_dir.to_path_buf(),
+            vec![TEMPLATE_FILE.to_string()],
+        );
+        let mut rx = stop_rx.clone();
+        tasks.push(tokio::spawn(async move {
+            let shutdown = async move {
+                let _ = rx.wait_for(|v| *v).await;
+            };
+            if let Err(e) = pxfleet_agent::run_with(config, driver, tls, shutdown).await {
+                tracing::error!(node = %name, error = %e, "agent stopped");
+            }
+        }));
+    }
+    Ok(Agents { stop, tasks })
+}

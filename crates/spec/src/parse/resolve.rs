@@ -1,0 +1,164 @@
+//! Resolution of a merged container: required fields, defaults filled in, the template
+//! chosen, interfaces resolved, into the final [`Container`].
+
+use std::collections::BTreeMap;
+
+use super::input::{ContainerInput, StartupInput, TemplateChoice};
+use super::templates::inline_template;
+use super::{join, quote, Cx};
+use crate::diag::did_you_mean;
+use crate::model::*;
+
+impl Cx<'_> {
+    pub(super) fn resolve(
+        &mut self,
+        key: &str,
+        path: &str,
+        c: ContainerInput,
+        allow_privileged: bool,
+        declared: &[String],
+        templates: &mut BTreeMap<String, Template>,
+    ) -> Option<Container> {
+        let errors_before = self.diags.len();
+        let cspan = self.lookup(path);
+        let template = match c.template {
+            None if c.template_invalid => None,
+            None => {
+                self.err(
+                    cspan,
+                    path,
+                    "no template: set `template` (a name under `templates:`) or `template_url`",
+                    Some("or set `template` once in `defaults`"),
+                );
+                None
+            }
+            Some(TemplateChoice::Name(name, span, tp)) => {
+                if templates.contains_key(&name) {
+                    Some(name)
+                } else {
+                    let names: Vec<&str> = declared.iter().map(String::as_str).collect();
+                    let msg = match did_you_mean(&name, &names) {
+                        Some(s) => format!(
+                            "template {} is not declared; did you mean '{s}'?",
+                            quote(&name)
+                        ),
+                        None => format!("template {} is not declared", quote(&name)),
+                    };
+                    let hint = if names.is_empty() {
+                        "declare it under `templates:` or use `template_url`".to_owned()
+                    } else {
+                        format!("declared templates: {}", names.join(", "))
+                    };
+                    self.err(span, &tp, msg, Some(&hint));
+                    None
+                }
+            }
+            Some(TemplateChoice::Url(url)) => Some(inline_template(url, templates)),
+        };
+        let unprivileged = c.unprivileged.unwrap_or(true);
+        if !unprivileged && !allow_privileged {
+            let p = join(path, "unprivileged");
+            self.err_at(
+                &p,
+                "unprivileged: false needs `allow_privileged: true` at the top of the fleet",
+                Some(
+                    "privileged containers are root on the host; keep unprivileged unless you must",
+                ),
+            );
+        }
+        let features = Features {
+            nesting: c.features.nesting.unwrap_or(false),
+            fuse: c.features.fuse.unwrap_or(false),
+            keyctl: c.features.keyctl.unwrap_or(false),
+            mount: c.features.mount.unwrap_or_default(),
+        };
+        if features.keyctl && !unprivileged {
+            let p = join(path, "features.keyctl");
+            self.err_at(
+                &p,
+                "features.keyctl is for unprivileged containers only (PVE refuses it otherwise)",
+                None,
+            );
+        }
+        let mut interfaces =
+            Vec::with_capacity(1 + c.extra_interfaces.as_ref().map_or(0, Vec::len));
+        if let Some(i) = self.interface(&c.net, path, 0, true) {
+            interfaces.push(i);
+        }
+        for (idx, (net, _)) in c.extra_interfaces.iter().flatten().enumerate() {
+            let ipath = net
+                .path
+                .clone()
+                .unwrap_or_else(|| join(path, &format!("extra_interfaces.{idx}")));
+            if let Some(i) = self.interface(net, &ipath, idx + 1, false) {
+                interfaces.push(i);
+            }
+        }
+        let mut names = std::collections::BTreeSet::new();
+        for (i, iface) in interfaces.iter().enumerate() {
+            if !names.insert(iface.name.clone()) {
+                let p = join(
+                    path,
+                    &format!("extra_interfaces.{}.name", i.saturating_sub(1)),
+                );
+                self.err_at(
+                    &p,
+                    format!("interface name {} is used twice", iface.name),
+                    None,
+                );
+            }
+        }
+        if self.diags.len() > errors_before {
+            return None;
+        }
+        let startup = if c.startup == StartupInput::default() {
+            None
+        } else {
+            Some(Startup {
+                order: c.startup.order,
+                up_delay: c.startup.up_delay,
+                down_delay: c.startup.down_delay,
+            })
+        };
+        Some(Container {
+            name: key.to_owned(),
+            vm_id: c.vm_id,
+            hostname: c.hostname.unwrap_or_else(|| key.to_owned()),
+            node: c.node,
+            cores: c.cores,
+            cpu_limit: c.cpu_limit,
+            cpu_units: c.cpu_units,
+            memory: c.memory.unwrap_or(DEFAULT_MEMORY_MIB),
+            swap: c.swap.unwrap_or(DEFAULT_SWAP_MIB),
+            disk_size: c.disk_size.unwrap_or(DEFAULT_DISK_GIB),
+            datastore_id: c.datastore_id,
+            template: template?,
+            unprivileged,
+            features,
+            interfaces,
+            dns: Dns {
+                servers: c.dns_servers.unwrap_or_default(),
+                domain: c.dns_domain,
+            },
+            ssh_public_keys: c.ssh_public_keys.unwrap_or_default(),
+            password: c.password,
+            startup,
+            start_on_boot: c.start_on_boot.unwrap_or(false),
+            state: c.state.unwrap_or_default(),
+            adopt: c.adopt.unwrap_or(false),
+            restart_policy: c.restart_policy.unwrap_or_default(),
+            drift: c.drift.unwrap_or_default(),
+            ostype: c.ostype,
+            protection: c.protection.unwrap_or(false),
+            tags: c.tags.unwrap_or_default(),
+            description: c.description,
+            labels: c.labels.unwrap_or_default(),
+            constraints: Constraints {
+                nodes: c.constraints.nodes.unwrap_or_default(),
+                node_labels: c.constraints.node_labels.unwrap_or_default(),
+                anti_affinity: c.constraints.anti_affinity.unwrap_or_default(),
+            },
+            mount_points: c.mount_points.unwrap_or_default(),
+        })
+    }
+}

@@ -1,0 +1,217 @@
+//! `templates:` entries (a URL with its checksum, or a `pveam` name, and where to store and
+//! seed it) and the inline templates that a container's `template_url` shortcut stands for.
+
+use std::collections::BTreeMap;
+
+use sha2::Digest as _;
+
+use super::{join, quote, Cx, TEMPLATE_FIELDS};
+use crate::model::*;
+use crate::syntax;
+use crate::yaml::Node;
+
+impl Cx<'_> {
+    pub(super) fn template(&mut self, n: &Node, path: &str) -> Option<Template> {
+        let es = self.map(n, path)?;
+        let mut url = None;
+        let mut sha256 = None;
+        let mut sha512 = None;
+        let mut storage = None;
+        let mut pveam = None;
+        let mut seed = TemplateSeed::OnDemand;
+        let mut ok = true;
+        for e in es {
+            let p = join(path, &e.key);
+            self.record(&p, e.value.span);
+            if Self::given_empty(e, TEMPLATE_FIELDS) {
+                continue;
+            }
+            match e.key.as_str() {
+                "url" => match self.string(&e.value, &p) {
+                    Some(u) => match syntax::check_template_url(&u) {
+                        Ok(()) => url = Some(u),
+                        Err(right) => {
+                            self.err(
+                                e.value.span,
+                                &p,
+                                format!("url {} is not a usable template URL", quote(&u)),
+                                Some(&format!("expected {right}")),
+                            );
+                            ok = false;
+                        }
+                    },
+                    None => ok = false,
+                },
+                "sha256" | "sha512" => {
+                    let len = if e.key == "sha256" { 64 } else { 128 };
+                    match self.string(&e.value, &p) {
+                        Some(h) => match syntax::check_hex(&h, len) {
+                            Ok(h) => {
+                                let c = if len == 64 {
+                                    Checksum::Sha256(h)
+                                } else {
+                                    Checksum::Sha512(h)
+                                };
+                                if len == 64 {
+                                    sha256 = Some((c, e.key_span));
+                                } else {
+                                    sha512 = Some((c, e.key_span));
+                                }
+                            }
+                            Err(right) => {
+                                self.err(e.value.span, &p, format!("{} checksum is not valid: expected {right}", e.key), Some("copy the checksum from the image's SHA256SUMS / SHA512SUMS file"));
+                                ok = false;
+                            }
+                        },
+                        None => ok = false,
+                    }
+                }
+                "storage" => match self.string(&e.value, &p) {
+                    Some(s) if syntax::is_storage_id(&s) => storage = Some(s),
+                    Some(s) => {
+                        self.err(
+                            e.value.span,
+                            &p,
+                            format!("storage {} is not a PVE storage id", quote(&s)),
+                            Some("a storage id such as local or nfs-templates"),
+                        );
+                        ok = false;
+                    }
+                    None => ok = false,
+                },
+                "seed" => match self.string(&e.value, &p).as_deref() {
+                    Some("on_demand") => seed = TemplateSeed::OnDemand,
+                    Some("all_nodes") => seed = TemplateSeed::AllNodes,
+                    Some(other) => {
+                        self.err(
+                            e.value.span,
+                            &p,
+                            format!("seed {} is not a seeding mode", quote(other)),
+                            Some("expected on_demand (the default) or all_nodes"),
+                        );
+                        ok = false;
+                    }
+                    None => ok = false,
+                },
+                "pveam" => match self.string(&e.value, &p) {
+                    Some(a) => match syntax::check_template_file_name(&a) {
+                        Ok(()) => pveam = Some(a),
+                        Err(right) => {
+                            self.err(
+                                e.value.span,
+                                &p,
+                                format!("appliance {} is not a template file name", quote(&a)),
+                                Some(&format!("expected {right} (see `pveam available`)")),
+                            );
+                            ok = false;
+                        }
+                    },
+                    None => ok = false,
+                },
+                _ => {
+                    self.unknown_field(e, path, TEMPLATE_FIELDS);
+                    ok = false;
+                }
+            }
+        }
+        if !ok {
+            return None;
+        }
+        let at = self.lookup(path);
+        let storage = storage.unwrap_or_else(|| DEFAULT_TEMPLATE_STORAGE.to_owned());
+        match (url, pveam) {
+            (Some(_), Some(_)) => {
+                self.err(
+                    at,
+                    path,
+                    "a template has either `url` or `pveam`, not both",
+                    None,
+                );
+                None
+            }
+            (None, None) => {
+                self.err(
+                    at,
+                    path,
+                    "a template needs `url` (with `sha256` or `sha512`) or `pveam` (an appliance name)",
+                    Some("e.g. `pveam: debian-12-standard_12.7-1_amd64.tar.zst`"),
+                );
+                None
+            }
+            (Some(url), None) => {
+                let checksum = match (sha256, sha512) {
+                    (Some(_), Some((_, sp))) => {
+                        self.err(
+                            sp,
+                            &join(path, "sha512"),
+                            "give one checksum, `sha256` or `sha512`, not both",
+                            None,
+                        );
+                        return None;
+                    }
+                    (Some((c, _)), None) | (None, Some((c, _))) => c,
+                    (None, None) => {
+                        self.err(
+                            at,
+                            path,
+                            "a url template needs a checksum: `sha256` or `sha512`",
+                            Some("the agent verifies the download against it; take it from the image's SHA256SUMS"),
+                        );
+                        return None;
+                    }
+                };
+                Some(Template {
+                    source: TemplateSource::Url {
+                        url,
+                        checksum: Some(checksum),
+                    },
+                    storage,
+                    seed,
+                })
+            }
+            (None, Some(appliance)) => {
+                if let Some((_, sp)) = sha256.or(sha512) {
+                    self.err(sp, path, "a checksum applies to `url` templates only; pveam verifies its appliances itself", None);
+                    return None;
+                }
+                Some(Template {
+                    source: TemplateSource::Pveam { appliance },
+                    storage,
+                    seed,
+                })
+            }
+        }
+    }
+}
+
+/// Add (or find) the template a `template_url` shortcut stands for. Its name is the URL's file
+/// name, with a short hash of the URL appended if that name is taken by a different template.
+pub(super) fn inline_template(url: String, templates: &mut BTreeMap<String, Template>) -> String {
+    let t = Template {
+        source: TemplateSource::Url {
+            url: url.clone(),
+            checksum: None,
+        },
+        storage: DEFAULT_TEMPLATE_STORAGE.to_owned(),
+        seed: TemplateSeed::OnDemand,
+    };
+    let base = url_file_name(&url).to_owned();
+    let hash = hex::encode(&sha2::Sha256::digest(url.as_bytes())[..4]);
+    for name in [base.clone(), format!("{base}-{hash}")] {
+        match templates.get(&name) {
+            Some(existing) if *existing == t => return name,
+            Some(_) => continue,
+            None => {
+                templates.insert(name.clone(), t);
+                return name;
+            }
+        }
+    }
+    // Both taken by other templates: fall back to the full hash (cannot collide in practice).
+    let name = format!(
+        "{base}-{}",
+        hex::encode(sha2::Sha256::digest(url.as_bytes()))
+    );
+    templates.insert(name.clone(), t);
+    name
+}
