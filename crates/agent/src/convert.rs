@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use pxfleet_proto::v1;
+use pxfleet_pve::parse::{disk_size, parse_bool};
 
 use crate::driver::{CtConfig, ManagedMark, NodeFacts, Secret};
-use crate::executor::disk_size_bytes;
 use crate::observe::ObservedContainer;
 use crate::ops::{CreateOp, Digest, OpKind, OpUpdate, Operation, TemplateSource, TemplateSpec};
 
@@ -96,6 +96,11 @@ pub fn net_string(i: &v1::NetworkInterface) -> String {
     }
     out.push_str(",type=veth");
     out
+}
+
+/// A PVE boolean that is set: `1/yes/on/true` as PVE reads it (pve's parser, the only one).
+fn is_true(v: &str) -> bool {
+    parse_bool(v.trim()) == Some(true)
 }
 
 fn prop_map(s: &str) -> BTreeMap<String, String> {
@@ -496,22 +501,22 @@ pub fn config_to_spec(vmid: u32, cfg: &CtConfig) -> v1::ContainerSpec {
         })
         .unwrap_or_default();
     let num = |k: &str| cfg.get(k).and_then(|v| v.parse::<u64>().ok());
-    let flag = |k: &str| cfg.get(k).map(|v| v == "1").unwrap_or(false);
+    let flag = |k: &str| cfg.get(k).is_some_and(|v| is_true(v));
     let (datastore_id, disk_size_gib) = cfg
         .get("rootfs")
         .map(|r| {
             let ds = r.split(':').next().unwrap_or("").to_string();
-            let gib = disk_size_bytes(r).map(|b| b.div_ceil(1 << 30)).unwrap_or(0);
+            let gib = disk_size(r).map(|b| b.div_ceil(1 << 30)).unwrap_or(0);
             (ds, gib)
         })
         .unwrap_or_default();
     let features = cfg.get("features").map(|f| {
         let m = prop_map(f);
         v1::Features {
-            nesting: m.get("nesting").map(|v| v == "1").unwrap_or(false),
-            keyctl: m.get("keyctl").map(|v| v == "1").unwrap_or(false),
-            fuse: m.get("fuse").map(|v| v == "1").unwrap_or(false),
-            mknod: m.get("mknod").map(|v| v == "1").unwrap_or(false),
+            nesting: m.get("nesting").is_some_and(|v| is_true(v)),
+            keyctl: m.get("keyctl").is_some_and(|v| is_true(v)),
+            fuse: m.get("fuse").is_some_and(|v| is_true(v)),
+            mknod: m.get("mknod").is_some_and(|v| is_true(v)),
             mount: m
                 .get("mount")
                 .map(|v| v.split(';').map(String::from).collect())
@@ -531,7 +536,7 @@ pub fn config_to_spec(vmid: u32, cfg: &CtConfig) -> v1::ContainerSpec {
                 vlan_id: m.get("tag").and_then(|t| t.parse().ok()),
                 mtu: m.get("mtu").and_then(|t| t.parse().ok()),
                 mac: m.get("hwaddr").cloned().unwrap_or_default(),
-                firewall: m.get("firewall").map(|v| v == "1").unwrap_or(false),
+                firewall: m.get("firewall").is_some_and(|v| is_true(v)),
                 rate_mbps: m.get("rate").and_then(|t| t.parse().ok()),
                 index: n,
             });
@@ -546,15 +551,15 @@ pub fn config_to_spec(vmid: u32, cfg: &CtConfig) -> v1::ContainerSpec {
                 } else {
                     first.split(':').next().unwrap_or("").to_string()
                 },
-                size_gib: disk_size_bytes(v).map(|b| b.div_ceil(1 << 30)).unwrap_or(0),
+                size_gib: disk_size(v).map(|b| b.div_ceil(1 << 30)).unwrap_or(0),
                 path: m.get("mp").cloned().unwrap_or_default(),
                 host_path: if bind {
                     first.to_string()
                 } else {
                     String::new()
                 },
-                backup: m.get("backup").map(|v| v == "1").unwrap_or(false),
-                read_only: m.get("ro").map(|v| v == "1").unwrap_or(false),
+                backup: m.get("backup").is_some_and(|v| is_true(v)),
+                read_only: m.get("ro").is_some_and(|v| is_true(v)),
                 mount_options: m
                     .get("mountoptions")
                     .map(|v| v.split(';').map(String::from).collect())
@@ -932,5 +937,32 @@ mod tests {
             keep_hwaddr(cur, "name=eth0,bridge=vmbr1,ip=dhcp,type=veth"),
             "name=eth0,bridge=vmbr1,hwaddr=BC:24:11:00:00:01,ip=dhcp,type=veth"
         );
+    }
+
+    #[test]
+    fn pve_booleans_read_back_like_pve_reads_them() {
+        let mut cfg = CtConfig::new();
+        cfg.insert("onboot".into(), "yes".into());
+        cfg.insert("protection".into(), "on".into());
+        cfg.insert("unprivileged".into(), "true".into());
+        cfg.insert("features".into(), "nesting=yes,keyctl=off".into());
+        cfg.insert(
+            "net0".into(),
+            "name=eth0,bridge=vmbr0,firewall=true,ip=dhcp,type=veth".into(),
+        );
+        cfg.insert(
+            "mp0".into(),
+            "local-lvm:vm-1-disk-1,mp=/data,backup=on,ro=yes,mountoptions=noatime;nodev,size=4G"
+                .into(),
+        );
+        let s = config_to_spec(100, &cfg);
+        assert!(s.onboot && s.protection && s.unprivileged);
+        let f = s.features.unwrap();
+        assert!(f.nesting && !f.keyctl);
+        assert!(s.interfaces[0].firewall);
+        let mp = &s.mount_points[0];
+        assert!(mp.backup && mp.read_only);
+        assert_eq!(mp.size_gib, 4);
+        assert_eq!(mp.mount_options, vec!["noatime", "nodev"]);
     }
 }

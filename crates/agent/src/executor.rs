@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use pxfleet_pve::parse::disk_size;
 use tokio::sync::{mpsc, Semaphore};
 
 use crate::driver::{CreateArgs, CtConfig, ManagedMark, NodeDriver, NodeError, MANAGED_TAG};
@@ -495,7 +496,7 @@ impl<D: NodeDriver> Executor<D> {
                 let current = cfg
                     .get(disk.as_str())
                     .ok_or_else(|| fail(format!("CT {vmid} has no disk `{disk}`")))?;
-                let current_bytes = disk_size_bytes(current).ok_or_else(|| {
+                let current_bytes = disk_size(current).ok_or_else(|| {
                     fail(format!(
                         "CT {vmid}: cannot read the size of {disk} from `{current}`"
                     ))
@@ -972,42 +973,9 @@ fn is_mp_key(key: &str) -> bool {
         .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
-/// Reads `size=8G` from a disk property string, in bytes.
-pub fn disk_size_bytes(prop: &str) -> Option<u64> {
-    let size = prop.split(',').find_map(|p| p.strip_prefix("size="))?;
-    let (num, unit) = match size.chars().last()? {
-        c if c.is_ascii_alphabetic() => (&size[..size.len() - 1], c.to_ascii_uppercase()),
-        _ => (size, 'B'),
-    };
-    let n: f64 = num.parse().ok()?;
-    let mult = match unit {
-        'B' => 1u64,
-        'K' => 1 << 10,
-        'M' => 1 << 20,
-        'G' => 1 << 30,
-        'T' => 1 << 40,
-        _ => return None,
-    };
-    Some((n * mult as f64).round() as u64)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn disk_sizes_parse() {
-        assert_eq!(
-            disk_size_bytes("local-lvm:vm-100-disk-0,size=8G"),
-            Some(8 << 30)
-        );
-        assert_eq!(
-            disk_size_bytes("local:100/x.raw,size=512M"),
-            Some(512 << 20)
-        );
-        assert_eq!(disk_size_bytes("local:subvol-1,size=1.5T"), Some(3 << 39));
-        assert_eq!(disk_size_bytes("local:x"), None);
-    }
 
     #[test]
     fn a_pending_change_the_file_does_not_want_is_reverted_not_piled_on() {

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use pxfleet_pve::parse::{Features, NetConfig, Startup};
+use pxfleet_pve::parse::{parse_bool, Features, MountPoint, NetConfig, Startup};
 use pxfleet_pve::spec::MountVolume;
 use pxfleet_pve::{
     ConfigChange, CreateSpec, MountPointSpec, Node, ProcessRunner, PveError, RootfsSpec, Timeouts,
@@ -67,8 +67,10 @@ fn num<T: std::str::FromStr>(k: &str, v: &str) -> Result<T, NodeError> {
     v.trim().parse().map_err(|_| bad(k, v, "not a number"))
 }
 
-fn flag(v: &str) -> bool {
-    matches!(v.trim(), "1" | "yes" | "true" | "on")
+/// A PVE boolean as PVE reads it (`1/yes/on/true`, `0/no/off/false`).
+fn flag(k: &str, v: &str) -> Result<bool, NodeError> {
+    parse_bool(v.trim())
+        .ok_or_else(|| bad(k, v, "not a PVE boolean (1/0, yes/no, on/off, true/false)"))
 }
 
 fn index(key: &str, prefix: &str) -> Option<u32> {
@@ -82,44 +84,41 @@ fn words(v: &str) -> Vec<String> {
         .collect()
 }
 
-fn storage_size(k: &str, v: &str) -> Result<(String, u32), NodeError> {
-    let (storage, size) = v
-        .split(',')
-        .next()
-        .unwrap_or("")
+fn storage_size(k: &str, v: &str, volume: &str) -> Result<(String, u32), NodeError> {
+    let (storage, size) = volume
         .split_once(':')
         .ok_or_else(|| bad(k, v, "expected STORAGE:GiB"))?;
     Ok((storage.to_string(), num(k, size)?))
 }
 
 fn mount_point(k: &str, v: &str) -> Result<MountPointSpec, NodeError> {
-    let first = v.split(',').next().unwrap_or("");
-    let volume = if first.starts_with('/') {
+    let m = MountPoint::parse(v).map_err(|e| bad(k, v, e))?;
+    let volume = if m.volume.starts_with('/') {
         MountVolume::Bind {
-            host_path: first.to_string(),
+            host_path: m.volume.clone(),
         }
     } else {
-        let (storage, size_gib) = storage_size(k, v)?;
+        let (storage, size_gib) = storage_size(k, v, &m.volume)?;
         MountVolume::Storage { storage, size_gib }
     };
-    let mut spec = MountPointSpec {
+    let path =
+        m.mp.filter(|p| !p.is_empty())
+            .ok_or_else(|| bad(k, v, "missing mp=PATH"))?;
+    Ok(MountPointSpec {
         volume,
-        path: String::new(),
-        backup: None,
-        read_only: None,
-    };
-    for part in v.split(',').skip(1) {
-        match part.split_once('=') {
-            Some(("mp", p)) => spec.path = p.to_string(),
-            Some(("backup", b)) => spec.backup = Some(flag(b)),
-            Some(("ro", b)) => spec.read_only = Some(flag(b)),
-            _ => {}
-        }
-    }
-    if spec.path.is_empty() {
-        return Err(bad(k, v, "missing mp=PATH"));
-    }
-    Ok(spec)
+        path,
+        backup: m.backup,
+        read_only: m.ro,
+        mount_options: m
+            .mountoptions
+            .map(|o| {
+                o.split(';')
+                    .filter(|o| !o.is_empty())
+                    .map(String::from)
+                    .collect()
+            })
+            .unwrap_or_default(),
+    })
 }
 
 /// Maps agent options onto a typed create request.
@@ -128,7 +127,7 @@ pub fn create_spec(args: &CreateArgs) -> Result<CreateSpec, NodeError> {
         .options
         .iter()
         .find(|(k, _)| k == "rootfs")
-        .map(|(k, v)| storage_size(k, v))
+        .map(|(k, v)| storage_size(k, v, v.split(',').next().unwrap_or("")))
         .transpose()?
         .map(|(storage, size_gib)| RootfsSpec { storage, size_gib })
         .ok_or_else(|| NodeError::permanent(format!("CT {}: no rootfs option", args.vmid)))?;
@@ -144,13 +143,13 @@ pub fn create_spec(args: &CreateArgs) -> Result<CreateSpec, NodeError> {
             "cpuunits" => s.cpuunits = Some(num(k, v)?),
             "memory" => s.memory = Some(num(k, v)?),
             "swap" => s.swap = Some(num(k, v)?),
-            "unprivileged" => s.unprivileged = flag(v),
+            "unprivileged" => s.unprivileged = flag(k, v)?,
             "features" => s.features = Features::parse(v).map_err(|e| bad(k, v, e))?,
             "nameserver" => s.nameservers = words(v),
             "searchdomain" => s.searchdomains = words(v),
             "startup" => s.startup = Some(Startup::parse(v).map_err(|e| bad(k, v, e))?),
-            "onboot" => s.onboot = Some(flag(v)),
-            "protection" => s.protection = Some(flag(v)),
+            "onboot" => s.onboot = Some(flag(k, v)?),
+            "protection" => s.protection = Some(flag(k, v)?),
             "ostype" => s.ostype = Some(v.to_string()),
             "tags" => s.tags = words(v),
             "description" => s.description = Some(v.to_string()),
@@ -188,8 +187,8 @@ pub fn config_change(
             "nameserver" => c.nameservers = Some(words(v)),
             "searchdomain" => c.searchdomains = Some(words(v)),
             "startup" => c.startup = Some(Startup::parse(v).map_err(|e| bad(k, v, e))?),
-            "onboot" => c.onboot = Some(flag(v)),
-            "protection" => c.protection = Some(flag(v)),
+            "onboot" => c.onboot = Some(flag(k, v)?),
+            "protection" => c.protection = Some(flag(k, v)?),
             "ostype" => c.ostype = Some(v.to_string()),
             "tags" => c.tags = Some(words(v)),
             "description" => c.description = Some(v.to_string()),
@@ -476,7 +475,12 @@ mod tests {
                 ),
                 ("startup".into(), "order=3,up=60,down=60".into()),
                 ("tags".into(), "pxfleet;web".into()),
-                ("mp0".into(), "local-zfs:8,mp=/data,backup=1".into()),
+                ("mp0".into(), "local-zfs:8,mp=/data,backup=yes".into()),
+                (
+                    "mp1".into(),
+                    "/srv/shared,mp=/shared,mountoptions=noatime;nodev,ro=on".into(),
+                ),
+                ("onboot".into(), "true".into()),
             ],
             ssh_public_keys: vec!["ssh-ed25519 AAAA x".into()],
             start_after: false,
@@ -491,6 +495,17 @@ mod tests {
         assert_eq!(s.startup.as_ref().unwrap().order, Some(3));
         assert_eq!(s.tags, vec!["pxfleet", "web"]);
         assert_eq!(s.mount_points[&0].path, "/data");
+        assert_eq!(s.mount_points[&0].backup, Some(true));
+        assert_eq!(s.mount_points[&1].read_only, Some(true));
+        assert_eq!(s.mount_points[&1].mount_options, vec!["noatime", "nodev"]);
+        assert_eq!(s.onboot, Some(true));
+        // mountoptions reach pct as PVE's own key.
+        let argv = pxfleet_pve::argv::create_args(&s, Some(std::path::Path::new("/k"))).unwrap();
+        assert!(
+            argv.iter()
+                .any(|a| a == "/srv/shared,mp=/shared,mountoptions=noatime;nodev,ro=1"),
+            "{argv:?}"
+        );
         let e = create_spec(&CreateArgs {
             options: vec![
                 ("rootfs".into(), "local:4".into()),
