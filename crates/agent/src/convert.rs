@@ -490,12 +490,14 @@ fn parse_ip(v: Option<&String>, gw: Option<&String>) -> Option<v1::IpConfig> {
 
 /// Reads a container's PVE config back into a `ContainerSpec` (no password, no template).
 pub fn config_to_spec(vmid: u32, cfg: &CtConfig) -> v1::ContainerSpec {
-    let mark = cfg.get("description").and_then(|d| ManagedMark::parse(d));
+    let mark = cfg
+        .get("description")
+        .and_then(|d| ManagedMark::from_description(d));
     let description = cfg
         .get("description")
         .map(|d| {
             d.lines()
-                .filter(|l| ManagedMark::parse(l).is_none())
+                .filter(|l| ManagedMark::from_description(l).is_none())
                 .collect::<Vec<_>>()
                 .join("\n")
         })
@@ -839,7 +841,10 @@ mod tests {
             panic!("not a create")
         };
         assert_eq!(c.template.volid(), "local:vztmpl/ubuntu.tar.xz");
-        assert_eq!(c.mark.line(), "managed-by: pxfleet fleet=dev name=dev-web");
+        assert_eq!(
+            c.mark.description_line(),
+            "managed-by: pxfleet fleet=dev name=dev-web"
+        );
         assert!(c.password.is_some());
         assert!(!format!("{op:?}").contains("s3cret-pw"));
     }

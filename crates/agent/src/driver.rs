@@ -8,10 +8,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-/// The tag every container the agent creates carries.
-pub const MANAGED_TAG: &str = "pxfleet";
-/// Prefix of the description line that marks a managed container.
-pub const MANAGED_PREFIX: &str = "managed-by: pxfleet";
+pub use pxfleet_pve::mark::{ManagedMark, MANAGED_LINE_PREFIX, MANAGED_TAG};
 
 /// An error from the node, flattened to what the executor needs: text and whether to retry.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
@@ -34,48 +31,6 @@ impl NodeError {
         NodeError {
             message: message.into(),
             retryable: true,
-        }
-    }
-}
-
-/// The mark the agent writes into a container's description.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ManagedMark {
-    pub fleet: String,
-    pub name: String,
-}
-
-impl ManagedMark {
-    /// `managed-by: pxfleet fleet=NAME name=NAME`
-    pub fn line(&self) -> String {
-        format!("{MANAGED_PREFIX} fleet={} name={}", self.fleet, self.name)
-    }
-
-    /// Finds the mark in a description (any line). `None` when the container is not ours.
-    pub fn parse(description: &str) -> Option<ManagedMark> {
-        description.lines().find_map(|line| {
-            let rest = line.trim().strip_prefix(MANAGED_PREFIX)?;
-            let mut fleet = None;
-            let mut name = None;
-            for word in rest.split_whitespace() {
-                if let Some(v) = word.strip_prefix("fleet=") {
-                    fleet = Some(v.to_string());
-                } else if let Some(v) = word.strip_prefix("name=") {
-                    name = Some(v.to_string());
-                }
-            }
-            Some(ManagedMark {
-                fleet: fleet?,
-                name: name?,
-            })
-        })
-    }
-
-    /// The description to write: the mark first, then the user's own text.
-    pub fn description(&self, user: Option<&str>) -> String {
-        match user {
-            Some(u) if !u.trim().is_empty() => format!("{}\n{}\n", self.line(), u.trim_end()),
-            _ => format!("{}\n", self.line()),
         }
     }
 }
@@ -279,23 +234,6 @@ pub trait NodeDriver: Send + Sync + 'static {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn mark_round_trips_and_ignores_foreign_text() {
-        let m = ManagedMark {
-            fleet: "dev".into(),
-            name: "dev-web".into(),
-        };
-        let d = m.description(Some("Web server"));
-        assert_eq!(
-            d,
-            "managed-by: pxfleet fleet=dev name=dev-web\nWeb server\n"
-        );
-        assert_eq!(ManagedMark::parse(&d), Some(m.clone()));
-        assert_eq!(ManagedMark::parse("Web server\n"), None);
-        assert_eq!(ManagedMark::parse("managed-by: pxfleet fleet=dev\n"), None);
-        assert_eq!(ManagedMark::parse(&m.description(None)), Some(m));
-    }
 
     #[test]
     fn secret_debug_is_redacted() {

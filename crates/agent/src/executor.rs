@@ -426,7 +426,7 @@ impl<D: NodeDriver> Executor<D> {
                 let cfg = self.existing(*vmid).await?;
                 let unmarked = cfg
                     .get("description")
-                    .and_then(|d| ManagedMark::parse(d))
+                    .and_then(|d| ManagedMark::from_description(d))
                     .is_none();
                 let mark = match expect {
                     // Taken over: the mark is written with the other changes.
@@ -605,7 +605,7 @@ impl<D: NodeDriver> Executor<D> {
                 );
                 self.cleanup(vmid).await?;
             } else {
-                match cfg.get("description").and_then(|s| ManagedMark::parse(s)) {
+                match cfg.get("description").and_then(|s| ManagedMark::from_description(s)) {
                     Some(m) if m == c.mark => {
                         // Created by an earlier attempt of this (or an equivalent) operation.
                         if c.start && self.status(vmid).await? != "running" {
@@ -807,7 +807,10 @@ fn check_managed(
     cfg: &CtConfig,
     expect: Option<&ManagedMark>,
 ) -> Result<ManagedMark, OpFailure> {
-    let Some(mark) = cfg.get("description").and_then(|d| ManagedMark::parse(d)) else {
+    let Some(mark) = cfg
+        .get("description")
+        .and_then(|d| ManagedMark::from_description(d))
+    else {
         return Err(fail(format!(
             "CT {vmid} is not managed by pxfleet (no `managed-by: pxfleet` line in its description); refusing to touch it"
         )));

@@ -279,7 +279,7 @@ fn build(
     config.remove("digest");
     let managed = config
         .get("description")
-        .and_then(|d| ManagedMark::parse(d));
+        .and_then(|d| ManagedMark::from_description(d));
     let tags = config
         .get("tags")
         .map(|t| split_tags(t))
