@@ -8,7 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use pxfleet_proto::v1;
 use pxfleet_pve::parse::{disk_size, parse_bool};
 
-use crate::driver::{CtConfig, ManagedMark, NodeFacts, Secret};
+use crate::node::{CtConfig, ManagedMark, NodeFacts, Secret};
 use crate::observe::ObservedContainer;
 use crate::ops::{CreateOp, Digest, OpKind, OpUpdate, Operation, TemplateSource, TemplateSpec};
 
@@ -625,7 +625,7 @@ pub fn config_to_spec(vmid: u32, cfg: &CtConfig) -> v1::ContainerSpec {
             .map(|t| {
                 crate::observe::split_tags(t)
                     .into_iter()
-                    .filter(|t| t != crate::driver::MANAGED_TAG)
+                    .filter(|t| t != crate::node::MANAGED_TAG)
                     .collect()
             })
             .unwrap_or_default(),

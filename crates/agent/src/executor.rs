@@ -11,8 +11,8 @@ use std::time::Duration;
 use pxfleet_pve::parse::disk_size;
 use tokio::sync::{mpsc, Semaphore};
 
-use crate::driver::{CreateArgs, CtConfig, ManagedMark, NodeDriver, NodeError, MANAGED_TAG};
 use crate::journal::{Journal, JournalError, OpState};
+use crate::node::{CreateArgs, CtConfig, ManagedMark, NodeApi, NodeError, MANAGED_TAG};
 use crate::observe::{self, Delta, ObservedContainer, Snapshot};
 use crate::ops::{
     CreateOp, OpFailure, OpKind, OpResult, OpUpdate, Operation, TemplateSource, TemplateSpec,
@@ -51,11 +51,11 @@ impl Default for ExecutorSettings {
 }
 
 /// Executes operations; cheap to clone.
-pub struct Executor<D: NodeDriver> {
+pub struct Executor<D: NodeApi> {
     inner: Arc<Inner<D>>,
 }
 
-impl<D: NodeDriver> Clone for Executor<D> {
+impl<D: NodeApi> Clone for Executor<D> {
     fn clone(&self) -> Self {
         Executor {
             inner: self.inner.clone(),
@@ -64,7 +64,7 @@ impl<D: NodeDriver> Clone for Executor<D> {
 }
 
 struct Inner<D> {
-    driver: Arc<D>,
+    node: Arc<D>,
     journal: Journal,
     seeder: Seeder,
     settings: ExecutorSettings,
@@ -134,10 +134,10 @@ fn ok(message: impl Into<String>, container: Option<ObservedContainer>) -> Outco
     })
 }
 
-impl<D: NodeDriver> Executor<D> {
+impl<D: NodeApi> Executor<D> {
     /// Builds an executor; the receiver yields progress, results and observation deltas.
     pub fn new(
-        driver: Arc<D>,
+        node: Arc<D>,
         journal: Journal,
         seeder: Seeder,
         settings: ExecutorSettings,
@@ -145,7 +145,7 @@ impl<D: NodeDriver> Executor<D> {
         let (tx, rx) = mpsc::unbounded_channel();
         let permits = Semaphore::new(settings.parallelism.max(1));
         let inner = Inner {
-            driver,
+            node,
             journal,
             seeder,
             settings,
@@ -169,8 +169,8 @@ impl<D: NodeDriver> Executor<D> {
         self.inner.in_flight.lock().expect("in_flight lock").len()
     }
 
-    pub fn driver(&self) -> &Arc<D> {
-        &self.inner.driver
+    pub fn node(&self) -> &Arc<D> {
+        &self.inner.node
     }
 
     pub fn journal(&self) -> &Journal {
@@ -189,7 +189,7 @@ impl<D: NodeDriver> Executor<D> {
             }
             let op = entry.op;
             if let Some(vmid) = op.vmid() {
-                match self.inner.driver.config(vmid).await {
+                match self.inner.node.config(vmid).await {
                     Ok(Some(cfg)) if is_half_made(&cfg) => {
                         tracing::warn!(vmid, op_id = %op.id, lock = ?cfg.get("lock"), "cleaning up a container left half-made by an interrupted operation");
                         if let Err(e) = self.cleanup(vmid).await {
@@ -354,7 +354,7 @@ impl<D: NodeDriver> Executor<D> {
 
     /// Re-observes one container and emits the delta, if any.
     async fn observe_vmid(&self, vmid: u32) {
-        match observe::observe_one(&*self.inner.driver, vmid).await {
+        match observe::observe_one(&*self.inner.node, vmid).await {
             Ok(now) => self.record_observed(vmid, now),
             Err(e) => tracing::warn!(vmid, error = %e, "cannot observe container after operation"),
         }
@@ -378,7 +378,7 @@ impl<D: NodeDriver> Executor<D> {
             let mut s = self.snapshot();
             (s.begin_pass(), s.reusable(REREAD_EVERY_PASSES))
         };
-        let (all, read) = observe::observe_changed(&*self.inner.driver, &known).await?;
+        let (all, read) = observe::observe_changed(&*self.inner.node, &known).await?;
         let mut s = self.snapshot();
         s.mark_read(read, began);
         let delta = s.update_pass(all, began);
@@ -393,7 +393,7 @@ impl<D: NodeDriver> Executor<D> {
     /// Containers an operation touched while the pass ran keep what the operation reported.
     pub async fn full_observation(&self) -> Result<Vec<ObservedContainer>, NodeError> {
         let began = self.snapshot().begin_pass();
-        let (all, read) = observe::observe_changed(&*self.inner.driver, &BTreeMap::new()).await?;
+        let (all, read) = observe::observe_changed(&*self.inner.node, &BTreeMap::new()).await?;
         let mut snapshot = self.snapshot();
         snapshot.mark_read(read, began);
         snapshot.update_pass(all, began);
@@ -411,7 +411,7 @@ impl<D: NodeDriver> Executor<D> {
     }
 
     async fn perform(&self, op: &Operation) -> Outcome {
-        let d = &*self.inner.driver;
+        let d = &*self.inner.node;
         match &op.kind {
             OpKind::Create(c) => self.create(&op.id, c).await,
             OpKind::Update {
@@ -595,7 +595,7 @@ impl<D: NodeDriver> Executor<D> {
     }
 
     async fn create(&self, op_id: &str, c: &CreateOp) -> Outcome {
-        let d = &*self.inner.driver;
+        let d = &*self.inner.node;
         let vmid = c.vmid;
         if let Some(cfg) = d.config(vmid).await? {
             if is_half_made(&cfg) {
@@ -682,7 +682,7 @@ impl<D: NodeDriver> Executor<D> {
         op_id: &str,
         spec: &TemplateSpec,
     ) -> Result<(String, Option<String>), OpFailure> {
-        let d = &*self.inner.driver;
+        let d = &*self.inner.node;
         let volid = spec.volid();
         match &spec.source {
             TemplateSource::Existing => Ok((volid, None)),
@@ -734,14 +734,14 @@ impl<D: NodeDriver> Executor<D> {
 
     async fn existing(&self, vmid: u32) -> Result<CtConfig, OpFailure> {
         self.inner
-            .driver
+            .node
             .config(vmid)
             .await?
             .ok_or_else(|| fail(format!("CT {vmid} does not exist on this node")))
     }
 
     async fn status(&self, vmid: u32) -> Result<String, OpFailure> {
-        let list = self.inner.driver.list().await?;
+        let list = self.inner.node.list().await?;
         Ok(list
             .into_iter()
             .find(|c| c.vmid == vmid)
@@ -750,7 +750,7 @@ impl<D: NodeDriver> Executor<D> {
     }
 
     async fn observed(&self, vmid: u32) -> Option<ObservedContainer> {
-        observe::observe_one(&*self.inner.driver, vmid)
+        observe::observe_one(&*self.inner.node, vmid)
             .await
             .ok()
             .flatten()
@@ -758,7 +758,7 @@ impl<D: NodeDriver> Executor<D> {
 
     /// Removes a container left locked by a cut-short create or destroy.
     async fn cleanup(&self, vmid: u32) -> Result<(), NodeError> {
-        let d = &*self.inner.driver;
+        let d = &*self.inner.node;
         // `unlock` complains when there is no lock; that is fine.
         let _ = d.unlock(vmid).await;
         d.destroy(vmid, false).await?;
@@ -774,7 +774,7 @@ impl<D: NodeDriver> Executor<D> {
         self.progress(op_id, "waiting for addresses");
         let deadline = tokio::time::Instant::now() + self.inner.settings.address_wait;
         loop {
-            if let Ok(Some(ifaces)) = self.inner.driver.interfaces(vmid).await {
+            if let Ok(Some(ifaces)) = self.inner.node.interfaces(vmid).await {
                 if !observe::useful_addresses(&ifaces).is_empty() {
                     return;
                 }

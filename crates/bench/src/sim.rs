@@ -1,4 +1,4 @@
-//! An in-memory PVE node for the benchmark: implements the agent's [`NodeDriver`] with a configurable latency
+//! An in-memory PVE node for the benchmark: implements the agent's [`NodeApi`] with a configurable latency
 //! model (`pct create`, `pct start`, `pct destroy` take fixed times), one lock per vm_id like PVE's config lock
 //! (an operation on a locked container waits for it, and fails as PVE does after 10 s), the benchmark's
 //! template already in the `local` cache, and storages, a bridge and memory reported so that the scheduler
@@ -9,9 +9,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use pxfleet_agent::driver::{
-    BridgeInfo, CreateArgs, CtConfig, CtSummary, Interface, NodeDriver, NodeError, NodeFacts,
-    Secret, StorageInfo, TemplateFile,
+use pxfleet_agent::node::{
+    BridgeInfo, CreateArgs, CtConfig, CtSummary, Interface, NodeApi, NodeError, NodeFacts, Secret,
+    StorageInfo, TemplateFile,
 };
 
 /// How long PVE takes for each kind of work on a node.
@@ -151,7 +151,7 @@ fn rootfs_volume(vmid: u32, spec: &str) -> String {
     }
 }
 
-impl NodeDriver for SimNode {
+impl NodeApi for SimNode {
     async fn list(&self) -> Result<Vec<CtSummary>, NodeError> {
         let cts = self.cts.lock().expect("cts lock");
         Ok(cts

@@ -1,4 +1,4 @@
-//! Test support: an in-memory PVE node implementing `NodeDriver`, and a tiny HTTP server on 127.0.0.1:0.
+//! Test support: an in-memory PVE node implementing `NodeApi`, and a tiny HTTP server on 127.0.0.1:0.
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
@@ -11,8 +11,8 @@ use std::time::Duration;
 use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
-use pxfleet_agent::driver::{
-    CreateArgs, CtConfig, CtSummary, Interface, NodeDriver, NodeError, NodeFacts, Secret,
+use pxfleet_agent::node::{
+    CreateArgs, CtConfig, CtSummary, Interface, NodeApi, NodeError, NodeFacts, Secret,
 };
 
 #[derive(Default)]
@@ -90,7 +90,7 @@ impl FakeNode {
     }
 }
 
-impl NodeDriver for FakeNode {
+impl NodeApi for FakeNode {
     async fn list(&self) -> Result<Vec<CtSummary>, NodeError> {
         let s = self.state.lock().unwrap();
         Ok(s.cts

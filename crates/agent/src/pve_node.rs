@@ -1,6 +1,6 @@
-//! [`NodeDriver`] over crates/pve: the agent's PVE options (`key`, `value` as PVE stores them) are
-//! mapped onto pve's typed [`CreateSpec`] / [`ConfigChange`], and pve's typed answers back into the
-//! agent's plain data. This is the only module that knows crates/pve's types.
+//! [`PveNode`]: the agent's [`NodeApi`] over crates/pve's node driver ([`pxfleet_pve::Node`]). The agent's PVE
+//! options (`key`, `value` as PVE stores them) are mapped onto pve's typed [`CreateSpec`] / [`ConfigChange`],
+//! and pve's typed answers back into the agent's plain data. This is the only module that drives crates/pve.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -14,21 +14,21 @@ use pxfleet_pve::{
 };
 
 use crate::config::AgentConfig;
-use crate::driver::{
-    BridgeInfo, CreateArgs, CtConfig, CtSummary, Interface, NodeDriver, NodeError, NodeFacts,
-    Secret, StorageInfo, TemplateFile,
+use crate::node::{
+    BridgeInfo, CreateArgs, CtConfig, CtSummary, Interface, NodeApi, NodeError, NodeFacts, Secret,
+    StorageInfo, TemplateFile,
 };
 
 /// A PVE node reached through its command-line tools.
-pub struct PveDriver {
+pub struct PveNode {
     node: Node,
     /// Storage -> its template directory (`pvesm path`): asked once per storage, not once per create.
     template_dirs: std::sync::Mutex<BTreeMap<String, PathBuf>>,
 }
 
-impl PveDriver {
+impl PveNode {
     pub fn new(node: Node) -> Self {
-        PveDriver {
+        PveNode {
             node,
             template_dirs: Default::default(),
         }
@@ -48,7 +48,7 @@ impl PveDriver {
             download: t,
             ..Timeouts::default()
         };
-        PveDriver::new(Node::new(&config.node, Arc::new(runner)).with_timeouts(timeouts))
+        PveNode::new(Node::new(&config.node, Arc::new(runner)).with_timeouts(timeouts))
     }
 }
 
@@ -208,7 +208,7 @@ pub fn config_change(
     Ok(c)
 }
 
-impl NodeDriver for PveDriver {
+impl NodeApi for PveNode {
     async fn list(&self) -> Result<Vec<CtSummary>, NodeError> {
         let list = self.node.list_containers().await.map_err(node_err)?;
         Ok(list

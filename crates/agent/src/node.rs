@@ -1,6 +1,9 @@
-//! What the agent needs from a PVE node, as one small async trait ([`NodeDriver`]), plus the plain
-//! data types it returns. The executor and observer are written against this trait; the
-//! implementation over crates/pve lives in [`crate::pve_driver`], and tests may supply fakes.
+//! What the agent needs from a PVE node, as one small async trait ([`NodeApi`]), plus the plain data types it
+//! returns. The executor and observer are written against this trait; tests and the bench supply in-memory nodes.
+//!
+//! Names: [`NodeApi`] (this trait) is the agent's view of a node; [`crate::pve_node::PveNode`] implements it over
+//! [`pxfleet_pve::Node`], crates/pve's node driver (the only code that runs pct/pvesh/pvesm/pveam). The
+//! controller's reconcile loop is not a driver of either.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -117,7 +120,7 @@ pub struct CreateArgs {
     pub options: Vec<(String, String)>,
     /// SSH public keys (key text, one per entry).
     pub ssh_public_keys: Vec<String>,
-    /// The caller starts the container right after: a driver that has to start it anyway (to set the
+    /// The caller starts the container right after: an implementation that has to start it anyway (to set the
     /// password inside) may leave it running instead of stopping it, and says so.
     pub start_after: bool,
 }
@@ -133,7 +136,7 @@ impl std::fmt::Debug for Secret {
 }
 
 /// Everything the agent asks of a PVE node. Implementations must be cheap to share (`Arc`).
-pub trait NodeDriver: Send + Sync + 'static {
+pub trait NodeApi: Send + Sync + 'static {
     /// All containers on this node.
     fn list(&self) -> impl Future<Output = Result<Vec<CtSummary>, NodeError>> + Send;
     /// A container's config, `None` when it does not exist on this node.
@@ -172,7 +175,7 @@ pub trait NodeDriver: Send + Sync + 'static {
     fn destroy(&self, vmid: u32, purge: bool)
         -> impl Future<Output = Result<(), NodeError>> + Send;
     fn unlock(&self, vmid: u32) -> impl Future<Output = Result<(), NodeError>> + Send;
-    /// Keys whose change waits for the next start (`pct pending`). The default: none (a driver that applies
+    /// Keys whose change waits for the next start (`pct pending`). The default: none (a node that applies
     /// every change at once).
     fn pending(
         &self,
@@ -213,7 +216,7 @@ pub trait NodeDriver: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Option<Vec<Interface>>, NodeError>> + Send;
     /// Node facts for the hello (version, resources, storages, bridges, templates).
     fn facts(&self) -> impl Future<Output = Result<NodeFacts, NodeError>> + Send;
-    /// Free (available) memory in bytes, for heartbeats. The default asks for all facts; drivers with
+    /// Free (available) memory in bytes, for heartbeats. The default asks for all facts; implementations with
     /// a cheaper way (one node status call) override it.
     fn memory_free_bytes(&self) -> impl Future<Output = Result<u64, NodeError>> + Send {
         async { Ok(self.facts().await?.memory_free_bytes) }
