@@ -19,7 +19,7 @@ pub use config::AgentConfig;
 pub use executor::{Event, Executor, ExecutorSettings};
 pub use join::{join, JoinError, Joined};
 pub use journal::Journal;
-pub use node::{ManagedMark, NodeApi, NodeError};
+pub use node::{ManagedMark, NodeApi, PveError};
 pub use ops::{OpKind, OpUpdate, Operation};
 pub use seed::{DownloadLimits, SeedError, Seeder};
 pub use stream::{run, run_with, RunError};

@@ -12,31 +12,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 pub use pxfleet_pve::mark::{ManagedMark, MANAGED_LINE_PREFIX, MANAGED_TAG};
-
-/// An error from the node, flattened to what the executor needs: text and whether to retry.
-#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
-#[error("{message}")]
-pub struct NodeError {
-    /// Human-readable message (already carrying vmid / argv / stderr context from crates/pve).
-    pub message: String,
-    /// True for transient failures (lock timeouts, tool timeouts) that are worth another attempt.
-    pub retryable: bool,
-}
-
-impl NodeError {
-    pub fn permanent(message: impl Into<String>) -> Self {
-        NodeError {
-            message: message.into(),
-            retryable: false,
-        }
-    }
-    pub fn transient(message: impl Into<String>) -> Self {
-        NodeError {
-            message: message.into(),
-            retryable: true,
-        }
-    }
-}
+pub use pxfleet_pve::PveError;
 
 /// One row of the node's container list.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -138,49 +114,47 @@ impl std::fmt::Debug for Secret {
 /// Everything the agent asks of a PVE node. Implementations must be cheap to share (`Arc`).
 pub trait NodeApi: Send + Sync + 'static {
     /// All containers on this node.
-    fn list(&self) -> impl Future<Output = Result<Vec<CtSummary>, NodeError>> + Send;
+    fn list(&self) -> impl Future<Output = Result<Vec<CtSummary>, PveError>> + Send;
     /// A container's config, `None` when it does not exist on this node.
-    fn config(&self, vmid: u32)
-        -> impl Future<Output = Result<Option<CtConfig>, NodeError>> + Send;
+    fn config(&self, vmid: u32) -> impl Future<Output = Result<Option<CtConfig>, PveError>> + Send;
     /// Creates the container; `Ok(true)` when it was left running (see [`CreateArgs::start_after`]).
     fn create(
         &self,
         args: &CreateArgs,
         password: Option<&Secret>,
-    ) -> impl Future<Output = Result<bool, NodeError>> + Send;
+    ) -> impl Future<Output = Result<bool, PveError>> + Send;
     /// `pct set` with options and deletions.
     fn set(
         &self,
         vmid: u32,
         options: &[(String, String)],
         delete: &[String],
-    ) -> impl Future<Output = Result<(), NodeError>> + Send;
+    ) -> impl Future<Output = Result<(), PveError>> + Send;
     /// Grow a disk to an absolute size in GiB.
     fn resize(
         &self,
         vmid: u32,
         disk: &str,
         size_gib: u64,
-    ) -> impl Future<Output = Result<(), NodeError>> + Send;
-    fn start(&self, vmid: u32) -> impl Future<Output = Result<(), NodeError>> + Send;
+    ) -> impl Future<Output = Result<(), PveError>> + Send;
+    fn start(&self, vmid: u32) -> impl Future<Output = Result<(), PveError>> + Send;
     /// Immediate stop.
-    fn stop(&self, vmid: u32) -> impl Future<Output = Result<(), NodeError>> + Send;
+    fn stop(&self, vmid: u32) -> impl Future<Output = Result<(), PveError>> + Send;
     /// Clean shutdown; `Ok(false)` when it did not stop within the timeout.
     fn shutdown(
         &self,
         vmid: u32,
         timeout_secs: u32,
-    ) -> impl Future<Output = Result<bool, NodeError>> + Send;
+    ) -> impl Future<Output = Result<bool, PveError>> + Send;
     /// Destroys a stopped container and its volumes (`purge`: also from backup jobs, HA, ACLs).
-    fn destroy(&self, vmid: u32, purge: bool)
-        -> impl Future<Output = Result<(), NodeError>> + Send;
-    fn unlock(&self, vmid: u32) -> impl Future<Output = Result<(), NodeError>> + Send;
+    fn destroy(&self, vmid: u32, purge: bool) -> impl Future<Output = Result<(), PveError>> + Send;
+    fn unlock(&self, vmid: u32) -> impl Future<Output = Result<(), PveError>> + Send;
     /// Keys whose change waits for the next start (`pct pending`). The default: none (a node that applies
     /// every change at once).
     fn pending(
         &self,
         _vmid: u32,
-    ) -> impl Future<Output = Result<Vec<pxfleet_pve::PendingKey>, NodeError>> + Send {
+    ) -> impl Future<Output = Result<Vec<pxfleet_pve::PendingKey>, PveError>> + Send {
         async { Ok(Vec::new()) }
     }
     /// Drops pending changes of `keys` (`pct set --revert`). The default: nothing to drop.
@@ -188,7 +162,7 @@ pub trait NodeApi: Send + Sync + 'static {
         &self,
         _vmid: u32,
         _keys: &[String],
-    ) -> impl Future<Output = Result<(), NodeError>> + Send {
+    ) -> impl Future<Output = Result<(), PveError>> + Send {
         async { Ok(()) }
     }
     /// Restart a running container so that pending changes apply (`pct reboot`). The default: a clean
@@ -197,7 +171,7 @@ pub trait NodeApi: Send + Sync + 'static {
         &self,
         vmid: u32,
         timeout_secs: u32,
-    ) -> impl Future<Output = Result<(), NodeError>> + Send {
+    ) -> impl Future<Output = Result<(), PveError>> + Send {
         async move {
             self.shutdown(vmid, timeout_secs).await?;
             self.start(vmid).await
@@ -208,30 +182,28 @@ pub trait NodeApi: Send + Sync + 'static {
         vmid: u32,
         target: &str,
         restart: bool,
-    ) -> impl Future<Output = Result<(), NodeError>> + Send;
+    ) -> impl Future<Output = Result<(), PveError>> + Send;
     /// Interfaces of a running container; `None` when stopped.
     fn interfaces(
         &self,
         vmid: u32,
-    ) -> impl Future<Output = Result<Option<Vec<Interface>>, NodeError>> + Send;
+    ) -> impl Future<Output = Result<Option<Vec<Interface>>, PveError>> + Send;
     /// Node facts for the hello (version, resources, storages, bridges, templates).
-    fn facts(&self) -> impl Future<Output = Result<NodeFacts, NodeError>> + Send;
+    fn facts(&self) -> impl Future<Output = Result<NodeFacts, PveError>> + Send;
     /// Free (available) memory in bytes, for heartbeats. The default asks for all facts; implementations with
     /// a cheaper way (one node status call) override it.
-    fn memory_free_bytes(&self) -> impl Future<Output = Result<u64, NodeError>> + Send {
+    fn memory_free_bytes(&self) -> impl Future<Output = Result<u64, PveError>> + Send {
         async { Ok(self.facts().await?.memory_free_bytes) }
     }
     /// The directory that holds `STORAGE:vztmpl/` files.
-    fn template_dir(
-        &self,
-        storage: &str,
-    ) -> impl Future<Output = Result<PathBuf, NodeError>> + Send;
+    fn template_dir(&self, storage: &str)
+        -> impl Future<Output = Result<PathBuf, PveError>> + Send;
     /// `pveam download STORAGE NAME` (appliance templates from the index).
     fn pveam_download(
         &self,
         storage: &str,
         name: &str,
-    ) -> impl Future<Output = Result<(), NodeError>> + Send;
+    ) -> impl Future<Output = Result<(), PveError>> + Send;
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::node::{CtConfig, Interface, ManagedMark, NodeApi, NodeError};
+use crate::node::{CtConfig, Interface, ManagedMark, NodeApi, PveError};
 
 /// One container as observed on the node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -203,7 +203,7 @@ pub fn split_tags(tags: &str) -> Vec<String> {
 pub async fn observe_one<D: NodeApi>(
     node: &D,
     vmid: u32,
-) -> Result<Option<ObservedContainer>, NodeError> {
+) -> Result<Option<ObservedContainer>, PveError> {
     let list = node.list().await?;
     let Some(summary) = list.into_iter().find(|c| c.vmid == vmid) else {
         return Ok(None);
@@ -227,7 +227,7 @@ pub async fn observe_one<D: NodeApi>(
 pub async fn observe_changed<D: NodeApi>(
     node: &D,
     known: &BTreeMap<u32, ObservedContainer>,
-) -> Result<(Vec<ObservedContainer>, Vec<u32>), NodeError> {
+) -> Result<(Vec<ObservedContainer>, Vec<u32>), PveError> {
     let mut out = Vec::new();
     let mut read = Vec::new();
     for summary in node.list().await? {

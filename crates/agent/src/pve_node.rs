@@ -15,7 +15,7 @@ use pxfleet_pve::{
 
 use crate::config::AgentConfig;
 use crate::node::{
-    BridgeInfo, CreateArgs, CtConfig, CtSummary, Interface, NodeApi, NodeError, NodeFacts, Secret,
+    BridgeInfo, CreateArgs, CtConfig, CtSummary, Interface, NodeApi, NodeFacts, Secret,
     StorageInfo, TemplateFile,
 };
 
@@ -52,23 +52,21 @@ impl PveNode {
     }
 }
 
-fn node_err(e: PveError) -> NodeError {
-    NodeError {
-        retryable: e.retryable(),
-        message: e.to_string(),
+fn bad(key: &str, value: &str, why: impl std::fmt::Display) -> PveError {
+    PveError::Invalid {
+        vmid: None,
+        field: format!("option {key}"),
+        value: value.to_string(),
+        expected: why.to_string(),
     }
 }
 
-fn bad(key: &str, value: &str, why: impl std::fmt::Display) -> NodeError {
-    NodeError::permanent(format!("option {key}=`{value}`: {why}"))
-}
-
-fn num<T: std::str::FromStr>(k: &str, v: &str) -> Result<T, NodeError> {
+fn num<T: std::str::FromStr>(k: &str, v: &str) -> Result<T, PveError> {
     v.trim().parse().map_err(|_| bad(k, v, "not a number"))
 }
 
 /// A PVE boolean as PVE reads it (`1/yes/on/true`, `0/no/off/false`).
-fn flag(k: &str, v: &str) -> Result<bool, NodeError> {
+fn flag(k: &str, v: &str) -> Result<bool, PveError> {
     parse_bool(v.trim())
         .ok_or_else(|| bad(k, v, "not a PVE boolean (1/0, yes/no, on/off, true/false)"))
 }
@@ -84,14 +82,14 @@ fn words(v: &str) -> Vec<String> {
         .collect()
 }
 
-fn storage_size(k: &str, v: &str, volume: &str) -> Result<(String, u32), NodeError> {
+fn storage_size(k: &str, v: &str, volume: &str) -> Result<(String, u32), PveError> {
     let (storage, size) = volume
         .split_once(':')
         .ok_or_else(|| bad(k, v, "expected STORAGE:GiB"))?;
     Ok((storage.to_string(), num(k, size)?))
 }
 
-fn mount_point(k: &str, v: &str) -> Result<MountPointSpec, NodeError> {
+fn mount_point(k: &str, v: &str) -> Result<MountPointSpec, PveError> {
     let m = MountPoint::parse(v).map_err(|e| bad(k, v, e))?;
     let volume = if m.volume.starts_with('/') {
         MountVolume::Bind {
@@ -122,7 +120,7 @@ fn mount_point(k: &str, v: &str) -> Result<MountPointSpec, NodeError> {
 }
 
 /// Maps agent options onto a typed create request.
-pub fn create_spec(args: &CreateArgs) -> Result<CreateSpec, NodeError> {
+pub fn create_spec(args: &CreateArgs) -> Result<CreateSpec, PveError> {
     let rootfs = args
         .options
         .iter()
@@ -130,7 +128,12 @@ pub fn create_spec(args: &CreateArgs) -> Result<CreateSpec, NodeError> {
         .map(|(k, v)| storage_size(k, v, v.split(',').next().unwrap_or("")))
         .transpose()?
         .map(|(storage, size_gib)| RootfsSpec { storage, size_gib })
-        .ok_or_else(|| NodeError::permanent(format!("CT {}: no rootfs option", args.vmid)))?;
+        .ok_or_else(|| PveError::Invalid {
+            vmid: Some(args.vmid),
+            field: "rootfs".into(),
+            value: "<none>".into(),
+            expected: "a rootfs option".into(),
+        })?;
     let mut s = CreateSpec::new(args.vmid, &args.ostemplate, rootfs);
     s.ssh_public_keys = args.ssh_public_keys.clone();
     for (k, v) in &args.options {
@@ -172,7 +175,7 @@ pub fn create_spec(args: &CreateArgs) -> Result<CreateSpec, NodeError> {
 pub fn config_change(
     options: &[(String, String)],
     delete: &[String],
-) -> Result<ConfigChange, NodeError> {
+) -> Result<ConfigChange, PveError> {
     let mut c = ConfigChange::default();
     for (k, v) in options {
         let (k, v) = (k.as_str(), v.as_str());
@@ -209,8 +212,8 @@ pub fn config_change(
 }
 
 impl NodeApi for PveNode {
-    async fn list(&self) -> Result<Vec<CtSummary>, NodeError> {
-        let list = self.node.list_containers().await.map_err(node_err)?;
+    async fn list(&self) -> Result<Vec<CtSummary>, PveError> {
+        let list = self.node.list_containers().await?;
         Ok(list
             .into_iter()
             .map(|c| CtSummary {
@@ -230,27 +233,23 @@ impl NodeApi for PveNode {
             .collect())
     }
 
-    async fn config(&self, vmid: u32) -> Result<Option<CtConfig>, NodeError> {
+    async fn config(&self, vmid: u32) -> Result<Option<CtConfig>, PveError> {
         match self.node.config(vmid).await {
             Ok(c) => Ok(Some(c.raw.into_iter().collect::<BTreeMap<_, _>>())),
             Err(PveError::NotFound { .. }) => Ok(None),
-            Err(e) => Err(node_err(e)),
+            Err(e) => Err(e),
         }
     }
 
-    async fn create(
-        &self,
-        args: &CreateArgs,
-        password: Option<&Secret>,
-    ) -> Result<bool, NodeError> {
+    async fn create(&self, args: &CreateArgs, password: Option<&Secret>) -> Result<bool, PveError> {
         let spec = create_spec(args)?;
-        self.node.create(&spec).await.map_err(node_err)?;
+        self.node.create(&spec).await?;
         let Some(pw) = password else {
             return Ok(false);
         };
         // PVE sets a password only inside a running container (chpasswd on stdin, never argv).
         let vmid = args.vmid;
-        self.node.start(vmid).await.map_err(node_err)?;
+        self.node.start(vmid).await?;
         let set = self
             .node
             .set_root_password(vmid, &pxfleet_pve::Secret::new(pw.0.clone()))
@@ -258,8 +257,8 @@ impl NodeApi for PveNode {
         if set.is_ok() && args.start_after {
             return Ok(true); // it would be started again right away
         }
-        self.node.stop(vmid).await.map_err(node_err)?;
-        set.map_err(node_err)?;
+        self.node.stop(vmid).await?;
+        set?;
         Ok(false)
     }
 
@@ -268,76 +267,75 @@ impl NodeApi for PveNode {
         vmid: u32,
         options: &[(String, String)],
         delete: &[String],
-    ) -> Result<(), NodeError> {
+    ) -> Result<(), PveError> {
         let change = config_change(options, delete)?;
-        self.node.set(vmid, &change).await.map_err(node_err)
+        self.node.set(vmid, &change).await
     }
 
-    async fn resize(&self, vmid: u32, disk: &str, size_gib: u64) -> Result<(), NodeError> {
-        let size = u32::try_from(size_gib)
-            .map_err(|_| NodeError::permanent(format!("CT {vmid}: {size_gib} GiB is too large")))?;
-        self.node.resize(vmid, disk, size).await.map_err(node_err)
+    async fn resize(&self, vmid: u32, disk: &str, size_gib: u64) -> Result<(), PveError> {
+        let size = u32::try_from(size_gib).map_err(|_| PveError::Invalid {
+            vmid: Some(vmid),
+            field: format!("{disk} size"),
+            value: format!("{size_gib} GiB"),
+            expected: format!("at most {} GiB", u32::MAX),
+        })?;
+        self.node.resize(vmid, disk, size).await
     }
 
-    async fn start(&self, vmid: u32) -> Result<(), NodeError> {
+    async fn start(&self, vmid: u32) -> Result<(), PveError> {
         match self.node.start(vmid).await {
             Ok(()) | Err(PveError::AlreadyRunning { .. }) => Ok(()),
-            Err(e) => Err(node_err(e)),
+            Err(e) => Err(e),
         }
     }
 
-    async fn stop(&self, vmid: u32) -> Result<(), NodeError> {
-        self.node.stop(vmid).await.map_err(node_err)
+    async fn stop(&self, vmid: u32) -> Result<(), PveError> {
+        self.node.stop(vmid).await
     }
 
-    async fn shutdown(&self, vmid: u32, timeout_secs: u32) -> Result<bool, NodeError> {
+    async fn shutdown(&self, vmid: u32, timeout_secs: u32) -> Result<bool, PveError> {
         // pve stops hard by itself when the clean shutdown times out, so the container is stopped either way.
         self.node
             .shutdown(vmid, Duration::from_secs(timeout_secs.into()))
             .await
             .map(|_| true)
-            .map_err(node_err)
     }
 
-    async fn destroy(&self, vmid: u32, _purge: bool) -> Result<(), NodeError> {
+    async fn destroy(&self, vmid: u32, _purge: bool) -> Result<(), PveError> {
         match self.node.destroy(vmid).await {
             Ok(()) | Err(PveError::NotFound { .. }) => Ok(()),
-            Err(e) => Err(node_err(e)),
+            Err(e) => Err(e),
         }
     }
 
-    async fn unlock(&self, vmid: u32) -> Result<(), NodeError> {
-        self.node.unlock(vmid).await.map_err(node_err)
+    async fn unlock(&self, vmid: u32) -> Result<(), PveError> {
+        self.node.unlock(vmid).await
     }
 
-    async fn pending(&self, vmid: u32) -> Result<Vec<pxfleet_pve::PendingKey>, NodeError> {
-        self.node.pending(vmid).await.map_err(node_err)
+    async fn pending(&self, vmid: u32) -> Result<Vec<pxfleet_pve::PendingKey>, PveError> {
+        self.node.pending(vmid).await
     }
 
-    async fn revert(&self, vmid: u32, keys: &[String]) -> Result<(), NodeError> {
+    async fn revert(&self, vmid: u32, keys: &[String]) -> Result<(), PveError> {
         let change = ConfigChange {
             revert: keys.iter().cloned().collect(),
             ..ConfigChange::default()
         };
-        self.node.set(vmid, &change).await.map_err(node_err)
+        self.node.set(vmid, &change).await
     }
 
-    async fn reboot(&self, vmid: u32, timeout_secs: u32) -> Result<(), NodeError> {
+    async fn reboot(&self, vmid: u32, timeout_secs: u32) -> Result<(), PveError> {
         self.node
             .reboot(vmid, Duration::from_secs(timeout_secs.into()))
             .await
-            .map_err(node_err)
     }
 
-    async fn migrate(&self, vmid: u32, target: &str, restart: bool) -> Result<(), NodeError> {
-        self.node
-            .migrate(vmid, target, restart)
-            .await
-            .map_err(node_err)
+    async fn migrate(&self, vmid: u32, target: &str, restart: bool) -> Result<(), PveError> {
+        self.node.migrate(vmid, target, restart).await
     }
 
-    async fn interfaces(&self, vmid: u32) -> Result<Option<Vec<Interface>>, NodeError> {
-        let ifaces = self.node.interfaces(vmid).await.map_err(node_err)?;
+    async fn interfaces(&self, vmid: u32) -> Result<Option<Vec<Interface>>, PveError> {
+        let ifaces = self.node.interfaces(vmid).await?;
         if ifaces.is_empty() {
             return Ok(None);
         }
@@ -357,16 +355,16 @@ impl NodeApi for PveNode {
         ))
     }
 
-    async fn memory_free_bytes(&self) -> Result<u64, NodeError> {
-        let status = self.node.node_status().await.map_err(node_err)?;
+    async fn memory_free_bytes(&self) -> Result<u64, PveError> {
+        let status = self.node.node_status().await?;
         Ok(status.memory.available.unwrap_or(status.memory.free))
     }
 
-    async fn facts(&self) -> Result<NodeFacts, NodeError> {
-        let version = self.node.version().await.map_err(node_err)?;
-        let status = self.node.node_status().await.map_err(node_err)?;
-        let storages = self.node.storages().await.map_err(node_err)?;
-        let bridges = self.node.bridges().await.map_err(node_err)?;
+    async fn facts(&self) -> Result<NodeFacts, PveError> {
+        let version = self.node.version().await?;
+        let status = self.node.node_status().await?;
+        let storages = self.node.storages().await?;
+        let bridges = self.node.bridges().await?;
         let mut templates = Vec::new();
         let mut out_storages = Vec::new();
         for s in storages {
@@ -428,7 +426,7 @@ impl NodeApi for PveNode {
         })
     }
 
-    async fn template_dir(&self, storage: &str) -> Result<PathBuf, NodeError> {
+    async fn template_dir(&self, storage: &str) -> Result<PathBuf, PveError> {
         if let Some(dir) = self
             .template_dirs
             .lock()
@@ -437,7 +435,7 @@ impl NodeApi for PveNode {
         {
             return Ok(dir.clone());
         }
-        let dir = self.node.template_dir(storage).await.map_err(node_err)?;
+        let dir = self.node.template_dir(storage).await?;
         self.template_dirs
             .lock()
             .expect("template dirs")
@@ -445,11 +443,8 @@ impl NodeApi for PveNode {
         Ok(dir)
     }
 
-    async fn pveam_download(&self, storage: &str, name: &str) -> Result<(), NodeError> {
-        self.node
-            .pveam_download(storage, name)
-            .await
-            .map_err(node_err)
+    async fn pveam_download(&self, storage: &str, name: &str) -> Result<(), PveError> {
+        self.node.pveam_download(storage, name).await
     }
 }
 
@@ -514,7 +509,7 @@ mod tests {
             ..args
         })
         .unwrap_err();
-        assert!(e.message.contains("bogus"), "{e}");
+        assert!(e.to_string().contains("bogus"), "{e}");
     }
 
     #[test]

@@ -158,7 +158,7 @@ enum SessionError {
     #[error("stream: {0}")]
     Status(#[from] tonic::Status),
     #[error("observing the node: {0}")]
-    Node(#[from] crate::node::NodeError),
+    Node(#[from] crate::node::PveError),
     #[error("{0}")]
     Journal(#[from] JournalError),
     #[error("outgoing stream closed")]

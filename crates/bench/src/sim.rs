@@ -10,9 +10,29 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pxfleet_agent::node::{
-    BridgeInfo, CreateArgs, CtConfig, CtSummary, Interface, NodeApi, NodeError, NodeFacts, Secret,
+    BridgeInfo, CreateArgs, CtConfig, CtSummary, Interface, NodeApi, NodeFacts, PveError, Secret,
     StorageInfo, TemplateFile,
 };
+
+/// A failure of this in-memory node, as crates/pve reports a failed command.
+fn permanent(message: impl Into<String>) -> PveError {
+    PveError::Command {
+        argv: "fake".into(),
+        status: Some(255),
+        stderr: message.into(),
+        retryable: false,
+    }
+}
+
+/// A failure worth another attempt (as a lock timeout would be).
+fn transient(message: impl Into<String>) -> PveError {
+    PveError::Command {
+        argv: "fake".into(),
+        status: Some(255),
+        stderr: message.into(),
+        retryable: true,
+    }
+}
 
 /// How long PVE takes for each kind of work on a node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -90,7 +110,7 @@ impl SimNode {
     }
 
     /// Takes the container's lock, waiting like PVE does (up to [`LOCK_TIMEOUT`]).
-    async fn lock(&self, vmid: u32) -> Result<tokio::sync::OwnedMutexGuard<()>, NodeError> {
+    async fn lock(&self, vmid: u32) -> Result<tokio::sync::OwnedMutexGuard<()>, PveError> {
         let m = self
             .locks
             .lock()
@@ -101,20 +121,20 @@ impl SimNode {
         tokio::time::timeout(LOCK_TIMEOUT, m.lock_owned())
             .await
             .map_err(|_| {
-                NodeError::transient(format!(
+                transient(format!(
                     "can't lock file '/run/lock/lxc/pve-config-{vmid}.lock' - got timeout"
                 ))
             })
     }
 
-    fn missing(&self, vmid: u32) -> NodeError {
-        NodeError::permanent(format!(
+    fn missing(&self, vmid: u32) -> PveError {
+        permanent(format!(
             "Configuration file 'nodes/{}/lxc/{vmid}.conf' does not exist",
             self.name
         ))
     }
 
-    fn with_ct<T>(&self, vmid: u32, f: impl FnOnce(&mut Ct) -> T) -> Result<T, NodeError> {
+    fn with_ct<T>(&self, vmid: u32, f: impl FnOnce(&mut Ct) -> T) -> Result<T, PveError> {
         let mut cts = self.cts.lock().expect("cts lock");
         let ct = cts.get_mut(&vmid).ok_or_else(|| self.missing(vmid))?;
         Ok(f(ct))
@@ -152,7 +172,7 @@ fn rootfs_volume(vmid: u32, spec: &str) -> String {
 }
 
 impl NodeApi for SimNode {
-    async fn list(&self) -> Result<Vec<CtSummary>, NodeError> {
+    async fn list(&self) -> Result<Vec<CtSummary>, PveError> {
         let cts = self.cts.lock().expect("cts lock");
         Ok(cts
             .iter()
@@ -175,7 +195,7 @@ impl NodeApi for SimNode {
             .collect())
     }
 
-    async fn config(&self, vmid: u32) -> Result<Option<CtConfig>, NodeError> {
+    async fn config(&self, vmid: u32) -> Result<Option<CtConfig>, PveError> {
         let cts = self.cts.lock().expect("cts lock");
         Ok(cts.get(&vmid).map(|c| c.config.clone()))
     }
@@ -184,7 +204,7 @@ impl NodeApi for SimNode {
         &self,
         args: &CreateArgs,
         _password: Option<&Secret>,
-    ) -> Result<bool, NodeError> {
+    ) -> Result<bool, PveError> {
         let _g = self.lock(args.vmid).await?;
         let file = args
             .ostemplate
@@ -192,7 +212,7 @@ impl NodeApi for SimNode {
             .map(|(_, f)| f.to_string())
             .unwrap_or_default();
         if !self.templates.contains(&file) {
-            return Err(NodeError::permanent(format!(
+            return Err(permanent(format!(
                 "unable to create CT {} - volume '{}' does not exist",
                 args.vmid, args.ostemplate
             )));
@@ -200,7 +220,7 @@ impl NodeApi for SimNode {
         {
             let mut cts = self.cts.lock().expect("cts lock");
             if cts.contains_key(&args.vmid) {
-                return Err(NodeError::permanent(format!(
+                return Err(permanent(format!(
                     "unable to create CT {} - CT {} already exists on node '{}'",
                     args.vmid, args.vmid, self.name
                 )));
@@ -246,7 +266,7 @@ impl NodeApi for SimNode {
         vmid: u32,
         options: &[(String, String)],
         delete: &[String],
-    ) -> Result<(), NodeError> {
+    ) -> Result<(), PveError> {
         let _g = self.lock(vmid).await?;
         self.with_ct(vmid, |ct| {
             for (k, v) in options {
@@ -258,7 +278,7 @@ impl NodeApi for SimNode {
         })
     }
 
-    async fn resize(&self, vmid: u32, disk: &str, size_gib: u64) -> Result<(), NodeError> {
+    async fn resize(&self, vmid: u32, disk: &str, size_gib: u64) -> Result<(), PveError> {
         let _g = self.lock(vmid).await?;
         self.with_ct(vmid, |ct| {
             if let Some(cur) = ct.config.get(disk).cloned() {
@@ -269,36 +289,36 @@ impl NodeApi for SimNode {
         })
     }
 
-    async fn start(&self, vmid: u32) -> Result<(), NodeError> {
+    async fn start(&self, vmid: u32) -> Result<(), PveError> {
         let _g = self.lock(vmid).await?;
         if self.with_ct(vmid, |ct| ct.status == "running")? {
-            return Err(NodeError::permanent(format!("CT {vmid} already running")));
+            return Err(permanent(format!("CT {vmid} already running")));
         }
         tokio::time::sleep(self.latency.start).await;
         self.with_ct(vmid, |ct| ct.status = "running".into())
     }
 
-    async fn stop(&self, vmid: u32) -> Result<(), NodeError> {
+    async fn stop(&self, vmid: u32) -> Result<(), PveError> {
         let _g = self.lock(vmid).await?;
         self.with_ct(vmid, |ct| ct.status = "stopped".into())
     }
 
-    async fn shutdown(&self, vmid: u32, _timeout_secs: u32) -> Result<bool, NodeError> {
+    async fn shutdown(&self, vmid: u32, _timeout_secs: u32) -> Result<bool, PveError> {
         let _g = self.lock(vmid).await?;
         self.with_ct(vmid, |ct| ct.status = "stopped".into())?;
         Ok(true)
     }
 
-    async fn destroy(&self, vmid: u32, _purge: bool) -> Result<(), NodeError> {
+    async fn destroy(&self, vmid: u32, _purge: bool) -> Result<(), PveError> {
         let _g = self.lock(vmid).await?;
         let (running, locked) = self.with_ct(vmid, |ct| {
             (ct.status == "running", ct.config.get("lock").cloned())
         })?;
         if let Some(l) = locked {
-            return Err(NodeError::permanent(format!("CT is locked ({l})")));
+            return Err(permanent(format!("CT is locked ({l})")));
         }
         if running {
-            return Err(NodeError::permanent(format!(
+            return Err(permanent(format!(
                 "unable to destroy CT {vmid} - container is running"
             )));
         }
@@ -307,19 +327,19 @@ impl NodeApi for SimNode {
         Ok(())
     }
 
-    async fn unlock(&self, vmid: u32) -> Result<(), NodeError> {
+    async fn unlock(&self, vmid: u32) -> Result<(), PveError> {
         self.with_ct(vmid, |ct| {
             ct.config.remove("lock");
         })
     }
 
-    async fn migrate(&self, vmid: u32, target: &str, _restart: bool) -> Result<(), NodeError> {
-        Err(NodeError::permanent(format!(
+    async fn migrate(&self, vmid: u32, target: &str, _restart: bool) -> Result<(), PveError> {
+        Err(permanent(format!(
             "migration of CT {vmid} to {target}: the benchmark's simulated nodes do not migrate"
         )))
     }
 
-    async fn interfaces(&self, vmid: u32) -> Result<Option<Vec<Interface>>, NodeError> {
+    async fn interfaces(&self, vmid: u32) -> Result<Option<Vec<Interface>>, PveError> {
         let cts = self.cts.lock().expect("cts lock");
         let ct = cts.get(&vmid).ok_or_else(|| self.missing(vmid))?;
         if ct.status != "running" {
@@ -350,7 +370,7 @@ impl NodeApi for SimNode {
         ]))
     }
 
-    async fn facts(&self) -> Result<NodeFacts, NodeError> {
+    async fn facts(&self) -> Result<NodeFacts, PveError> {
         let used_disk = self.used_disk_bytes().min(NODE_DISK_BYTES);
         Ok(NodeFacts {
             pve_version: "9.0.3".into(),
@@ -402,13 +422,13 @@ impl NodeApi for SimNode {
         })
     }
 
-    async fn memory_free_bytes(&self) -> Result<u64, NodeError> {
+    async fn memory_free_bytes(&self) -> Result<u64, PveError> {
         Ok(NODE_MEMORY_BYTES.saturating_sub(self.used_memory_bytes()))
     }
 
-    async fn template_dir(&self, storage: &str) -> Result<PathBuf, NodeError> {
+    async fn template_dir(&self, storage: &str) -> Result<PathBuf, PveError> {
         if storage != TEMPLATE_STORAGE {
-            return Err(NodeError::permanent(format!(
+            return Err(permanent(format!(
                 "storage '{storage}' does not hold templates on node '{}'",
                 self.name
             )));
@@ -416,8 +436,8 @@ impl NodeApi for SimNode {
         Ok(self.template_dir.clone())
     }
 
-    async fn pveam_download(&self, storage: &str, name: &str) -> Result<(), NodeError> {
-        Err(NodeError::permanent(format!(
+    async fn pveam_download(&self, storage: &str, name: &str) -> Result<(), PveError> {
+        Err(permanent(format!(
             "pveam download {storage} {name}: the benchmark's nodes have their templates pre-seeded; \
              declare one of {:?}",
             self.templates
@@ -476,7 +496,7 @@ mod tests {
             .destroy(1000, true)
             .await
             .unwrap_err()
-            .message
+            .to_string()
             .contains("running"));
         n.stop(1000).await.unwrap();
         n.destroy(1000, true).await.unwrap();
@@ -486,7 +506,7 @@ mod tests {
             .create(&args(1000), None)
             .await
             .unwrap_err()
-            .message
+            .to_string()
             .contains("already exists"));
     }
 
@@ -499,7 +519,7 @@ mod tests {
             .create(&a, None)
             .await
             .unwrap_err()
-            .message
+            .to_string()
             .contains("does not exist"));
     }
 

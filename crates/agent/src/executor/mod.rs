@@ -24,7 +24,7 @@ use pxfleet_pve::parse::disk_size;
 use tokio::sync::{mpsc, Semaphore};
 
 use crate::journal::{Journal, JournalError, OpState};
-use crate::node::{CreateArgs, CtConfig, ManagedMark, NodeApi, NodeError, MANAGED_TAG};
+use crate::node::{CreateArgs, CtConfig, ManagedMark, NodeApi, PveError, MANAGED_TAG};
 use crate::observe::{self, Delta, ObservedContainer, Snapshot};
 use crate::ops::{
     CreateOp, OpFailure, OpKind, OpResult, OpUpdate, Operation, TemplateSource, TemplateSpec,
@@ -97,11 +97,11 @@ fn fail(error: impl Into<String>) -> OpFailure {
     }
 }
 
-impl From<NodeError> for OpFailure {
-    fn from(e: NodeError) -> Self {
+impl From<PveError> for OpFailure {
+    fn from(e: PveError) -> Self {
         OpFailure {
-            error: e.message,
-            retryable: e.retryable,
+            retryable: e.retryable(),
+            error: e.to_string(),
         }
     }
 }
@@ -385,7 +385,7 @@ impl<D: NodeApi> Executor<D> {
     /// One listing of the node; configurations are read only for containers whose listing moved, new ones, and
     /// the tenth read longest ago (so hundreds of containers do not cost hundreds of `pct config` calls per
     /// pass, and a change the listing does not show is still seen within ten passes).
-    pub async fn observe_pass(&self) -> Result<Delta, NodeError> {
+    pub async fn observe_pass(&self) -> Result<Delta, PveError> {
         let (began, known) = {
             let mut s = self.snapshot();
             (s.begin_pass(), s.reusable(REREAD_EVERY_PASSES))
@@ -403,7 +403,7 @@ impl<D: NodeApi> Executor<D> {
 
     /// A full observation for a hello / resync: returns every container (no event emitted).
     /// Containers an operation touched while the pass ran keep what the operation reported.
-    pub async fn full_observation(&self) -> Result<Vec<ObservedContainer>, NodeError> {
+    pub async fn full_observation(&self) -> Result<Vec<ObservedContainer>, PveError> {
         let began = self.snapshot().begin_pass();
         let (all, read) = observe::observe_changed(&*self.inner.node, &BTreeMap::new()).await?;
         let mut snapshot = self.snapshot();
@@ -482,7 +482,7 @@ impl<D: NodeApi> Executor<D> {
     }
 
     /// Removes a container left locked by a cut-short create or destroy.
-    async fn cleanup(&self, vmid: u32) -> Result<(), NodeError> {
+    async fn cleanup(&self, vmid: u32) -> Result<(), PveError> {
         let d = &*self.inner.node;
         // `unlock` complains when there is no lock; that is fine.
         let _ = d.unlock(vmid).await;
