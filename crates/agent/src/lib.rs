@@ -11,6 +11,7 @@ pub mod node;
 pub mod observe;
 pub mod ops;
 pub mod pve_node;
+pub mod pve_options;
 pub mod renew;
 pub mod seed;
 pub mod stream;

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 pub use pxfleet_pve::mark::{ManagedMark, MANAGED_LINE_PREFIX, MANAGED_TAG};
-pub use pxfleet_pve::PveError;
+pub use pxfleet_pve::{CreateSpec, PveError};
 
 /// One row of the node's container list.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -86,21 +86,6 @@ pub struct NodeFacts {
     pub templates: Vec<TemplateFile>,
 }
 
-/// Parameters of a `pct create`, already rendered as PVE options (no secrets inside).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CreateArgs {
-    pub vmid: u32,
-    /// Template volume id, `STORAGE:vztmpl/FILE`.
-    pub ostemplate: String,
-    /// `--key value` pairs without the dashes, in order (hostname, memory, net0, rootfs, tags, description ...).
-    pub options: Vec<(String, String)>,
-    /// SSH public keys (key text, one per entry).
-    pub ssh_public_keys: Vec<String>,
-    /// The caller starts the container right after: an implementation that has to start it anyway (to set the
-    /// password inside) may leave it running instead of stopping it, and says so.
-    pub start_after: bool,
-}
-
 /// A root password; `Debug` never shows it and it is never serialised into the journal.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(pub String);
@@ -117,11 +102,14 @@ pub trait NodeApi: Send + Sync + 'static {
     fn list(&self) -> impl Future<Output = Result<Vec<CtSummary>, PveError>> + Send;
     /// A container's config, `None` when it does not exist on this node.
     fn config(&self, vmid: u32) -> impl Future<Output = Result<Option<CtConfig>, PveError>> + Send;
-    /// Creates the container; `Ok(true)` when it was left running (see [`CreateArgs::start_after`]).
+    /// Creates the container; `Ok(true)` when it was left running. `start_after`: the caller starts the
+    /// container right after, so an implementation that has to start it anyway (to set the password inside)
+    /// may leave it running instead of stopping it, and says so.
     fn create(
         &self,
-        args: &CreateArgs,
+        spec: &CreateSpec,
         password: Option<&Secret>,
+        start_after: bool,
     ) -> impl Future<Output = Result<bool, PveError>> + Send;
     /// `pct set` with options and deletions.
     fn set(

@@ -10,9 +10,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pxfleet_agent::node::{
-    BridgeInfo, CreateArgs, CtConfig, CtSummary, Interface, NodeApi, NodeFacts, PveError, Secret,
+    BridgeInfo, CreateSpec, CtConfig, CtSummary, Interface, NodeApi, NodeFacts, PveError, Secret,
     StorageInfo, TemplateFile,
 };
+use pxfleet_agent::pve_options::create_options;
 
 /// A failure of this in-memory node, as crates/pve reports a failed command.
 fn permanent(message: impl Into<String>) -> PveError {
@@ -202,33 +203,34 @@ impl NodeApi for SimNode {
 
     async fn create(
         &self,
-        args: &CreateArgs,
+        spec: &CreateSpec,
         _password: Option<&Secret>,
+        _start_after: bool,
     ) -> Result<bool, PveError> {
-        let _g = self.lock(args.vmid).await?;
-        let file = args
-            .ostemplate
+        let _g = self.lock(spec.vmid).await?;
+        let file = spec
+            .template
             .split_once(":vztmpl/")
             .map(|(_, f)| f.to_string())
             .unwrap_or_default();
         if !self.templates.contains(&file) {
             return Err(permanent(format!(
                 "unable to create CT {} - volume '{}' does not exist",
-                args.vmid, args.ostemplate
+                spec.vmid, spec.template
             )));
         }
         {
             let mut cts = self.cts.lock().expect("cts lock");
-            if cts.contains_key(&args.vmid) {
+            if cts.contains_key(&spec.vmid) {
                 return Err(permanent(format!(
                     "unable to create CT {} - CT {} already exists on node '{}'",
-                    args.vmid, args.vmid, self.name
+                    spec.vmid, spec.vmid, self.name
                 )));
             }
             let mut lock = CtConfig::new();
             lock.insert("lock".into(), "create".into());
             cts.insert(
-                args.vmid,
+                spec.vmid,
                 Ct {
                     status: "stopped".into(),
                     config: lock,
@@ -236,23 +238,23 @@ impl NodeApi for SimNode {
             );
         }
         tokio::time::sleep(self.latency.create).await;
-        let mut config: CtConfig = args.options.iter().cloned().collect();
+        let mut config: CtConfig = create_options(spec)?.into_iter().collect();
         if let Some(net) = config.get_mut("net0") {
             if !net.contains("hwaddr=") {
                 let mac = format!(
                     "BC:24:11:{:02X}:{:02X}:{:02X}",
-                    (args.vmid >> 16) & 0xff,
-                    (args.vmid >> 8) & 0xff,
-                    args.vmid & 0xff
+                    (spec.vmid >> 16) & 0xff,
+                    (spec.vmid >> 8) & 0xff,
+                    spec.vmid & 0xff
                 );
                 *net = net.replacen("name=eth0", &format!("name=eth0,hwaddr={mac}"), 1);
             }
         }
         if let Some(r) = config.get("rootfs").cloned() {
-            config.insert("rootfs".into(), rootfs_volume(args.vmid, &r));
+            config.insert("rootfs".into(), rootfs_volume(spec.vmid, &r));
         }
         self.cts.lock().expect("cts lock").insert(
-            args.vmid,
+            spec.vmid,
             Ct {
                 status: "stopped".into(),
                 config,
@@ -462,8 +464,8 @@ mod tests {
         )
     }
 
-    fn args(vmid: u32) -> CreateArgs {
-        CreateArgs {
+    fn args(vmid: u32) -> CreateSpec {
+        pxfleet_agent::pve_options::create_spec(&pxfleet_agent::pve_options::CreateArgs {
             vmid,
             ostemplate: "local:vztmpl/t.tar.zst".into(),
             options: vec![
@@ -473,14 +475,14 @@ mod tests {
                 ("net0".into(), "name=eth0,bridge=vmbr0,ip=dhcp".into()),
             ],
             ssh_public_keys: vec![],
-            start_after: true,
-        }
+        })
+        .expect("valid options")
     }
 
     #[tokio::test]
     async fn create_start_destroy_lifecycle() {
         let n = node(Duration::ZERO);
-        n.create(&args(1000), None).await.unwrap();
+        n.create(&args(1000), None, true).await.unwrap();
         let cfg = n.config(1000).await.unwrap().unwrap();
         assert_eq!(cfg["rootfs"], "local-lvm:vm-1000-disk-0,size=1G");
         assert!(cfg["net0"].contains("hwaddr=BC:24:11:00:03:E8"), "{cfg:?}");
@@ -501,9 +503,9 @@ mod tests {
         n.stop(1000).await.unwrap();
         n.destroy(1000, true).await.unwrap();
         assert_eq!(n.counts(), (0, 0));
-        assert!(n.create(&args(1000), None).await.is_ok());
+        assert!(n.create(&args(1000), None, true).await.is_ok());
         assert!(n
-            .create(&args(1000), None)
+            .create(&args(1000), None, true)
             .await
             .unwrap_err()
             .to_string()
@@ -514,9 +516,9 @@ mod tests {
     async fn unknown_template_is_refused() {
         let n = node(Duration::ZERO);
         let mut a = args(1001);
-        a.ostemplate = "local:vztmpl/other.tar.zst".into();
+        a.template = "local:vztmpl/other.tar.zst".into();
         assert!(n
-            .create(&a, None)
+            .create(&a, None, true)
             .await
             .unwrap_err()
             .to_string()
@@ -526,7 +528,7 @@ mod tests {
     #[tokio::test]
     async fn the_vmid_lock_serialises_work_on_one_container() {
         let n = node(Duration::from_millis(100));
-        n.create(&args(1002), None).await.unwrap();
+        n.create(&args(1002), None, true).await.unwrap();
         // The start takes the lock first; the stop must wait for it, so the container ends stopped. Without
         // the lock the stop would run at once and the slow start would leave it running.
         let (a, b) = tokio::join!(n.start(1002), n.stop(1002));

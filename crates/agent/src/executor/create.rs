@@ -2,6 +2,7 @@
 //! a half-created leftover of an earlier attempt is removed first.
 
 use super::*;
+use crate::pve_options::{create_spec, CreateArgs};
 
 impl<D: NodeApi> Executor<D> {
     pub(super) async fn create(&self, op_id: &str, c: &CreateOp) -> Outcome {
@@ -58,10 +59,10 @@ impl<D: NodeApi> Executor<D> {
             ostemplate,
             options,
             ssh_public_keys: c.ssh_public_keys.clone(),
-            start_after: c.start,
         };
+        let spec = create_spec(&args)?;
         self.progress(op_id, format!("creating CT {vmid}"));
-        let running = match d.create(&args, c.password.as_ref()).await {
+        let running = match d.create(&spec, c.password.as_ref(), c.start).await {
             Ok(running) => running,
             Err(e) => {
                 // PVE removes a failed create's config itself, but a killed tool may leave the lock behind.

@@ -24,7 +24,7 @@ use pxfleet_pve::parse::disk_size;
 use tokio::sync::{mpsc, Semaphore};
 
 use crate::journal::{Journal, JournalError, OpState};
-use crate::node::{CreateArgs, CtConfig, ManagedMark, NodeApi, PveError, MANAGED_TAG};
+use crate::node::{CtConfig, ManagedMark, NodeApi, PveError, MANAGED_TAG};
 use crate::observe::{self, Delta, ObservedContainer, Snapshot};
 use crate::ops::{
     CreateOp, OpFailure, OpKind, OpResult, OpUpdate, Operation, TemplateSource, TemplateSpec,

@@ -12,8 +12,9 @@ use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 use pxfleet_agent::node::{
-    CreateArgs, CtConfig, CtSummary, Interface, NodeApi, NodeFacts, PveError, Secret,
+    CreateSpec, CtConfig, CtSummary, Interface, NodeApi, NodeFacts, PveError, Secret,
 };
+use pxfleet_agent::pve_options::create_options;
 
 /// A failure of this in-memory node, as crates/pve reports a failed command.
 fn permanent(message: impl Into<String>) -> PveError {
@@ -143,38 +144,43 @@ impl NodeApi for FakeNode {
             .get(&vmid)
             .map(|c| c.1.clone()))
     }
-    async fn create(&self, args: &CreateArgs, password: Option<&Secret>) -> Result<bool, PveError> {
-        self.call(format!("create {}", args.vmid));
+    async fn create(
+        &self,
+        spec: &CreateSpec,
+        password: Option<&Secret>,
+        _start_after: bool,
+    ) -> Result<bool, PveError> {
+        self.call(format!("create {}", spec.vmid));
         {
             let mut s = self.state.lock().unwrap();
             if let Some(p) = password {
                 s.passwords.push(p.0.clone());
             }
-            if s.cts.contains_key(&args.vmid) {
+            if s.cts.contains_key(&spec.vmid) {
                 return Err(permanent(format!(
                     "CT {} already exists on node 'pve1'",
-                    args.vmid
+                    spec.vmid
                 )));
             }
             let mut lock = CtConfig::new();
             lock.insert("lock".into(), "create".into());
-            s.cts.insert(args.vmid, ("stopped".into(), lock));
+            s.cts.insert(spec.vmid, ("stopped".into(), lock));
             if s.crash_next_create {
                 s.crash_next_create = false;
                 return Err(transient("pct create: killed"));
             }
         }
         self.busy().await;
-        let (storage, file) = args.ostemplate.split_once(":vztmpl/").unwrap();
+        let (storage, file) = spec.template.split_once(":vztmpl/").unwrap();
         assert_eq!(storage, "local");
         if !self.template_dir.join(file).exists() {
-            self.state.lock().unwrap().cts.remove(&args.vmid);
+            self.state.lock().unwrap().cts.remove(&spec.vmid);
             return Err(permanent(format!(
                 "unable to create CT {} - can't find file '{}'",
-                args.vmid, args.ostemplate
+                spec.vmid, spec.template
             )));
         }
-        let mut cfg: CtConfig = args.options.iter().cloned().collect();
+        let mut cfg: CtConfig = create_options(spec)?.into_iter().collect();
         if let Some(net) = cfg.get_mut("net0") {
             if !net.contains("hwaddr=") {
                 *net = net.replace(",ip=", ",hwaddr=BC:24:11:00:00:01,ip=");
@@ -184,14 +190,14 @@ impl NodeApi for FakeNode {
             let (ds, size) = r.split_once(':').unwrap();
             cfg.insert(
                 "rootfs".into(),
-                format!("{ds}:subvol-{}-disk-0,size={size}G", args.vmid),
+                format!("{ds}:subvol-{}-disk-0,size={size}G", spec.vmid),
             );
         }
         self.state
             .lock()
             .unwrap()
             .cts
-            .insert(args.vmid, ("stopped".into(), cfg));
+            .insert(spec.vmid, ("stopped".into(), cfg));
         Ok(false)
     }
     async fn set(
