@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 pub use pxfleet_pve::mark::{ManagedMark, MANAGED_LINE_PREFIX, MANAGED_TAG};
-pub use pxfleet_pve::{CreateSpec, PveError};
+pub use pxfleet_pve::{ConfigChange, CreateSpec, PveError};
 
 /// One row of the node's container list.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -111,12 +111,11 @@ pub trait NodeApi: Send + Sync + 'static {
         password: Option<&Secret>,
         start_after: bool,
     ) -> impl Future<Output = Result<bool, PveError>> + Send;
-    /// `pct set` with options and deletions.
+    /// An in-place change (`pct set`: options, deletions, reverts).
     fn set(
         &self,
         vmid: u32,
-        options: &[(String, String)],
-        delete: &[String],
+        change: &ConfigChange,
     ) -> impl Future<Output = Result<(), PveError>> + Send;
     /// Grow a disk to an absolute size in GiB.
     fn resize(

@@ -103,14 +103,8 @@ impl NodeApi for PveNode {
         Ok(false)
     }
 
-    async fn set(
-        &self,
-        vmid: u32,
-        options: &[(String, String)],
-        delete: &[String],
-    ) -> Result<(), PveError> {
-        let change = crate::pve_options::config_change(options, delete)?;
-        self.node.set(vmid, &change).await
+    async fn set(&self, vmid: u32, change: &ConfigChange) -> Result<(), PveError> {
+        self.node.set(vmid, change).await
     }
 
     async fn resize(&self, vmid: u32, disk: &str, size_gib: u64) -> Result<(), PveError> {

@@ -195,6 +195,27 @@ pub fn create_options(spec: &CreateSpec) -> Result<Vec<(String, String)>, PveErr
         .collect())
 }
 
+/// `(key, value)` pairs as PVE stores them.
+pub type Options = Vec<(String, String)>;
+
+/// What a [`ConfigChange`] sends to `pct set` (as pve's argv builder renders and checks it): the options to
+/// set and the keys to delete (reverts left out): what an in-memory node applies for a change.
+pub fn set_options(vmid: u32, change: &ConfigChange) -> Result<(Options, Vec<String>), PveError> {
+    let argv = pxfleet_pve::argv::set_args(vmid, change)?;
+    let mut options = Vec::new();
+    let mut delete = Vec::new();
+    // `set VMID`, then `--key value` pairs.
+    for kv in argv.get(2..).unwrap_or_default().chunks(2) {
+        let [k, v] = kv else { continue };
+        match k.strip_prefix("--") {
+            Some("delete") => delete.extend(v.split(',').map(String::from)),
+            Some("revert") | None => {}
+            Some(k) => options.push((k.to_string(), v.clone())),
+        }
+    }
+    Ok((options, delete))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,10 +10,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pxfleet_agent::node::{
-    BridgeInfo, CreateSpec, CtConfig, CtSummary, Interface, NodeApi, NodeFacts, PveError, Secret,
-    StorageInfo, TemplateFile,
+    BridgeInfo, ConfigChange, CreateSpec, CtConfig, CtSummary, Interface, NodeApi, NodeFacts,
+    PveError, Secret, StorageInfo, TemplateFile,
 };
-use pxfleet_agent::pve_options::create_options;
+use pxfleet_agent::pve_options::{create_options, set_options};
 
 /// A failure of this in-memory node, as crates/pve reports a failed command.
 fn permanent(message: impl Into<String>) -> PveError {
@@ -263,18 +263,14 @@ impl NodeApi for SimNode {
         Ok(false)
     }
 
-    async fn set(
-        &self,
-        vmid: u32,
-        options: &[(String, String)],
-        delete: &[String],
-    ) -> Result<(), PveError> {
+    async fn set(&self, vmid: u32, change: &ConfigChange) -> Result<(), PveError> {
+        let (options, delete) = set_options(vmid, change)?;
         let _g = self.lock(vmid).await?;
         self.with_ct(vmid, |ct| {
-            for (k, v) in options {
+            for (k, v) in &options {
                 ct.config.insert(k.clone(), v.clone());
             }
-            for k in delete {
+            for k in &delete {
                 ct.config.remove(k);
             }
         })

@@ -2,6 +2,7 @@
 //! plan of it ([`plan_update`]): what differs from the stored configuration, mount points matched by path.
 
 use super::*;
+use crate::pve_options::config_change;
 
 impl<D: NodeApi> Executor<D> {
     /// `update`: an in-place `pct set` of what differs (the mark kept), pending changes reverted where the file
@@ -53,7 +54,8 @@ impl<D: NodeApi> Executor<D> {
                 .chain(delete.iter().map(String::as_str))
                 .collect();
             self.progress(&op.id, format!("pct set {}", keys.join(" ")));
-            d.set(*vmid, &options, &delete).await?;
+            let change = config_change(&options, &delete)?;
+            d.set(*vmid, &change).await?;
         }
         // What PVE could not apply to the running container waits for its next start (also from an
         // earlier update that was not allowed to restart).

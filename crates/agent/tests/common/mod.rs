@@ -12,9 +12,9 @@ use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 use pxfleet_agent::node::{
-    CreateSpec, CtConfig, CtSummary, Interface, NodeApi, NodeFacts, PveError, Secret,
+    ConfigChange, CreateSpec, CtConfig, CtSummary, Interface, NodeApi, NodeFacts, PveError, Secret,
 };
-use pxfleet_agent::pve_options::create_options;
+use pxfleet_agent::pve_options::{create_options, set_options};
 
 /// A failure of this in-memory node, as crates/pve reports a failed command.
 fn permanent(message: impl Into<String>) -> PveError {
@@ -200,19 +200,15 @@ impl NodeApi for FakeNode {
             .insert(spec.vmid, ("stopped".into(), cfg));
         Ok(false)
     }
-    async fn set(
-        &self,
-        vmid: u32,
-        options: &[(String, String)],
-        delete: &[String],
-    ) -> Result<(), PveError> {
+    async fn set(&self, vmid: u32, change: &ConfigChange) -> Result<(), PveError> {
+        let (options, delete) = set_options(vmid, change)?;
         self.call(format!("set {vmid}"));
         let mut s = self.state.lock().unwrap();
         let ct = s.cts.get_mut(&vmid).ok_or_else(|| Self::missing(vmid))?;
-        for (k, v) in options {
+        for (k, v) in &options {
             ct.1.insert(k.clone(), v.clone());
         }
-        for k in delete {
+        for k in &delete {
             ct.1.remove(k);
         }
         Ok(())
