@@ -223,7 +223,7 @@ fn now() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::driver::Secret;
+    use crate::node::Secret;
     use crate::ops::{CreateOp, OpKind, TemplateSource, TemplateSpec};
 
     fn create_op(id: &str) -> Operation {
@@ -231,7 +231,7 @@ mod tests {
             id: id.into(),
             kind: OpKind::Create(CreateOp {
                 vmid: 100,
-                mark: crate::driver::ManagedMark {
+                mark: crate::node::ManagedMark {
                     fleet: "dev".into(),
                     name: "web".into(),
                 },

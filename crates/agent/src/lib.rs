@@ -4,22 +4,23 @@
 
 pub mod config;
 pub mod convert;
-pub mod driver;
 pub mod executor;
 pub mod join;
 pub mod journal;
+pub mod node;
 pub mod observe;
 pub mod ops;
-pub mod pve_driver;
+pub mod pve_node;
+pub mod pve_options;
 pub mod renew;
 pub mod seed;
 pub mod stream;
 
 pub use config::AgentConfig;
-pub use driver::{ManagedMark, NodeDriver, NodeError};
 pub use executor::{Event, Executor, ExecutorSettings};
 pub use join::{join, JoinError, Joined};
 pub use journal::Journal;
+pub use node::{ManagedMark, NodeApi, PveError};
 pub use ops::{OpKind, OpUpdate, Operation};
 pub use seed::{DownloadLimits, SeedError, Seeder};
 pub use stream::{run, run_with, RunError};

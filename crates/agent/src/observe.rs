@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::driver::{CtConfig, Interface, ManagedMark, NodeDriver, NodeError};
+use crate::node::{CtConfig, Interface, ManagedMark, NodeApi, PveError};
 
 /// One container as observed on the node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -30,7 +30,7 @@ pub struct ObservedContainer {
 }
 
 /// What the node's one-call listing says of a container; a change means its configuration changed.
-pub fn listing_key(s: &crate::driver::CtSummary) -> String {
+pub fn listing_key(s: &crate::node::CtSummary) -> String {
     format!(
         "status={} lock={:?} name={} {}",
         s.status, s.lock, s.name, s.listing
@@ -200,18 +200,17 @@ pub fn split_tags(tags: &str) -> Vec<String> {
 }
 
 /// Observes one container; `None` when it does not exist on this node.
-pub async fn observe_one<D: NodeDriver>(
-    driver: &D,
+pub async fn observe_one<D: NodeApi>(
+    node: &D,
     vmid: u32,
-) -> Result<Option<ObservedContainer>, NodeError> {
-    let list = driver.list().await?;
+) -> Result<Option<ObservedContainer>, PveError> {
+    let list = node.list().await?;
     let Some(summary) = list.into_iter().find(|c| c.vmid == vmid) else {
         return Ok(None);
     };
-    let config = driver.config(vmid).await?.unwrap_or_default();
+    let config = node.config(vmid).await?.unwrap_or_default();
     let addresses = if summary.status == "running" {
-        driver
-            .interfaces(vmid)
+        node.interfaces(vmid)
             .await?
             .map(|i| useful_addresses(&i))
             .unwrap_or_default()
@@ -225,13 +224,13 @@ pub async fn observe_one<D: NodeDriver>(
 /// the addresses) only of containers that are not in `known` or whose listing moved since; a running one
 /// without an address yet is asked for its addresses again. Returns the containers and the vmids whose
 /// configuration was read.
-pub async fn observe_changed<D: NodeDriver>(
-    driver: &D,
+pub async fn observe_changed<D: NodeApi>(
+    node: &D,
     known: &BTreeMap<u32, ObservedContainer>,
-) -> Result<(Vec<ObservedContainer>, Vec<u32>), NodeError> {
+) -> Result<(Vec<ObservedContainer>, Vec<u32>), PveError> {
     let mut out = Vec::new();
     let mut read = Vec::new();
-    for summary in driver.list().await? {
+    for summary in node.list().await? {
         let vmid = summary.vmid;
         if let Some(prev) = known
             .get(&vmid)
@@ -239,7 +238,7 @@ pub async fn observe_changed<D: NodeDriver>(
         {
             let mut c = prev.clone();
             if c.status == "running" && c.addresses.is_empty() {
-                c.addresses = driver
+                c.addresses = node
                     .interfaces(vmid)
                     .await
                     .ok()
@@ -252,12 +251,11 @@ pub async fn observe_changed<D: NodeDriver>(
         }
         read.push(vmid);
         // A container may vanish between list and config (destroyed meanwhile): skip it.
-        let Some(config) = driver.config(vmid).await? else {
+        let Some(config) = node.config(vmid).await? else {
             continue;
         };
         let addresses = if summary.status == "running" {
-            driver
-                .interfaces(vmid)
+            node.interfaces(vmid)
                 .await
                 .ok()
                 .flatten()
@@ -272,14 +270,14 @@ pub async fn observe_changed<D: NodeDriver>(
 }
 
 fn build(
-    summary: crate::driver::CtSummary,
+    summary: crate::node::CtSummary,
     mut config: CtConfig,
     addresses: Vec<String>,
 ) -> ObservedContainer {
     config.remove("digest");
     let managed = config
         .get("description")
-        .and_then(|d| ManagedMark::parse(d));
+        .and_then(|d| ManagedMark::from_description(d));
     let tags = config
         .get("tags")
         .map(|t| split_tags(t))

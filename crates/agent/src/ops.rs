@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::driver::{ManagedMark, Secret};
+use crate::node::{ManagedMark, Secret};
 use crate::observe::ObservedContainer;
 
 /// One operation, keyed by the controller's operation id (the idempotency key).

@@ -14,11 +14,11 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use crate::config::AgentConfig;
 use crate::convert;
-use crate::driver::{NodeDriver, NodeFacts};
 use crate::executor::{Event, Executor, ExecutorSettings};
 use crate::journal::{Journal, JournalError, OpState};
+use crate::node::{NodeApi, NodeFacts};
 use crate::ops::{OpFailure, OpUpdate};
-use crate::pve_driver::PveDriver;
+use crate::pve_node::PveNode;
 use crate::seed::Seeder;
 
 /// Why the agent stopped (reconnectable trouble is retried, not returned).
@@ -88,16 +88,16 @@ pub async fn run(
         slot,
         bundle,
     ));
-    let driver = Arc::new(PveDriver::from_config(&config));
-    let result = run_with(config, driver, tls, shutdown).await;
+    let node = Arc::new(PveNode::from_config(&config));
+    let result = run_with(config, node, tls, shutdown).await;
     renewer.abort();
     result
 }
 
-/// Runs the agent with any node driver and TLS client config (tests use an in-memory node).
-pub async fn run_with<D: NodeDriver>(
+/// Runs the agent with any [`NodeApi`](crate::NodeApi) implementation and TLS client config (tests use an in-memory node).
+pub async fn run_with<D: NodeApi>(
     config: AgentConfig,
-    driver: Arc<D>,
+    node: Arc<D>,
     tls: Arc<rustls::ClientConfig>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), RunError> {
@@ -109,7 +109,7 @@ pub async fn run_with<D: NodeDriver>(
         address_wait: config.address_wait(),
         ..ExecutorSettings::default()
     };
-    let (exec, mut events) = Executor::new(driver, journal, seeder, settings);
+    let (exec, mut events) = Executor::new(node, journal, seeder, settings);
     let interrupted = exec.recover().await?;
     if !interrupted.is_empty() {
         tracing::info!(
@@ -158,7 +158,7 @@ enum SessionError {
     #[error("stream: {0}")]
     Status(#[from] tonic::Status),
     #[error("observing the node: {0}")]
-    Node(#[from] crate::driver::NodeError),
+    Node(#[from] crate::node::PveError),
     #[error("{0}")]
     Journal(#[from] JournalError),
     #[error("outgoing stream closed")]
@@ -169,7 +169,7 @@ enum SessionError {
 /// holds up another: reading the controller's messages (operations, acks) never waits for a send or for the
 /// node, sending executor events never waits for `pvesh`, and the node is read (heartbeat status, inventory
 /// after operations, periodic observation, full resync) off the message paths.
-async fn session<D: NodeDriver>(
+async fn session<D: NodeApi>(
     config: &AgentConfig,
     exec: &Executor<D>,
     tls: &Arc<rustls::ClientConfig>,
@@ -229,7 +229,7 @@ impl Outbox {
 }
 
 /// What the loops of one session share.
-struct Shared<'a, D: NodeDriver> {
+struct Shared<'a, D: NodeApi> {
     config: &'a AgentConfig,
     exec: &'a Executor<D>,
     out: Outbox,
@@ -241,7 +241,7 @@ struct Shared<'a, D: NodeDriver> {
     inventory_dirty: Notify,
 }
 
-impl<D: NodeDriver> Shared<'_, D> {
+impl<D: NodeApi> Shared<'_, D> {
     fn node(&self) -> &str {
         &self.config.node
     }
@@ -249,7 +249,7 @@ impl<D: NodeDriver> Shared<'_, D> {
 
 /// Reads the controller's messages: operations go to the executor at once (it queues them behind its
 /// parallelism), acks to the journal.
-async fn read_loop<D: NodeDriver>(
+async fn read_loop<D: NodeApi>(
     sh: &Shared<'_, D>,
     mut incoming: tonic::Streaming<v1::ControllerMessage>,
 ) -> Result<(), SessionError> {
@@ -315,7 +315,7 @@ async fn read_loop<D: NodeDriver>(
 }
 
 /// Sends what the executor reports (operation progress and results, observation deltas) as it comes.
-async fn event_loop<D: NodeDriver>(
+async fn event_loop<D: NodeApi>(
     sh: &Shared<'_, D>,
     events: &mut mpsc::UnboundedReceiver<Event>,
 ) -> Result<(), SessionError> {
@@ -360,7 +360,7 @@ async fn event_loop<D: NodeDriver>(
 
 /// Heartbeats at the controller's interval, with the node's free memory (a slow node status read delays only
 /// this loop).
-async fn heartbeat_loop<D: NodeDriver>(sh: &Shared<'_, D>) -> Result<(), SessionError> {
+async fn heartbeat_loop<D: NodeApi>(sh: &Shared<'_, D>) -> Result<(), SessionError> {
     let mut seq = 0u64;
     loop {
         let every = *sh.heartbeat_every.lock().expect("heartbeat lock");
@@ -372,7 +372,7 @@ async fn heartbeat_loop<D: NodeDriver>(sh: &Shared<'_, D>) -> Result<(), Session
                 _ = sh.heartbeat_changed.notified() => break,
             }
             seq += 1;
-            let memory_free_bytes = match sh.exec.driver().memory_free_bytes().await {
+            let memory_free_bytes = match sh.exec.node().memory_free_bytes().await {
                 Ok(b) => b,
                 Err(e) => {
                     tracing::debug!(error = %e, "node status for the heartbeat failed");
@@ -393,7 +393,7 @@ async fn heartbeat_loop<D: NodeDriver>(sh: &Shared<'_, D>) -> Result<(), Session
 
 /// Reads the node in the background: the inventory after operations finished (coalesced), the periodic
 /// observation pass, and the full resync.
-async fn node_loop<D: NodeDriver>(
+async fn node_loop<D: NodeApi>(
     sh: &Shared<'_, D>,
     mut sent_inventory: InventoryView,
 ) -> Result<(), SessionError> {
@@ -408,7 +408,7 @@ async fn node_loop<D: NodeDriver>(
             _ = sh.inventory_dirty.notified() => {
                 // Let the rest of a burst finish first; notifications meanwhile are folded into this read.
                 tokio::time::sleep(INVENTORY_COALESCE).await;
-                match sh.exec.driver().facts().await {
+                match sh.exec.node().facts().await {
                     Ok(facts) => {
                         if let Some(obs) = inventory_delta(&facts, &mut sent_inventory) {
                             sh.out.send(agent_message::Msg::Observation(obs)).await?;
@@ -461,11 +461,11 @@ pub fn inventory_delta(facts: &NodeFacts, sent: &mut InventoryView) -> Option<v1
 /// Every container, template and storage of the node as one `full` observation: the containers as a quick
 /// pass leaves the snapshot (one listing, configurations read only where the listing moved), the
 /// templates and storages read now.
-async fn full_observation<D: NodeDriver>(
+async fn full_observation<D: NodeApi>(
     config: &AgentConfig,
     exec: &Executor<D>,
 ) -> Result<(v1::Observation, InventoryView), SessionError> {
-    let facts = exec.driver().facts().await?;
+    let facts = exec.node().facts().await?;
     exec.observe_pass().await?;
     let containers = exec.known_containers();
     let inv = (convert::templates(&facts), convert::storages(&facts));
@@ -487,11 +487,11 @@ async fn full_observation<D: NodeDriver>(
 
 /// The first message of a session: inventory, every container, unacknowledged operations; and the facts
 /// it was made from.
-async fn hello<D: NodeDriver>(
+async fn hello<D: NodeApi>(
     config: &AgentConfig,
     exec: &Executor<D>,
 ) -> Result<(v1::AgentMessage, NodeFacts), SessionError> {
-    let facts = exec.driver().facts().await?;
+    let facts = exec.node().facts().await?;
     let containers = exec.full_observation().await?;
     let mut operations = Vec::new();
     for e in exec.journal().unacked()? {
@@ -551,7 +551,7 @@ mod tests {
 
     #[test]
     fn template_and_storage_changes_are_reported_once() {
-        use crate::driver::TemplateFile;
+        use crate::node::TemplateFile;
         let mut facts = NodeFacts::default();
         let mut sent = (convert::templates(&facts), convert::storages(&facts));
         assert!(

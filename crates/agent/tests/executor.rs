@@ -6,8 +6,8 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use pxfleet_agent::driver::{ManagedMark, Secret};
 use pxfleet_agent::journal::OpState;
+use pxfleet_agent::node::{ManagedMark, Secret};
 use pxfleet_agent::ops::{
     CreateOp, Digest, OpKind, OpUpdate, Operation, TemplateSource, TemplateSpec,
 };

@@ -1,4 +1,4 @@
-//! An in-memory PVE node for the benchmark: implements the agent's [`NodeDriver`] with a configurable latency
+//! An in-memory PVE node for the benchmark: implements the agent's [`NodeApi`] with a configurable latency
 //! model (`pct create`, `pct start`, `pct destroy` take fixed times), one lock per vm_id like PVE's config lock
 //! (an operation on a locked container waits for it, and fails as PVE does after 10 s), the benchmark's
 //! template already in the `local` cache, and storages, a bridge and memory reported so that the scheduler
@@ -9,10 +9,31 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use pxfleet_agent::driver::{
-    BridgeInfo, CreateArgs, CtConfig, CtSummary, Interface, NodeDriver, NodeError, NodeFacts,
-    Secret, StorageInfo, TemplateFile,
+use pxfleet_agent::node::{
+    BridgeInfo, ConfigChange, CreateSpec, CtConfig, CtSummary, Interface, NodeApi, NodeFacts,
+    PveError, Secret, StorageInfo, TemplateFile,
 };
+use pxfleet_agent::pve_options::{create_options, set_options};
+
+/// A failure of this in-memory node, as crates/pve reports a failed command.
+fn permanent(message: impl Into<String>) -> PveError {
+    PveError::Command {
+        argv: "fake".into(),
+        status: Some(255),
+        stderr: message.into(),
+        retryable: false,
+    }
+}
+
+/// A failure worth another attempt (as a lock timeout would be).
+fn transient(message: impl Into<String>) -> PveError {
+    PveError::Command {
+        argv: "fake".into(),
+        status: Some(255),
+        stderr: message.into(),
+        retryable: true,
+    }
+}
 
 /// How long PVE takes for each kind of work on a node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -90,7 +111,7 @@ impl SimNode {
     }
 
     /// Takes the container's lock, waiting like PVE does (up to [`LOCK_TIMEOUT`]).
-    async fn lock(&self, vmid: u32) -> Result<tokio::sync::OwnedMutexGuard<()>, NodeError> {
+    async fn lock(&self, vmid: u32) -> Result<tokio::sync::OwnedMutexGuard<()>, PveError> {
         let m = self
             .locks
             .lock()
@@ -101,20 +122,20 @@ impl SimNode {
         tokio::time::timeout(LOCK_TIMEOUT, m.lock_owned())
             .await
             .map_err(|_| {
-                NodeError::transient(format!(
+                transient(format!(
                     "can't lock file '/run/lock/lxc/pve-config-{vmid}.lock' - got timeout"
                 ))
             })
     }
 
-    fn missing(&self, vmid: u32) -> NodeError {
-        NodeError::permanent(format!(
+    fn missing(&self, vmid: u32) -> PveError {
+        permanent(format!(
             "Configuration file 'nodes/{}/lxc/{vmid}.conf' does not exist",
             self.name
         ))
     }
 
-    fn with_ct<T>(&self, vmid: u32, f: impl FnOnce(&mut Ct) -> T) -> Result<T, NodeError> {
+    fn with_ct<T>(&self, vmid: u32, f: impl FnOnce(&mut Ct) -> T) -> Result<T, PveError> {
         let mut cts = self.cts.lock().expect("cts lock");
         let ct = cts.get_mut(&vmid).ok_or_else(|| self.missing(vmid))?;
         Ok(f(ct))
@@ -151,8 +172,8 @@ fn rootfs_volume(vmid: u32, spec: &str) -> String {
     }
 }
 
-impl NodeDriver for SimNode {
-    async fn list(&self) -> Result<Vec<CtSummary>, NodeError> {
+impl NodeApi for SimNode {
+    async fn list(&self) -> Result<Vec<CtSummary>, PveError> {
         let cts = self.cts.lock().expect("cts lock");
         Ok(cts
             .iter()
@@ -175,40 +196,41 @@ impl NodeDriver for SimNode {
             .collect())
     }
 
-    async fn config(&self, vmid: u32) -> Result<Option<CtConfig>, NodeError> {
+    async fn config(&self, vmid: u32) -> Result<Option<CtConfig>, PveError> {
         let cts = self.cts.lock().expect("cts lock");
         Ok(cts.get(&vmid).map(|c| c.config.clone()))
     }
 
     async fn create(
         &self,
-        args: &CreateArgs,
+        spec: &CreateSpec,
         _password: Option<&Secret>,
-    ) -> Result<bool, NodeError> {
-        let _g = self.lock(args.vmid).await?;
-        let file = args
-            .ostemplate
+        _start_after: bool,
+    ) -> Result<bool, PveError> {
+        let _g = self.lock(spec.vmid).await?;
+        let file = spec
+            .template
             .split_once(":vztmpl/")
             .map(|(_, f)| f.to_string())
             .unwrap_or_default();
         if !self.templates.contains(&file) {
-            return Err(NodeError::permanent(format!(
+            return Err(permanent(format!(
                 "unable to create CT {} - volume '{}' does not exist",
-                args.vmid, args.ostemplate
+                spec.vmid, spec.template
             )));
         }
         {
             let mut cts = self.cts.lock().expect("cts lock");
-            if cts.contains_key(&args.vmid) {
-                return Err(NodeError::permanent(format!(
+            if cts.contains_key(&spec.vmid) {
+                return Err(permanent(format!(
                     "unable to create CT {} - CT {} already exists on node '{}'",
-                    args.vmid, args.vmid, self.name
+                    spec.vmid, spec.vmid, self.name
                 )));
             }
             let mut lock = CtConfig::new();
             lock.insert("lock".into(), "create".into());
             cts.insert(
-                args.vmid,
+                spec.vmid,
                 Ct {
                     status: "stopped".into(),
                     config: lock,
@@ -216,23 +238,23 @@ impl NodeDriver for SimNode {
             );
         }
         tokio::time::sleep(self.latency.create).await;
-        let mut config: CtConfig = args.options.iter().cloned().collect();
+        let mut config: CtConfig = create_options(spec)?.into_iter().collect();
         if let Some(net) = config.get_mut("net0") {
             if !net.contains("hwaddr=") {
                 let mac = format!(
                     "BC:24:11:{:02X}:{:02X}:{:02X}",
-                    (args.vmid >> 16) & 0xff,
-                    (args.vmid >> 8) & 0xff,
-                    args.vmid & 0xff
+                    (spec.vmid >> 16) & 0xff,
+                    (spec.vmid >> 8) & 0xff,
+                    spec.vmid & 0xff
                 );
                 *net = net.replacen("name=eth0", &format!("name=eth0,hwaddr={mac}"), 1);
             }
         }
         if let Some(r) = config.get("rootfs").cloned() {
-            config.insert("rootfs".into(), rootfs_volume(args.vmid, &r));
+            config.insert("rootfs".into(), rootfs_volume(spec.vmid, &r));
         }
         self.cts.lock().expect("cts lock").insert(
-            args.vmid,
+            spec.vmid,
             Ct {
                 status: "stopped".into(),
                 config,
@@ -241,24 +263,20 @@ impl NodeDriver for SimNode {
         Ok(false)
     }
 
-    async fn set(
-        &self,
-        vmid: u32,
-        options: &[(String, String)],
-        delete: &[String],
-    ) -> Result<(), NodeError> {
+    async fn set(&self, vmid: u32, change: &ConfigChange) -> Result<(), PveError> {
+        let (options, delete) = set_options(vmid, change)?;
         let _g = self.lock(vmid).await?;
         self.with_ct(vmid, |ct| {
-            for (k, v) in options {
+            for (k, v) in &options {
                 ct.config.insert(k.clone(), v.clone());
             }
-            for k in delete {
+            for k in &delete {
                 ct.config.remove(k);
             }
         })
     }
 
-    async fn resize(&self, vmid: u32, disk: &str, size_gib: u64) -> Result<(), NodeError> {
+    async fn resize(&self, vmid: u32, disk: &str, size_gib: u64) -> Result<(), PveError> {
         let _g = self.lock(vmid).await?;
         self.with_ct(vmid, |ct| {
             if let Some(cur) = ct.config.get(disk).cloned() {
@@ -269,36 +287,36 @@ impl NodeDriver for SimNode {
         })
     }
 
-    async fn start(&self, vmid: u32) -> Result<(), NodeError> {
+    async fn start(&self, vmid: u32) -> Result<(), PveError> {
         let _g = self.lock(vmid).await?;
         if self.with_ct(vmid, |ct| ct.status == "running")? {
-            return Err(NodeError::permanent(format!("CT {vmid} already running")));
+            return Err(permanent(format!("CT {vmid} already running")));
         }
         tokio::time::sleep(self.latency.start).await;
         self.with_ct(vmid, |ct| ct.status = "running".into())
     }
 
-    async fn stop(&self, vmid: u32) -> Result<(), NodeError> {
+    async fn stop(&self, vmid: u32) -> Result<(), PveError> {
         let _g = self.lock(vmid).await?;
         self.with_ct(vmid, |ct| ct.status = "stopped".into())
     }
 
-    async fn shutdown(&self, vmid: u32, _timeout_secs: u32) -> Result<bool, NodeError> {
+    async fn shutdown(&self, vmid: u32, _timeout_secs: u32) -> Result<bool, PveError> {
         let _g = self.lock(vmid).await?;
         self.with_ct(vmid, |ct| ct.status = "stopped".into())?;
         Ok(true)
     }
 
-    async fn destroy(&self, vmid: u32, _purge: bool) -> Result<(), NodeError> {
+    async fn destroy(&self, vmid: u32, _purge: bool) -> Result<(), PveError> {
         let _g = self.lock(vmid).await?;
         let (running, locked) = self.with_ct(vmid, |ct| {
             (ct.status == "running", ct.config.get("lock").cloned())
         })?;
         if let Some(l) = locked {
-            return Err(NodeError::permanent(format!("CT is locked ({l})")));
+            return Err(permanent(format!("CT is locked ({l})")));
         }
         if running {
-            return Err(NodeError::permanent(format!(
+            return Err(permanent(format!(
                 "unable to destroy CT {vmid} - container is running"
             )));
         }
@@ -307,19 +325,19 @@ impl NodeDriver for SimNode {
         Ok(())
     }
 
-    async fn unlock(&self, vmid: u32) -> Result<(), NodeError> {
+    async fn unlock(&self, vmid: u32) -> Result<(), PveError> {
         self.with_ct(vmid, |ct| {
             ct.config.remove("lock");
         })
     }
 
-    async fn migrate(&self, vmid: u32, target: &str, _restart: bool) -> Result<(), NodeError> {
-        Err(NodeError::permanent(format!(
+    async fn migrate(&self, vmid: u32, target: &str, _restart: bool) -> Result<(), PveError> {
+        Err(permanent(format!(
             "migration of CT {vmid} to {target}: the benchmark's simulated nodes do not migrate"
         )))
     }
 
-    async fn interfaces(&self, vmid: u32) -> Result<Option<Vec<Interface>>, NodeError> {
+    async fn interfaces(&self, vmid: u32) -> Result<Option<Vec<Interface>>, PveError> {
         let cts = self.cts.lock().expect("cts lock");
         let ct = cts.get(&vmid).ok_or_else(|| self.missing(vmid))?;
         if ct.status != "running" {
@@ -350,7 +368,7 @@ impl NodeDriver for SimNode {
         ]))
     }
 
-    async fn facts(&self) -> Result<NodeFacts, NodeError> {
+    async fn facts(&self) -> Result<NodeFacts, PveError> {
         let used_disk = self.used_disk_bytes().min(NODE_DISK_BYTES);
         Ok(NodeFacts {
             pve_version: "9.0.3".into(),
@@ -402,13 +420,13 @@ impl NodeDriver for SimNode {
         })
     }
 
-    async fn memory_free_bytes(&self) -> Result<u64, NodeError> {
+    async fn memory_free_bytes(&self) -> Result<u64, PveError> {
         Ok(NODE_MEMORY_BYTES.saturating_sub(self.used_memory_bytes()))
     }
 
-    async fn template_dir(&self, storage: &str) -> Result<PathBuf, NodeError> {
+    async fn template_dir(&self, storage: &str) -> Result<PathBuf, PveError> {
         if storage != TEMPLATE_STORAGE {
-            return Err(NodeError::permanent(format!(
+            return Err(permanent(format!(
                 "storage '{storage}' does not hold templates on node '{}'",
                 self.name
             )));
@@ -416,8 +434,8 @@ impl NodeDriver for SimNode {
         Ok(self.template_dir.clone())
     }
 
-    async fn pveam_download(&self, storage: &str, name: &str) -> Result<(), NodeError> {
-        Err(NodeError::permanent(format!(
+    async fn pveam_download(&self, storage: &str, name: &str) -> Result<(), PveError> {
+        Err(permanent(format!(
             "pveam download {storage} {name}: the benchmark's nodes have their templates pre-seeded; \
              declare one of {:?}",
             self.templates
@@ -442,8 +460,8 @@ mod tests {
         )
     }
 
-    fn args(vmid: u32) -> CreateArgs {
-        CreateArgs {
+    fn args(vmid: u32) -> CreateSpec {
+        pxfleet_agent::pve_options::create_spec(&pxfleet_agent::pve_options::CreateArgs {
             vmid,
             ostemplate: "local:vztmpl/t.tar.zst".into(),
             options: vec![
@@ -453,14 +471,14 @@ mod tests {
                 ("net0".into(), "name=eth0,bridge=vmbr0,ip=dhcp".into()),
             ],
             ssh_public_keys: vec![],
-            start_after: true,
-        }
+        })
+        .expect("valid options")
     }
 
     #[tokio::test]
     async fn create_start_destroy_lifecycle() {
         let n = node(Duration::ZERO);
-        n.create(&args(1000), None).await.unwrap();
+        n.create(&args(1000), None, true).await.unwrap();
         let cfg = n.config(1000).await.unwrap().unwrap();
         assert_eq!(cfg["rootfs"], "local-lvm:vm-1000-disk-0,size=1G");
         assert!(cfg["net0"].contains("hwaddr=BC:24:11:00:03:E8"), "{cfg:?}");
@@ -476,17 +494,17 @@ mod tests {
             .destroy(1000, true)
             .await
             .unwrap_err()
-            .message
+            .to_string()
             .contains("running"));
         n.stop(1000).await.unwrap();
         n.destroy(1000, true).await.unwrap();
         assert_eq!(n.counts(), (0, 0));
-        assert!(n.create(&args(1000), None).await.is_ok());
+        assert!(n.create(&args(1000), None, true).await.is_ok());
         assert!(n
-            .create(&args(1000), None)
+            .create(&args(1000), None, true)
             .await
             .unwrap_err()
-            .message
+            .to_string()
             .contains("already exists"));
     }
 
@@ -494,19 +512,19 @@ mod tests {
     async fn unknown_template_is_refused() {
         let n = node(Duration::ZERO);
         let mut a = args(1001);
-        a.ostemplate = "local:vztmpl/other.tar.zst".into();
+        a.template = "local:vztmpl/other.tar.zst".into();
         assert!(n
-            .create(&a, None)
+            .create(&a, None, true)
             .await
             .unwrap_err()
-            .message
+            .to_string()
             .contains("does not exist"));
     }
 
     #[tokio::test]
     async fn the_vmid_lock_serialises_work_on_one_container() {
         let n = node(Duration::from_millis(100));
-        n.create(&args(1002), None).await.unwrap();
+        n.create(&args(1002), None, true).await.unwrap();
         // The start takes the lock first; the stop must wait for it, so the container ends stopped. Without
         // the lock the stop would run at once and the slow start would leave it running.
         let (a, b) = tokio::join!(n.start(1002), n.stop(1002));

@@ -217,6 +217,11 @@ fn rootfs_value(vmid: u32, r: &RootfsSpec) -> R<String> {
     Ok(format!("{}:{}", r.storage, r.size_gib))
 }
 
+/// What PVE accepts in `mountoptions=` (CONTRACT §2.4).
+pub const MOUNT_OPTIONS: [&str; 6] = [
+    "discard", "lazytime", "noatime", "nodev", "noexec", "nosuid",
+];
+
 /// `mpN` value for a new mount point: `STORAGE:GiB,mp=/path[,backup=1]` or `/host,mp=/path[,ro=1]`.
 pub fn mount_point_value(vmid: u32, index: u32, m: &MountPointSpec) -> R<String> {
     let v = Some(vmid);
@@ -260,11 +265,22 @@ pub fn mount_point_value(vmid: u32, index: u32, m: &MountPointSpec) -> R<String>
             host_path.clone()
         }
     };
+    for o in &m.mount_options {
+        if !MOUNT_OPTIONS.contains(&o.as_str()) {
+            return Err(PveError::invalid(
+                v,
+                &format!("mp{index}.mountoptions"),
+                o,
+                "one of discard, lazytime, noatime, nodev, noexec, nosuid",
+            ));
+        }
+    }
     Ok(MountPoint {
         volume,
         mp: Some(m.path.clone()),
         backup: m.backup,
         ro: m.read_only,
+        mountoptions: Some(m.mount_options.join(";")).filter(|o| !o.is_empty()),
         ..MountPoint::default()
     }
     .to_property_string())
@@ -655,5 +671,31 @@ mod tests {
         assert!(check_mp_path("/var/lib/x"));
         assert!(!check_mp_path("/var/../etc"));
         assert!(!check_mp_path("relative"));
+    }
+
+    #[test]
+    fn mount_options_are_carried_and_checked() {
+        let mut m = MountPointSpec {
+            volume: MountVolume::Storage {
+                storage: "local-zfs".into(),
+                size_gib: 8,
+            },
+            path: "/data".into(),
+            backup: Some(true),
+            read_only: None,
+            mount_options: vec!["noatime".into(), "nodev".into()],
+        };
+        assert_eq!(
+            mount_point_value(100, 0, &m).unwrap(),
+            "local-zfs:8,mp=/data,backup=1,mountoptions=noatime;nodev"
+        );
+        m.mount_options = vec!["noatime".into(), "rw".into()];
+        let e = mount_point_value(100, 0, &m).unwrap_err().to_string();
+        assert!(e.contains("mp0.mountoptions"), "{e}");
+        m.mount_options.clear();
+        assert_eq!(
+            mount_point_value(100, 0, &m).unwrap(),
+            "local-zfs:8,mp=/data,backup=1"
+        );
     }
 }

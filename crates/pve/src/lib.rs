@@ -7,11 +7,13 @@
 //! - [`spec`] and [`argv`]: typed create/set requests and the pure argv builders for them.
 //! - [`node`]: [`Node`], async typed operations with failure detection and lock-contention retries.
 //! - [`error`]: [`PveError`], classification of PVE's error texts.
+//! - [`mark`]: [`ManagedMark`], how pxfleet labels the containers it manages.
 //!
 //! See `crates/pve/README.md` for which command backs which operation and why.
 
 pub mod argv;
 pub mod error;
+pub mod mark;
 pub mod node;
 pub mod parse;
 pub mod runner;
@@ -20,6 +22,7 @@ pub mod secret;
 pub mod spec;
 
 pub use error::PveError;
+pub use mark::{ManagedMark, MANAGED_LINE_PREFIX, MANAGED_TAG};
 pub use node::{Node, PendingKey, RetryPolicy, ShutdownOutcome, Timeouts};
 pub use runner::{Command, Output, ProcessRunner, RunError, Runner};
 pub use scripted::ScriptedRunner;

@@ -38,6 +38,8 @@ pub struct MountPointSpec {
     pub backup: Option<bool>,
     /// Mount read-only.
     pub read_only: Option<bool>,
+    /// PVE's `mountoptions=` (`noatime`, `nodev`, `nosuid`, `noexec`, `lazytime`, `discard`); empty for none.
+    pub mount_options: Vec<String>,
 }
 
 /// A container to create.

@@ -66,6 +66,7 @@ fn full_spec() -> CreateSpec {
             path: "/var/lib/postgresql".into(),
             backup: Some(true),
             read_only: None,
+            mount_options: Vec::new(),
         },
     );
     mps.insert(
@@ -77,6 +78,7 @@ fn full_spec() -> CreateSpec {
             path: "/shared".into(),
             backup: None,
             read_only: Some(true),
+            mount_options: Vec::new(),
         },
     );
     CreateSpec {
@@ -456,6 +458,7 @@ async fn set_golden_argv_every_field_and_deletions() {
             path: "/data".into(),
             backup: None,
             read_only: None,
+            mount_options: Vec::new(),
         },
     );
     c.delete.insert("cpulimit2".into());

@@ -302,6 +302,7 @@ async fn defaults_and_mount_points_on_other_storages() {
             path: "/srv/data".into(),
             backup: Some(true),
             read_only: None,
+            mount_options: Vec::new(),
         },
     );
     sp.mount_points.insert(
@@ -314,6 +315,7 @@ async fn defaults_and_mount_points_on_other_storages() {
             path: "/srv/logs".into(),
             backup: None,
             read_only: Some(true),
+            mount_options: Vec::new(),
         },
     );
     n.create(&sp).await.expect("create");
@@ -630,6 +632,7 @@ async fn destroy_removes_the_ct_and_its_volumes() {
             path: "/data".into(),
             backup: None,
             read_only: None,
+            mount_options: Vec::new(),
         },
     );
     n.create(&sp).await.expect("create");

@@ -14,11 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::{Container, Dns, Features, Interface, MountPoint, Startup};
 
-/// The tag pxfleet adds to every container it creates.
-pub const MANAGED_TAG: &str = "pxfleet";
-
-/// Prefix of the description line that marks a container as pxfleet's: `managed-by: pxfleet fleet=NAME name=NAME`.
-pub const MANAGED_LINE_PREFIX: &str = "managed-by: pxfleet";
+pub use pxfleet_pve::mark::{ManagedMark, MANAGED_LINE_PREFIX, MANAGED_TAG};
 
 /// One container as a node reports it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -42,54 +38,6 @@ pub enum PowerState {
     Running,
     Stopped,
     Unknown,
-}
-
-/// Which fleet and which entry of its file a container belongs to.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct ManagedMark {
-    pub fleet: String,
-    pub name: String,
-}
-
-impl ManagedMark {
-    /// The description line that carries this mark.
-    pub fn description_line(&self) -> String {
-        format!(
-            "{MANAGED_LINE_PREFIX} fleet={} name={}",
-            self.fleet, self.name
-        )
-    }
-
-    /// Finds the mark in a PVE description (any line; `%0A`-decoding is the caller's job).
-    pub fn from_description(description: &str) -> Option<ManagedMark> {
-        description.lines().find_map(|line| {
-            let rest = line.trim().strip_prefix(MANAGED_LINE_PREFIX)?;
-            let mut fleet = None;
-            let mut name = None;
-            for word in rest.split_whitespace() {
-                if let Some(v) = word.strip_prefix("fleet=") {
-                    fleet = Some(v.to_owned());
-                } else if let Some(v) = word.strip_prefix("name=") {
-                    name = Some(v.to_owned());
-                }
-            }
-            Some(ManagedMark {
-                fleet: fleet?,
-                name: name?,
-            })
-        })
-    }
-
-    /// The description without the mark line (what the fleet file's `description` corresponds to).
-    pub fn strip_from_description(description: &str) -> Option<String> {
-        let kept: Vec<&str> = description
-            .lines()
-            .filter(|l| !l.trim().starts_with(MANAGED_LINE_PREFIX))
-            .collect();
-        let text = kept.join("\n");
-        let text = text.trim_end();
-        (!text.is_empty()).then(|| text.to_owned())
-    }
 }
 
 /// A container's configuration in fleet terms.
@@ -264,25 +212,6 @@ pub fn normalise_description(d: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn mark_round_trips_through_a_description() {
-        let m = ManagedMark {
-            fleet: "dev".into(),
-            name: "web-1".into(),
-        };
-        let d = format!("Web server\n{}\n", m.description_line());
-        assert_eq!(ManagedMark::from_description(&d), Some(m));
-        assert_eq!(
-            ManagedMark::strip_from_description(&d).as_deref(),
-            Some("Web server")
-        );
-        assert_eq!(ManagedMark::from_description("Web server\n"), None);
-        assert_eq!(
-            ManagedMark::from_description("managed-by: pxfleet fleet=dev"),
-            None
-        );
-    }
 
     #[test]
     fn tags_normalise_like_pve() {

@@ -1,4 +1,4 @@
-//! Test support: an in-memory PVE node implementing `NodeDriver`, and a tiny HTTP server on 127.0.0.1:0.
+//! Test support: an in-memory PVE node implementing `NodeApi`, and a tiny HTTP server on 127.0.0.1:0.
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
@@ -11,9 +11,30 @@ use std::time::Duration;
 use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
-use pxfleet_agent::driver::{
-    CreateArgs, CtConfig, CtSummary, Interface, NodeDriver, NodeError, NodeFacts, Secret,
+use pxfleet_agent::node::{
+    ConfigChange, CreateSpec, CtConfig, CtSummary, Interface, NodeApi, NodeFacts, PveError, Secret,
 };
+use pxfleet_agent::pve_options::{create_options, set_options};
+
+/// A failure of this in-memory node, as crates/pve reports a failed command.
+fn permanent(message: impl Into<String>) -> PveError {
+    PveError::Command {
+        argv: "fake".into(),
+        status: Some(255),
+        stderr: message.into(),
+        retryable: false,
+    }
+}
+
+/// A failure worth another attempt (as a lock timeout would be).
+fn transient(message: impl Into<String>) -> PveError {
+    PveError::Command {
+        argv: "fake".into(),
+        status: Some(255),
+        stderr: message.into(),
+        retryable: true,
+    }
+}
 
 #[derive(Default)]
 pub struct FakeState {
@@ -83,15 +104,15 @@ impl FakeNode {
         tokio::time::sleep(self.delay).await;
         self.state.lock().unwrap().running_now -= 1;
     }
-    fn missing(vmid: u32) -> NodeError {
-        NodeError::permanent(format!(
+    fn missing(vmid: u32) -> PveError {
+        permanent(format!(
             "Configuration file 'nodes/pve1/lxc/{vmid}.conf' does not exist"
         ))
     }
 }
 
-impl NodeDriver for FakeNode {
-    async fn list(&self) -> Result<Vec<CtSummary>, NodeError> {
+impl NodeApi for FakeNode {
+    async fn list(&self) -> Result<Vec<CtSummary>, PveError> {
         let s = self.state.lock().unwrap();
         Ok(s.cts
             .iter()
@@ -113,7 +134,7 @@ impl NodeDriver for FakeNode {
             })
             .collect())
     }
-    async fn config(&self, vmid: u32) -> Result<Option<CtConfig>, NodeError> {
+    async fn config(&self, vmid: u32) -> Result<Option<CtConfig>, PveError> {
         self.call(format!("config {vmid}"));
         Ok(self
             .state
@@ -125,40 +146,41 @@ impl NodeDriver for FakeNode {
     }
     async fn create(
         &self,
-        args: &CreateArgs,
+        spec: &CreateSpec,
         password: Option<&Secret>,
-    ) -> Result<bool, NodeError> {
-        self.call(format!("create {}", args.vmid));
+        _start_after: bool,
+    ) -> Result<bool, PveError> {
+        self.call(format!("create {}", spec.vmid));
         {
             let mut s = self.state.lock().unwrap();
             if let Some(p) = password {
                 s.passwords.push(p.0.clone());
             }
-            if s.cts.contains_key(&args.vmid) {
-                return Err(NodeError::permanent(format!(
+            if s.cts.contains_key(&spec.vmid) {
+                return Err(permanent(format!(
                     "CT {} already exists on node 'pve1'",
-                    args.vmid
+                    spec.vmid
                 )));
             }
             let mut lock = CtConfig::new();
             lock.insert("lock".into(), "create".into());
-            s.cts.insert(args.vmid, ("stopped".into(), lock));
+            s.cts.insert(spec.vmid, ("stopped".into(), lock));
             if s.crash_next_create {
                 s.crash_next_create = false;
-                return Err(NodeError::transient("pct create: killed"));
+                return Err(transient("pct create: killed"));
             }
         }
         self.busy().await;
-        let (storage, file) = args.ostemplate.split_once(":vztmpl/").unwrap();
+        let (storage, file) = spec.template.split_once(":vztmpl/").unwrap();
         assert_eq!(storage, "local");
         if !self.template_dir.join(file).exists() {
-            self.state.lock().unwrap().cts.remove(&args.vmid);
-            return Err(NodeError::permanent(format!(
+            self.state.lock().unwrap().cts.remove(&spec.vmid);
+            return Err(permanent(format!(
                 "unable to create CT {} - can't find file '{}'",
-                args.vmid, args.ostemplate
+                spec.vmid, spec.template
             )));
         }
-        let mut cfg: CtConfig = args.options.iter().cloned().collect();
+        let mut cfg: CtConfig = create_options(spec)?.into_iter().collect();
         if let Some(net) = cfg.get_mut("net0") {
             if !net.contains("hwaddr=") {
                 *net = net.replace(",ip=", ",hwaddr=BC:24:11:00:00:01,ip=");
@@ -168,34 +190,30 @@ impl NodeDriver for FakeNode {
             let (ds, size) = r.split_once(':').unwrap();
             cfg.insert(
                 "rootfs".into(),
-                format!("{ds}:subvol-{}-disk-0,size={size}G", args.vmid),
+                format!("{ds}:subvol-{}-disk-0,size={size}G", spec.vmid),
             );
         }
         self.state
             .lock()
             .unwrap()
             .cts
-            .insert(args.vmid, ("stopped".into(), cfg));
+            .insert(spec.vmid, ("stopped".into(), cfg));
         Ok(false)
     }
-    async fn set(
-        &self,
-        vmid: u32,
-        options: &[(String, String)],
-        delete: &[String],
-    ) -> Result<(), NodeError> {
+    async fn set(&self, vmid: u32, change: &ConfigChange) -> Result<(), PveError> {
+        let (options, delete) = set_options(vmid, change)?;
         self.call(format!("set {vmid}"));
         let mut s = self.state.lock().unwrap();
         let ct = s.cts.get_mut(&vmid).ok_or_else(|| Self::missing(vmid))?;
-        for (k, v) in options {
+        for (k, v) in &options {
             ct.1.insert(k.clone(), v.clone());
         }
-        for k in delete {
+        for k in &delete {
             ct.1.remove(k);
         }
         Ok(())
     }
-    async fn resize(&self, vmid: u32, disk: &str, size_gib: u64) -> Result<(), NodeError> {
+    async fn resize(&self, vmid: u32, disk: &str, size_gib: u64) -> Result<(), PveError> {
         self.call(format!("resize {vmid}"));
         let mut s = self.state.lock().unwrap();
         let ct = s.cts.get_mut(&vmid).ok_or_else(|| Self::missing(vmid))?;
@@ -204,25 +222,25 @@ impl NodeDriver for FakeNode {
         ct.1.insert(disk.into(), format!("{base},size={size_gib}G"));
         Ok(())
     }
-    async fn start(&self, vmid: u32) -> Result<(), NodeError> {
+    async fn start(&self, vmid: u32) -> Result<(), PveError> {
         self.call(format!("start {vmid}"));
         self.busy().await;
         let mut s = self.state.lock().unwrap();
         let ct = s.cts.get_mut(&vmid).ok_or_else(|| Self::missing(vmid))?;
         if ct.0 == "running" {
-            return Err(NodeError::permanent(format!("CT {vmid} already running")));
+            return Err(permanent(format!("CT {vmid} already running")));
         }
         ct.0 = "running".into();
         Ok(())
     }
-    async fn stop(&self, vmid: u32) -> Result<(), NodeError> {
+    async fn stop(&self, vmid: u32) -> Result<(), PveError> {
         self.call(format!("stop {vmid}"));
         let mut s = self.state.lock().unwrap();
         let ct = s.cts.get_mut(&vmid).ok_or_else(|| Self::missing(vmid))?;
         ct.0 = "stopped".into();
         Ok(())
     }
-    async fn shutdown(&self, vmid: u32, _timeout_secs: u32) -> Result<bool, NodeError> {
+    async fn shutdown(&self, vmid: u32, _timeout_secs: u32) -> Result<bool, PveError> {
         self.call(format!("shutdown {vmid}"));
         self.busy().await;
         let mut s = self.state.lock().unwrap();
@@ -230,34 +248,34 @@ impl NodeDriver for FakeNode {
         ct.0 = "stopped".into();
         Ok(true)
     }
-    async fn destroy(&self, vmid: u32, _purge: bool) -> Result<(), NodeError> {
+    async fn destroy(&self, vmid: u32, _purge: bool) -> Result<(), PveError> {
         self.call(format!("destroy {vmid}"));
         let mut s = self.state.lock().unwrap();
         let ct = s.cts.get(&vmid).ok_or_else(|| Self::missing(vmid))?;
         if let Some(l) = ct.1.get("lock") {
-            return Err(NodeError::permanent(format!("CT is locked ({l})")));
+            return Err(permanent(format!("CT is locked ({l})")));
         }
         if ct.0 == "running" {
-            return Err(NodeError::permanent(format!(
+            return Err(permanent(format!(
                 "unable to destroy CT {vmid} - container is running"
             )));
         }
         s.cts.remove(&vmid);
         Ok(())
     }
-    async fn unlock(&self, vmid: u32) -> Result<(), NodeError> {
+    async fn unlock(&self, vmid: u32) -> Result<(), PveError> {
         self.call(format!("unlock {vmid}"));
         let mut s = self.state.lock().unwrap();
         let ct = s.cts.get_mut(&vmid).ok_or_else(|| Self::missing(vmid))?;
         ct.1.remove("lock");
         Ok(())
     }
-    async fn migrate(&self, vmid: u32, _target: &str, _restart: bool) -> Result<(), NodeError> {
+    async fn migrate(&self, vmid: u32, _target: &str, _restart: bool) -> Result<(), PveError> {
         self.call(format!("migrate {vmid}"));
         self.state.lock().unwrap().cts.remove(&vmid);
         Ok(())
     }
-    async fn interfaces(&self, vmid: u32) -> Result<Option<Vec<Interface>>, NodeError> {
+    async fn interfaces(&self, vmid: u32) -> Result<Option<Vec<Interface>>, PveError> {
         let s = self.state.lock().unwrap();
         let ct = s.cts.get(&vmid).ok_or_else(|| Self::missing(vmid))?;
         if ct.0 != "running" {
@@ -286,7 +304,7 @@ impl NodeDriver for FakeNode {
             },
         ]))
     }
-    async fn facts(&self) -> Result<NodeFacts, NodeError> {
+    async fn facts(&self) -> Result<NodeFacts, PveError> {
         Ok(NodeFacts {
             pve_version: "9.0.3".into(),
             cores: 8,
@@ -295,11 +313,11 @@ impl NodeDriver for FakeNode {
             ..Default::default()
         })
     }
-    async fn template_dir(&self, storage: &str) -> Result<PathBuf, NodeError> {
+    async fn template_dir(&self, storage: &str) -> Result<PathBuf, PveError> {
         assert_eq!(storage, "local");
         Ok(self.template_dir.clone())
     }
-    async fn pveam_download(&self, _storage: &str, name: &str) -> Result<(), NodeError> {
+    async fn pveam_download(&self, _storage: &str, name: &str) -> Result<(), PveError> {
         self.call(format!("pveam {name}"));
         std::fs::write(self.template_dir.join(name), b"appliance").unwrap();
         Ok(())

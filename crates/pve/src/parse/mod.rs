@@ -13,7 +13,9 @@ pub mod upid;
 
 pub use config::ContainerConfig;
 pub use json::*;
-pub use propstr::{format_size, parse_bool, parse_size, Features, MountPoint, NetConfig, Startup};
+pub use propstr::{
+    disk_size, format_size, parse_bool, parse_size, Features, MountPoint, NetConfig, Startup,
+};
 pub use text::*;
 pub use upid::Upid;
 

@@ -79,6 +79,11 @@ pub fn parse_size(s: &str) -> Result<u64, ParseError> {
     Ok((n * mult as f64).round() as u64)
 }
 
+/// The `size=` of a `rootfs` / `mpN` property string, in bytes; `None` when it has none or does not parse.
+pub fn disk_size(prop: &str) -> Option<u64> {
+    MountPoint::parse(prop).ok()?.size
+}
+
 /// Prints bytes like PVE's `format_size`: the largest exact binary unit (`8G`, `512M`), `0T` for zero.
 pub fn format_size(bytes: u64) -> String {
     if bytes == 0 {
@@ -445,6 +450,10 @@ mod tests {
         assert_eq!(format_size(0), "0T");
         assert_eq!(format_size(1 << 40), "1T");
         assert_eq!(format_size(1000), "1000");
+        assert_eq!(disk_size("local-lvm:vm-100-disk-0,size=8G"), Some(8 << 30));
+        assert_eq!(disk_size("local:100/x.raw,size=512M"), Some(512 << 20));
+        assert_eq!(disk_size("local:subvol-1,size=1.5T"), Some(3 << 39));
+        assert_eq!(disk_size("local:x"), None);
     }
 
     #[test]

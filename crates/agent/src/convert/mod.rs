@@ -1,0 +1,43 @@
+//! Conversions at the edge, proto <-> the agent's own types: protobuf (`pxfleet.v1`) operations into the
+//! agent's [`Operation`]s ([`operation`]), a `ContainerSpec` into PVE options ([`options`]), and back: a
+//! container's PVE config into an observed `ContainerSpec` ([`readback`]), results and inventory into protobuf
+//! messages ([`report`]).
+
+mod operation;
+mod options;
+mod readback;
+mod report;
+
+use std::collections::BTreeMap;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use pxfleet_proto::v1;
+use pxfleet_pve::parse::{disk_size, parse_bool};
+
+use crate::node::{CtConfig, ManagedMark, NodeFacts, Secret};
+use crate::observe::ObservedContainer;
+use crate::ops::{CreateOp, Digest, OpKind, OpUpdate, Operation, TemplateSource, TemplateSpec};
+
+pub use operation::{operation_from_proto, parse_template_volid};
+pub use options::{keep_hwaddr, net_string, same_net, spec_options};
+pub use readback::config_to_spec;
+pub use report::{inventory, observed_to_proto, storages, templates, update_to_proto};
+
+/// An operation the agent cannot understand.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+#[error("operation {op_id}: field `{field}`: {message}")]
+pub struct ConvertError {
+    pub op_id: String,
+    pub field: &'static str,
+    pub message: String,
+}
+
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,201 @@
+//! Controller operations (protobuf) into the agent's [`Operation`]s, every field checked.
+
+use super::*;
+
+use super::options::mark_of;
+
+/// `STORAGE:vztmpl/FILE` into its parts.
+pub fn parse_template_volid(volid: &str) -> Option<(String, String)> {
+    let (storage, rest) = volid.split_once(':')?;
+    let file = rest.strip_prefix("vztmpl/")?;
+    if storage.is_empty() || file.is_empty() || file.contains('/') {
+        return None;
+    }
+    Some((storage.to_string(), file.to_string()))
+}
+
+/// Converts a controller operation into the agent's own.
+pub fn operation_from_proto(op: v1::Operation) -> Result<Operation, ConvertError> {
+    use v1::operation::Kind;
+    let op_id = op.op_id.clone();
+    let err = |field: &'static str, message: String| ConvertError {
+        op_id: op_id.clone(),
+        field,
+        message,
+    };
+    if op.op_id.is_empty() {
+        return Err(err("op_id", "empty; every operation needs an id".into()));
+    }
+    let vmid = op.vm_id;
+    let need_vmid = || {
+        if vmid < 100 {
+            Err(err(
+                "vm_id",
+                format!("{vmid} is not a container id (100..)"),
+            ))
+        } else {
+            Ok(vmid)
+        }
+    };
+    let kind = match op.kind {
+        None => return Err(err("kind", "missing; expected create, update, ...".into())),
+        Some(Kind::Create(c)) => {
+            let spec = c.spec.ok_or_else(|| err("create.spec", "missing".into()))?;
+            let mark = mark_of(&spec)
+                .ok_or_else(|| err("create.spec.fleet", "fleet and name are required".into()))?;
+            let vmid = if spec.vm_id != 0 {
+                spec.vm_id
+            } else {
+                need_vmid()?
+            };
+            let (storage, file_name) =
+                parse_template_volid(&spec.template_volid).ok_or_else(|| {
+                    err(
+                        "create.spec.template_volid",
+                        format!(
+                            "`{}` is not a template volume id; expected STORAGE:vztmpl/FILE",
+                            spec.template_volid
+                        ),
+                    )
+                })?;
+            OpKind::Create(CreateOp {
+                vmid,
+                mark,
+                template: TemplateSpec {
+                    storage,
+                    file_name,
+                    source: TemplateSource::Existing,
+                },
+                options: spec_options(&spec),
+                tags: spec.tags.clone(),
+                description: Some(spec.description.clone()).filter(|d| !d.is_empty()),
+                ssh_public_keys: spec.ssh_public_keys.clone(),
+                password: spec
+                    .password
+                    .as_ref()
+                    .filter(|p| !p.value.is_empty())
+                    .map(|p| Secret(p.value.clone())),
+                start: c.start,
+            })
+        }
+        Some(Kind::Update(u)) => {
+            let spec = u.spec.ok_or_else(|| err("update.spec", "missing".into()))?;
+            OpKind::Update {
+                vmid: if spec.vm_id != 0 {
+                    spec.vm_id
+                } else {
+                    need_vmid()?
+                },
+                expect: mark_of(&spec),
+                desired: spec_options(&spec),
+                tags: spec.tags.clone(),
+                description: Some(spec.description.clone()).filter(|d| !d.is_empty()),
+                restart: u.restart_allowed,
+                adopt: u.adopt,
+            }
+        }
+        Some(Kind::Resize(r)) => {
+            if r.disk != "rootfs"
+                && !r
+                    .disk
+                    .strip_prefix("mp")
+                    .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+            {
+                return Err(err(
+                    "resize.disk",
+                    format!("`{}`; expected rootfs or mpN", r.disk),
+                ));
+            }
+            OpKind::Resize {
+                vmid: need_vmid()?,
+                expect: None,
+                disk: r.disk,
+                size_gib: r.size_gib,
+            }
+        }
+        Some(Kind::Start(_)) => OpKind::Start {
+            vmid: need_vmid()?,
+            expect: None,
+        },
+        Some(Kind::Stop(s)) => OpKind::Stop {
+            vmid: need_vmid()?,
+            expect: None,
+            force: s.force,
+            timeout_secs: if s.timeout_seconds == 0 {
+                60
+            } else {
+                s.timeout_seconds
+            },
+        },
+        Some(Kind::Destroy(d)) => OpKind::Destroy {
+            vmid: need_vmid()?,
+            expect: if d.fleet.is_empty() {
+                None
+            } else {
+                Some(ManagedMark {
+                    fleet: d.fleet,
+                    name: d.name,
+                })
+            },
+            purge: d.purge,
+        },
+        Some(Kind::Migrate(m)) => {
+            if m.target_node.is_empty() {
+                return Err(err("migrate.target_node", "empty".into()));
+            }
+            OpKind::Migrate {
+                vmid: need_vmid()?,
+                expect: None,
+                target: m.target_node,
+                restart: m.restart,
+            }
+        }
+        Some(Kind::SeedTemplate(s)) => {
+            let digest = match s.checksum {
+                Some(v1::seed_template::Checksum::Sha256(h)) => {
+                    Some(Digest::Sha256(h.to_ascii_lowercase()))
+                }
+                Some(v1::seed_template::Checksum::Sha512(h)) => {
+                    Some(Digest::Sha512(h.to_ascii_lowercase()))
+                }
+                None if s.url.is_empty() => {
+                    // An appliance name from the PVE index: pveam verifies it.
+                    return Ok(Operation {
+                        id: op.op_id,
+                        kind: OpKind::SeedTemplate(TemplateSpec {
+                            storage: s.storage,
+                            file_name: s.file_name,
+                            source: TemplateSource::Appliance,
+                        }),
+                    });
+                }
+                // A `template_url` without checksum: downloaded unverified, its sha256 reported.
+                None => None,
+            };
+            if let Some(digest) = &digest {
+                let expect_len = match digest {
+                    Digest::Sha256(_) => 64,
+                    Digest::Sha512(_) => 128,
+                };
+                if digest.hex().len() != expect_len
+                    || !digest.hex().bytes().all(|b| b.is_ascii_hexdigit())
+                {
+                    return Err(err(
+                        "seed_template.checksum",
+                        format!(
+                            "`{}` is not a {} hex digest",
+                            digest.hex(),
+                            digest.algorithm()
+                        ),
+                    ));
+                }
+            }
+            OpKind::SeedTemplate(TemplateSpec {
+                storage: s.storage,
+                file_name: s.file_name,
+                source: TemplateSource::Url { url: s.url, digest },
+            })
+        }
+    };
+    Ok(Operation { id: op.op_id, kind })
+}

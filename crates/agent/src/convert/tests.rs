@@ -1,0 +1,204 @@
+//! Tests of the conversions.
+
+use super::*;
+
+fn spec() -> v1::ContainerSpec {
+    v1::ContainerSpec {
+        fleet: "dev".into(),
+        name: "dev-web".into(),
+        vm_id: 2100,
+        hostname: "dev-web".into(),
+        cores: Some(4),
+        memory_mib: 4096,
+        swap_mib: 0,
+        disk_size_gib: 16,
+        datastore_id: "local-zfs".into(),
+        template_volid: "local:vztmpl/ubuntu.tar.xz".into(),
+        unprivileged: true,
+        features: Some(v1::Features {
+            nesting: true,
+            ..Default::default()
+        }),
+        interfaces: vec![v1::NetworkInterface {
+            name: "eth0".into(),
+            bridge: "vmbr0".into(),
+            ipv4: Some(v1::IpConfig {
+                mode: v1::IpMode::Static as i32,
+                address: "192.168.7.100/24".into(),
+                gateway: "192.168.7.1".into(),
+            }),
+            index: 0,
+            ..Default::default()
+        }],
+        startup: Some(v1::Startup {
+            order: Some(3),
+            up_delay: Some(60),
+            down_delay: Some(60),
+        }),
+        tags: vec!["web".into()],
+        password: Some(v1::Secret {
+            value: "s3cret-pw".into(),
+        }),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn spec_renders_as_pve_stores_it() {
+    let o: BTreeMap<_, _> = spec_options(&spec()).into_iter().collect();
+    assert_eq!(
+        o["net0"],
+        "name=eth0,bridge=vmbr0,gw=192.168.7.1,ip=192.168.7.100/24,type=veth"
+    );
+    assert_eq!(o["rootfs"], "local-zfs:16");
+    assert_eq!(o["features"], "nesting=1");
+    assert_eq!(o["startup"], "order=3,up=60,down=60");
+    assert_eq!(o["unprivileged"], "1");
+    assert_eq!(o["swap"], "0");
+    assert!(!o.contains_key("password"));
+}
+
+#[test]
+fn create_operation_converts_and_keeps_the_password_out_of_debug() {
+    let op = v1::Operation {
+        op_id: "op-1".into(),
+        vm_id: 2100,
+        kind: Some(v1::operation::Kind::Create(v1::CreateContainer {
+            spec: Some(spec()),
+            start: true,
+        })),
+        ..Default::default()
+    };
+    let op = operation_from_proto(op).unwrap();
+    let OpKind::Create(c) = &op.kind else {
+        panic!("not a create")
+    };
+    assert_eq!(c.template.volid(), "local:vztmpl/ubuntu.tar.xz");
+    assert_eq!(
+        c.mark.description_line(),
+        "managed-by: pxfleet fleet=dev name=dev-web"
+    );
+    assert!(c.password.is_some());
+    assert!(!format!("{op:?}").contains("s3cret-pw"));
+}
+
+#[test]
+fn a_seed_result_carries_the_template_sha256() {
+    let u = OpUpdate::Succeeded {
+        op_id: "op-9".into(),
+        result: crate::ops::OpResult {
+            message: "template present".into(),
+            container: None,
+            template_volid: Some("local:vztmpl/x.tar.xz".into()),
+            template_sha256: Some("ab".repeat(32)),
+        },
+    };
+    let pb = update_to_proto(&u, 0, "n1");
+    assert_eq!(pb.template_sha256, "ab".repeat(32));
+    assert_eq!(pb.state, v1::OperationState::Succeeded as i32);
+}
+
+#[test]
+fn bad_operations_name_the_field() {
+    let op = v1::Operation {
+        op_id: "op-2".into(),
+        vm_id: 100,
+        kind: Some(v1::operation::Kind::SeedTemplate(v1::SeedTemplate {
+            url: "http://127.0.0.1/x.tar.xz".into(),
+            checksum: Some(v1::seed_template::Checksum::Sha256("abc".into())),
+            storage: "local".into(),
+            file_name: "x.tar.xz".into(),
+        })),
+        ..Default::default()
+    };
+    let e = operation_from_proto(op).unwrap_err().to_string();
+    assert!(e.contains("seed_template.checksum"), "{e}");
+    // A URL without checksum (fleet.yaml `template_url`) is a download without verification.
+    let op = operation_from_proto(v1::Operation {
+        op_id: "op-4".into(),
+        kind: Some(v1::operation::Kind::SeedTemplate(v1::SeedTemplate {
+            url: "http://127.0.0.1/x.tar.xz".into(),
+            checksum: None,
+            storage: "local".into(),
+            file_name: "x.tar.xz".into(),
+        })),
+        ..Default::default()
+    })
+    .unwrap();
+    assert!(matches!(
+        op.kind,
+        OpKind::SeedTemplate(TemplateSpec {
+            source: TemplateSource::Url { digest: None, .. },
+            ..
+        })
+    ));
+    let e = operation_from_proto(v1::Operation {
+        op_id: "op-3".into(),
+        ..Default::default()
+    })
+    .unwrap_err();
+    assert_eq!(e.field, "kind");
+}
+
+#[test]
+fn config_reads_back_into_the_same_spec() {
+    let s = spec();
+    let mut cfg: CtConfig = spec_options(&s).into_iter().collect();
+    cfg.insert(
+        "rootfs".into(),
+        "local-zfs:subvol-2100-disk-0,size=16G".into(),
+    );
+    cfg.insert(
+        "description".into(),
+        "managed-by: pxfleet fleet=dev name=dev-web\n".into(),
+    );
+    cfg.insert("tags".into(), "pxfleet;web".into());
+    let back = config_to_spec(2100, &cfg);
+    assert_eq!(back.fleet, "dev");
+    assert_eq!(back.name, "dev-web");
+    assert_eq!(back.disk_size_gib, 16);
+    assert_eq!(back.datastore_id, "local-zfs");
+    assert_eq!(back.tags, vec!["web".to_string()]);
+    assert_eq!(back.description, "");
+    assert_eq!(back.interfaces, s.interfaces);
+    assert_eq!(back.startup, s.startup);
+    assert_eq!(back.features, s.features);
+    assert_eq!(back.cores, Some(4));
+}
+
+#[test]
+fn nets_compare_without_generated_mac() {
+    let cur = "name=eth0,bridge=vmbr0,hwaddr=BC:24:11:00:00:01,ip=dhcp,type=veth";
+    assert!(same_net(cur, "name=eth0,bridge=vmbr0,ip=dhcp,type=veth"));
+    assert!(!same_net(cur, "name=eth0,bridge=vmbr1,ip=dhcp,type=veth"));
+    assert_eq!(
+        keep_hwaddr(cur, "name=eth0,bridge=vmbr1,ip=dhcp,type=veth"),
+        "name=eth0,bridge=vmbr1,hwaddr=BC:24:11:00:00:01,ip=dhcp,type=veth"
+    );
+}
+
+#[test]
+fn pve_booleans_read_back_like_pve_reads_them() {
+    let mut cfg = CtConfig::new();
+    cfg.insert("onboot".into(), "yes".into());
+    cfg.insert("protection".into(), "on".into());
+    cfg.insert("unprivileged".into(), "true".into());
+    cfg.insert("features".into(), "nesting=yes,keyctl=off".into());
+    cfg.insert(
+        "net0".into(),
+        "name=eth0,bridge=vmbr0,firewall=true,ip=dhcp,type=veth".into(),
+    );
+    cfg.insert(
+        "mp0".into(),
+        "local-lvm:vm-1-disk-1,mp=/data,backup=on,ro=yes,mountoptions=noatime;nodev,size=4G".into(),
+    );
+    let s = config_to_spec(100, &cfg);
+    assert!(s.onboot && s.protection && s.unprivileged);
+    let f = s.features.unwrap();
+    assert!(f.nesting && !f.keyctl);
+    assert!(s.interfaces[0].firewall);
+    let mp = &s.mount_points[0];
+    assert!(mp.backup && mp.read_only);
+    assert_eq!(mp.size_gib, 4);
+    assert_eq!(mp.mount_options, vec!["noatime", "nodev"]);
+}

@@ -1,0 +1,88 @@
+//! `create`: makes a container from a template (seeded first when needed), marks it, optionally starts it;
+//! a half-created leftover of an earlier attempt is removed first.
+
+use super::*;
+use crate::pve_options::{create_spec, CreateArgs};
+
+impl<D: NodeApi> Executor<D> {
+    pub(super) async fn create(&self, op_id: &str, c: &CreateOp) -> Outcome {
+        let d = &*self.inner.node;
+        let vmid = c.vmid;
+        if let Some(cfg) = d.config(vmid).await? {
+            if is_half_made(&cfg) {
+                self.progress(
+                    op_id,
+                    "removing a half-created container left by an earlier attempt",
+                );
+                self.cleanup(vmid).await?;
+            } else {
+                match cfg.get("description").and_then(|s| ManagedMark::from_description(s)) {
+                    Some(m) if m == c.mark => {
+                        // Created by an earlier attempt of this (or an equivalent) operation.
+                        if c.start && self.status(vmid).await? != "running" {
+                            d.start(vmid).await?;
+                        }
+                        if c.start {
+                            self.wait_for_addresses(op_id, vmid, &cfg).await;
+                        }
+                        return ok("already created", self.observed(vmid).await);
+                    }
+                    Some(m) => {
+                        return Err(fail(format!(
+                            "vm_id {vmid} is already used by fleet {} container {}, not {} {}",
+                            m.fleet, m.name, c.mark.fleet, c.mark.name
+                        )))
+                    }
+                    None => {
+                        return Err(fail(format!(
+                            "vm_id {vmid} is already used by a container pxfleet does not manage; refusing to touch it"
+                        )))
+                    }
+                }
+            }
+        }
+        self.progress(op_id, format!("ensuring template {}", c.template.volid()));
+        let (ostemplate, _) = self.ensure_template(op_id, &c.template).await?;
+        let mut options: Vec<(String, String)> = c
+            .options
+            .iter()
+            .filter(|(k, _)| k != "tags" && k != "description")
+            .cloned()
+            .collect();
+        options.push(("tags".into(), tags_with_mark(&c.tags)));
+        options.push((
+            "description".into(),
+            c.mark.description(c.description.as_deref()),
+        ));
+        let args = CreateArgs {
+            vmid,
+            ostemplate,
+            options,
+            ssh_public_keys: c.ssh_public_keys.clone(),
+        };
+        let spec = create_spec(&args)?;
+        self.progress(op_id, format!("creating CT {vmid}"));
+        let running = match d.create(&spec, c.password.as_ref(), c.start).await {
+            Ok(running) => running,
+            Err(e) => {
+                // PVE removes a failed create's config itself, but a killed tool may leave the lock behind.
+                if let Ok(Some(cfg)) = d.config(vmid).await {
+                    if is_half_made(&cfg) {
+                        let _ = self.cleanup(vmid).await;
+                    }
+                }
+                return Err(e.into());
+            }
+        };
+        // What was asked for is what was created (pct create fails otherwise): no need to read it back here.
+        let cfg: CtConfig = args.options.iter().cloned().collect();
+        if c.start {
+            if !running {
+                self.progress(op_id, format!("starting CT {vmid}"));
+                d.start(vmid).await?;
+            }
+            self.wait_for_addresses(op_id, vmid, &cfg).await;
+        }
+        ok("created", self.observed(vmid).await)
+    }
+}

@@ -1,0 +1,284 @@
+//! [`PveNode`]: the agent's [`NodeApi`] over crates/pve's node driver ([`pxfleet_pve::Node`]). Creates arrive as
+//! pve's typed [`CreateSpec`]; a `pct set`'s options become a [`ConfigChange`] through [`crate::pve_options`];
+//! pve's typed answers are turned into the agent's plain data. This is the only module that drives crates/pve.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use pxfleet_pve::{ConfigChange, CreateSpec, Node, ProcessRunner, PveError, Timeouts};
+
+use crate::config::AgentConfig;
+use crate::node::{
+    BridgeInfo, CtConfig, CtSummary, Interface, NodeApi, NodeFacts, Secret, StorageInfo,
+    TemplateFile,
+};
+
+/// A PVE node reached through its command-line tools.
+pub struct PveNode {
+    node: Node,
+    /// Storage -> its template directory (`pvesm path`): asked once per storage, not once per create.
+    template_dirs: std::sync::Mutex<BTreeMap<String, PathBuf>>,
+}
+
+impl PveNode {
+    pub fn new(node: Node) -> Self {
+        PveNode {
+            node,
+            template_dirs: Default::default(),
+        }
+    }
+
+    /// The node described by the agent config: tools in `pve_bin_dir`, `env` passed to them.
+    pub fn from_config(config: &AgentConfig) -> Self {
+        let mut runner = ProcessRunner::with_bin_dir(&config.pve_bin_dir);
+        for (k, v) in &config.env {
+            runner = runner.with_env(k, v);
+        }
+        let t = config.command_timeout();
+        let timeouts = Timeouts {
+            create: t,
+            destroy: t,
+            migrate: t,
+            download: t,
+            ..Timeouts::default()
+        };
+        PveNode::new(Node::new(&config.node, Arc::new(runner)).with_timeouts(timeouts))
+    }
+}
+
+impl NodeApi for PveNode {
+    async fn list(&self) -> Result<Vec<CtSummary>, PveError> {
+        let list = self.node.list_containers().await?;
+        Ok(list
+            .into_iter()
+            .map(|c| CtSummary {
+                vmid: c.vmid as u32,
+                status: match c.status {
+                    pxfleet_pve::parse::RunState::Running => "running".to_string(),
+                    pxfleet_pve::parse::RunState::Stopped => "stopped".to_string(),
+                    pxfleet_pve::parse::RunState::Other(s) => s,
+                },
+                listing: format!(
+                    "tags={:?} cpus={:?} maxmem={:?} maxswap={:?} maxdisk={:?}",
+                    c.tags, c.cpus, c.maxmem, c.maxswap, c.maxdisk
+                ),
+                lock: c.lock,
+                name: c.name.unwrap_or_else(|| format!("CT{}", c.vmid)),
+            })
+            .collect())
+    }
+
+    async fn config(&self, vmid: u32) -> Result<Option<CtConfig>, PveError> {
+        match self.node.config(vmid).await {
+            Ok(c) => Ok(Some(c.raw.into_iter().collect::<BTreeMap<_, _>>())),
+            Err(PveError::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn create(
+        &self,
+        spec: &CreateSpec,
+        password: Option<&Secret>,
+        start_after: bool,
+    ) -> Result<bool, PveError> {
+        self.node.create(spec).await?;
+        let Some(pw) = password else {
+            return Ok(false);
+        };
+        // PVE sets a password only inside a running container (chpasswd on stdin, never argv).
+        let vmid = spec.vmid;
+        self.node.start(vmid).await?;
+        let set = self
+            .node
+            .set_root_password(vmid, &pxfleet_pve::Secret::new(pw.0.clone()))
+            .await;
+        if set.is_ok() && start_after {
+            return Ok(true); // it would be started again right away
+        }
+        self.node.stop(vmid).await?;
+        set?;
+        Ok(false)
+    }
+
+    async fn set(&self, vmid: u32, change: &ConfigChange) -> Result<(), PveError> {
+        self.node.set(vmid, change).await
+    }
+
+    async fn resize(&self, vmid: u32, disk: &str, size_gib: u64) -> Result<(), PveError> {
+        let size = u32::try_from(size_gib).map_err(|_| PveError::Invalid {
+            vmid: Some(vmid),
+            field: format!("{disk} size"),
+            value: format!("{size_gib} GiB"),
+            expected: format!("at most {} GiB", u32::MAX),
+        })?;
+        self.node.resize(vmid, disk, size).await
+    }
+
+    async fn start(&self, vmid: u32) -> Result<(), PveError> {
+        match self.node.start(vmid).await {
+            Ok(()) | Err(PveError::AlreadyRunning { .. }) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn stop(&self, vmid: u32) -> Result<(), PveError> {
+        self.node.stop(vmid).await
+    }
+
+    async fn shutdown(&self, vmid: u32, timeout_secs: u32) -> Result<bool, PveError> {
+        // pve stops hard by itself when the clean shutdown times out, so the container is stopped either way.
+        self.node
+            .shutdown(vmid, Duration::from_secs(timeout_secs.into()))
+            .await
+            .map(|_| true)
+    }
+
+    async fn destroy(&self, vmid: u32, _purge: bool) -> Result<(), PveError> {
+        match self.node.destroy(vmid).await {
+            Ok(()) | Err(PveError::NotFound { .. }) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn unlock(&self, vmid: u32) -> Result<(), PveError> {
+        self.node.unlock(vmid).await
+    }
+
+    async fn pending(&self, vmid: u32) -> Result<Vec<pxfleet_pve::PendingKey>, PveError> {
+        self.node.pending(vmid).await
+    }
+
+    async fn revert(&self, vmid: u32, keys: &[String]) -> Result<(), PveError> {
+        let change = ConfigChange {
+            revert: keys.iter().cloned().collect(),
+            ..ConfigChange::default()
+        };
+        self.node.set(vmid, &change).await
+    }
+
+    async fn reboot(&self, vmid: u32, timeout_secs: u32) -> Result<(), PveError> {
+        self.node
+            .reboot(vmid, Duration::from_secs(timeout_secs.into()))
+            .await
+    }
+
+    async fn migrate(&self, vmid: u32, target: &str, restart: bool) -> Result<(), PveError> {
+        self.node.migrate(vmid, target, restart).await
+    }
+
+    async fn interfaces(&self, vmid: u32) -> Result<Option<Vec<Interface>>, PveError> {
+        let ifaces = self.node.interfaces(vmid).await?;
+        if ifaces.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(
+            ifaces
+                .into_iter()
+                .map(|i| Interface {
+                    name: i.name,
+                    hwaddr: i.hwaddr.unwrap_or_default(),
+                    addresses: i
+                        .addresses
+                        .into_iter()
+                        .map(|a| format!("{}/{}", a.address, a.prefix))
+                        .collect(),
+                })
+                .collect(),
+        ))
+    }
+
+    async fn memory_free_bytes(&self) -> Result<u64, PveError> {
+        let status = self.node.node_status().await?;
+        Ok(status.memory.available.unwrap_or(status.memory.free))
+    }
+
+    async fn facts(&self) -> Result<NodeFacts, PveError> {
+        let version = self.node.version().await?;
+        let status = self.node.node_status().await?;
+        let storages = self.node.storages().await?;
+        let bridges = self.node.bridges().await?;
+        let mut templates = Vec::new();
+        let mut out_storages = Vec::new();
+        for s in storages {
+            if s.content.contains("vztmpl") && s.active && s.enabled {
+                if let Ok(list) = self.node.templates(&s.storage).await {
+                    for t in list {
+                        let file_name = t
+                            .volid
+                            .split_once(":vztmpl/")
+                            .map(|(_, f)| f.to_string())
+                            .unwrap_or_default();
+                        templates.push(TemplateFile {
+                            volid: t.volid,
+                            storage: s.storage.clone(),
+                            file_name,
+                            size_bytes: t.size,
+                        });
+                    }
+                }
+            }
+            let path = if s.content.contains("vztmpl") {
+                self.node.template_dir(&s.storage).await.ok().and_then(|p| {
+                    p.parent()
+                        .and_then(|p| p.parent())
+                        .map(|p| p.display().to_string())
+                })
+            } else {
+                None
+            };
+            out_storages.push(StorageInfo {
+                id: s.storage,
+                kind: s.kind,
+                content: s.content.into_iter().collect(),
+                active: s.active,
+                enabled: s.enabled,
+                shared: s.shared,
+                total_bytes: s.total,
+                used_bytes: s.used,
+                avail_bytes: s.avail,
+                path,
+            });
+        }
+        Ok(NodeFacts {
+            pve_version: version.version,
+            cores: status.cpuinfo.cpus.or(status.cpuinfo.cores).unwrap_or(0) as u32,
+            memory_bytes: status.memory.total,
+            memory_free_bytes: status.memory.available.unwrap_or(status.memory.free),
+            storages: out_storages,
+            bridges: bridges
+                .into_iter()
+                .map(|b| BridgeInfo {
+                    name: b.iface,
+                    active: b.active,
+                    mtu: b.mtu.map(|m| m as u32),
+                    cidrs: b.cidr.into_iter().collect(),
+                })
+                .collect(),
+            templates,
+        })
+    }
+
+    async fn template_dir(&self, storage: &str) -> Result<PathBuf, PveError> {
+        if let Some(dir) = self
+            .template_dirs
+            .lock()
+            .expect("template dirs")
+            .get(storage)
+        {
+            return Ok(dir.clone());
+        }
+        let dir = self.node.template_dir(storage).await?;
+        self.template_dirs
+            .lock()
+            .expect("template dirs")
+            .insert(storage.to_string(), dir.clone());
+        Ok(dir)
+    }
+
+    async fn pveam_download(&self, storage: &str, name: &str) -> Result<(), PveError> {
+        self.node.pveam_download(storage, name).await
+    }
+}
