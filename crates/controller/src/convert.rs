@@ -18,6 +18,23 @@ use crate::model::{
     OperationKind, StorageInfo,
 };
 
+/// A spec diagnostic as pxctl shows it (the hint appended to the message).
+pub fn diagnostic_pb(d: &pxfleet_spec::Diagnostic) -> pb::Diagnostic {
+    let mut message = d.message.clone();
+    if let Some(h) = &d.hint {
+        message.push_str("; ");
+        message.push_str(h);
+    }
+    pb::Diagnostic {
+        severity: pb::Severity::Error as i32,
+        message,
+        file: d.file.clone(),
+        line: d.line,
+        column: d.column,
+        field: d.path.clone(),
+    }
+}
+
 /// The volume id a template has on a node: `<storage>:vztmpl/<file>`.
 pub fn template_volid(t: &Template) -> String {
     format!("{}:vztmpl/{}", t.storage, t.file_name())
