@@ -2,6 +2,7 @@
 //! mutual-TLS gRPC. `main.rs` only parses arguments and calls into this library; [`server::run`] starts the
 //! whole controller on listeners the caller binds (tests use 127.0.0.1:0).
 
+pub mod admin;
 pub mod adopt;
 pub mod agent_service;
 pub mod agents;
