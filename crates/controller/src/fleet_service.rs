@@ -370,9 +370,9 @@ impl FleetService for FleetApi {
             Ok(pb::PowerAction::Stop) => PowerAction::Stop,
             Ok(pb::PowerAction::Restart) => PowerAction::Restart,
             _ => {
-                return Err(Status::invalid_argument(
-                    "action must be start, stop or restart",
-                ))
+                return Err(
+                    Error::InvalidArgument("action must be start, stop or restart".into()).into(),
+                )
             }
         };
         let changed = crate::submit::set_power(
@@ -515,9 +515,10 @@ impl FleetService for FleetApi {
             Ok(pb::UserRole::Operator) => Role::Operator,
             Ok(pb::UserRole::Viewer) => Role::Viewer,
             _ => {
-                return Err(Status::invalid_argument(
-                    "role: expected admin, operator or viewer",
-                ))
+                return Err(Error::InvalidArgument(
+                    "role: expected admin, operator or viewer".into(),
+                )
+                .into())
             }
         };
         let c = crate::certs::issue_user_certificate(
