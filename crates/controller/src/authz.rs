@@ -1,5 +1,6 @@
 //! Who may do what. Identity and role come from the client certificate ([`pxfleet_tls::Identity`]); these
-//! functions answer the questions the services ask, and [`AuthzError`] maps to gRPC status codes in one place.
+//! functions answer the questions the services ask, and [`AuthzError`] maps to gRPC status codes in
+//! [`crate::error`].
 
 use pxfleet_tls::{Identity, Role};
 
@@ -22,15 +23,6 @@ pub enum AuthzError {
     Unauthenticated,
     #[error("{who} may not {what}")]
     Denied { who: String, what: String },
-}
-
-impl From<AuthzError> for tonic::Status {
-    fn from(e: AuthzError) -> Self {
-        match e {
-            AuthzError::Unauthenticated => tonic::Status::unauthenticated(e.to_string()),
-            AuthzError::Denied { .. } => tonic::Status::permission_denied(e.to_string()),
-        }
-    }
 }
 
 fn denied(id: &Identity, what: impl Into<String>) -> AuthzError {

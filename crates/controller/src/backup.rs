@@ -205,6 +205,25 @@ pub fn snapshot(db: &sled::Db) -> Result<Vec<Tree>, sled::Error> {
     Ok(out)
 }
 
+/// An online backup for the FleetService call, recorded in the audit log as taken by `by`.
+pub async fn online_audited(
+    state: &std::sync::Arc<crate::state::State>,
+    by: Option<&pxfleet_tls::Identity>,
+) -> Result<Vec<u8>, crate::error::Error> {
+    let bytes = online(state)
+        .await
+        .map_err(|e| crate::error::Error::Internal(format!("backup: {e}")))?;
+    tracing::info!(bytes = bytes.len(), "online backup taken");
+    state.store.audit(&crate::model::AuditEntry {
+        time_ms: crate::model::now_ms(),
+        actor: by.map(|i| i.uri()).unwrap_or_default(),
+        action: "backup".into(),
+        target: "state".into(),
+        detail: format!("{} bytes", bytes.len()),
+    })?;
+    Ok(bytes)
+}
+
 /// A backup of a running controller, in the file format: every tree read with submits (the placement lock) and
 /// operation changes (the operations lock) held, so fleets, revisions, desired containers, allocations and
 /// operations agree with each other; observations and heartbeats may be a moment apart (agents report them

@@ -167,7 +167,7 @@ pub async fn renew(
     let issued = state
         .ca
         .sign_csr(&req.into_inner().csr_pem, &identity, validity)
-        .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        .map_err(|e| crate::error::Error::InvalidArgument(e.to_string()))?;
     state.store.put_serial(&serial_record(&issued, &identity))?;
     state.store.audit(&AuditEntry {
         time_ms: now_ms(),

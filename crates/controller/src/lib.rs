@@ -2,6 +2,7 @@
 //! mutual-TLS gRPC. `main.rs` only parses arguments and calls into this library; [`server::run`] starts the
 //! whole controller on listeners the caller binds (tests use 127.0.0.1:0).
 
+pub mod admin;
 pub mod adopt;
 pub mod agent_service;
 pub mod agents;
@@ -10,19 +11,23 @@ pub mod authz;
 pub mod backup;
 pub mod backup_s3;
 pub mod backup_schedule;
+pub mod certs;
 pub mod config;
 pub mod convert;
 pub mod datadir;
 pub mod dev;
 pub mod drain;
 pub mod driver;
+pub mod error;
 pub mod fleet_service;
 pub mod hook_runs;
 pub mod hooks;
 pub mod identities;
 pub mod limits;
+pub mod listing;
 pub mod metrics;
 pub mod model;
+pub mod nodes;
 pub mod pki;
 pub mod planning;
 pub mod policy;
@@ -36,6 +41,7 @@ pub mod state;
 pub mod store;
 mod store_cache;
 pub mod store_status;
+pub mod submit;
 
 pub use config::Config;
 pub use server::run;

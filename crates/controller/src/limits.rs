@@ -8,8 +8,8 @@ use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::error::Error;
 use serde::Deserialize;
-use tonic::Status;
 
 /// `[limits]` in controller.toml. Every key has a default.
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
@@ -89,15 +89,14 @@ impl LimitsConfig {
     }
 
     /// Refuses a Plan/Submit whose files are larger than `max_fleet_bytes`, before parsing them.
-    #[allow(clippy::result_large_err)]
     pub fn check_fleet_bytes<'a>(
         &self,
         file_name: &str,
         texts: impl IntoIterator<Item = &'a str>,
-    ) -> Result<(), Status> {
+    ) -> Result<(), Error> {
         let total: u64 = texts.into_iter().map(|t| t.len() as u64).sum();
         if total > self.max_fleet_bytes {
-            return Err(Status::invalid_argument(format!(
+            return Err(Error::InvalidArgument(format!(
                 "{file_name}: the fleet and its files are {total} bytes; this controller accepts at most {} \
                  (limits.max_fleet_bytes)",
                 self.max_fleet_bytes
@@ -107,10 +106,9 @@ impl LimitsConfig {
     }
 
     /// Refuses a fleet with more than `max_fleet_containers` containers.
-    #[allow(clippy::result_large_err)]
-    pub fn check_fleet_containers(&self, fleet: &str, containers: usize) -> Result<(), Status> {
+    pub fn check_fleet_containers(&self, fleet: &str, containers: usize) -> Result<(), Error> {
         if containers as u64 > self.max_fleet_containers {
-            return Err(Status::invalid_argument(format!(
+            return Err(Error::InvalidArgument(format!(
                 "fleet {fleet} declares {containers} containers; this controller accepts at most {} per fleet \
                  (limits.max_fleet_containers)",
                 self.max_fleet_containers
@@ -178,12 +176,11 @@ impl Limiter {
     }
 
     /// A slot for one more Watch stream of `identity`, or `ResourceExhausted`.
-    #[allow(clippy::result_large_err)]
-    pub fn watch_permit(&self, identity: &str) -> Result<WatchPermit, Status> {
+    pub fn watch_permit(&self, identity: &str) -> Result<WatchPermit, Error> {
         let mut w = self.watches.lock().expect("watch counts");
         let n = w.entry(identity.to_string()).or_default();
         if *n >= self.config.max_watch_streams_per_identity {
-            return Err(Status::resource_exhausted(format!(
+            return Err(Error::ResourceExhausted(format!(
                 "{identity} already has {n} Watch streams open, the most this controller allows \
                  (limits.max_watch_streams_per_identity); close one first"
             )));
@@ -220,8 +217,7 @@ impl Limiter {
 
     /// Whether an enrolment from `peer` may be tried now: refused while `peer` (or everybody together) has
     /// used up its failures of the last minute.
-    #[allow(clippy::result_large_err)]
-    pub fn enroll_allowed(&self, peer: Option<IpAddr>) -> Result<(), Status> {
+    pub fn enroll_allowed(&self, peer: Option<IpAddr>) -> Result<(), Error> {
         let now = Instant::now();
         let mut e = self.enroll.lock().expect("enrolment failures");
         trim(&mut e.all, now);
@@ -229,7 +225,7 @@ impl Limiter {
             trim(q, now);
             if q.len() >= self.config.enroll_failures_per_peer_per_minute as usize {
                 let wait = WINDOW.saturating_sub(now.duration_since(q[0])).as_secs() + 1;
-                return Err(Status::resource_exhausted(format!(
+                return Err(Error::ResourceExhausted(format!(
                     "too many failed enrolments from {}: at most {} per minute \
                      (limits.enroll_failures_per_peer_per_minute); retry in {wait} s with a valid token",
                     peer.map(|p| p.to_string()).unwrap_or_default(),
@@ -242,7 +238,7 @@ impl Limiter {
                 .saturating_sub(now.duration_since(e.all[0]))
                 .as_secs()
                 + 1;
-            return Err(Status::resource_exhausted(format!(
+            return Err(Error::ResourceExhausted(format!(
                 "too many failed enrolments overall: at most {} per minute (limits.enroll_failures_per_minute); \
                  retry in {wait} s",
                 self.config.enroll_failures_per_minute
@@ -281,7 +277,7 @@ mod tests {
         });
         let a = l.watch_permit("user/a").unwrap();
         let _b = l.watch_permit("user/a").unwrap();
-        let err = l.watch_permit("user/a").unwrap_err();
+        let err = tonic::Status::from(l.watch_permit("user/a").unwrap_err());
         assert_eq!(err.code(), tonic::Code::ResourceExhausted);
         assert!(
             err.message()
@@ -307,14 +303,14 @@ mod tests {
             l.enroll_allowed(Some(a)).unwrap();
             l.enroll_failed(Some(a));
         }
-        let err = l.enroll_allowed(Some(a)).unwrap_err();
+        let err = tonic::Status::from(l.enroll_allowed(Some(a)).unwrap_err());
         assert_eq!(err.code(), tonic::Code::ResourceExhausted);
         assert!(err.message().contains("192.0.2.1"), "{err:?}");
         // another address is still served, until the overall limit
         l.enroll_allowed(Some(b)).unwrap();
         l.enroll_failed(Some(b));
         l.enroll_failed(Some(b));
-        let err = l.enroll_allowed(Some(b)).unwrap_err();
+        let err = tonic::Status::from(l.enroll_allowed(Some(b)).unwrap_err());
         assert!(
             err.message().contains("limits.enroll_failures_per_minute"),
             "{err:?}"
@@ -329,12 +325,13 @@ mod tests {
             ..LimitsConfig::default()
         };
         c.check_fleet_bytes("f.yaml", ["12345", "12345"]).unwrap();
-        let err = c
-            .check_fleet_bytes("f.yaml", ["12345", "123456"])
-            .unwrap_err();
+        let err = tonic::Status::from(
+            c.check_fleet_bytes("f.yaml", ["12345", "123456"])
+                .unwrap_err(),
+        );
         assert!(err.message().contains("limits.max_fleet_bytes"), "{err:?}");
         c.check_fleet_containers("dev", 2).unwrap();
-        let err = c.check_fleet_containers("dev", 3).unwrap_err();
+        let err = tonic::Status::from(c.check_fleet_containers("dev", 3).unwrap_err());
         assert!(
             err.message().contains("limits.max_fleet_containers"),
             "{err:?}"

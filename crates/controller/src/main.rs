@@ -1,10 +1,10 @@
-//! `pxcontroller`: argument parsing and logging setup only; everything else is in the library.
+//! `pxcontroller`: argument parsing and logging setup only; every subcommand is a function of the library
+//! ([`pxfleet_controller::admin`], `dev`).
 
 use std::path::PathBuf;
 
-use anyhow::Context;
 use clap::{Parser, Subcommand};
-use pxfleet_controller::{config, pki, Config};
+use pxfleet_controller::{admin, config};
 
 #[derive(Parser)]
 #[command(
@@ -139,155 +139,34 @@ async fn run() -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
+    let out = &mut std::io::stdout();
     match Cli::parse().cmd {
-        Cmd::Init { data_dir, san, url } => {
-            let host = san.first().cloned().unwrap_or_else(|| "localhost".into());
-            let url = url.unwrap_or_else(|| format!("https://{host}:8443"));
-            let r = pki::init(&data_dir, &san, &url)?;
-            println!("CA certificate:     {}", r.ca_cert.display());
-            println!("CA fingerprint:     {}", r.ca_fingerprint);
-            println!("server certificate: {}", r.server_cert.display());
-            println!("admin certificate:  {}", r.admin.cert.display());
-            println!("admin key:          {}", r.admin.key.display());
-            println!("pxctl config:       {}", r.pxctl_config.display());
-        }
-        Cmd::Run { config } => {
-            let cfg = Config::load(&config)?;
-            // a second controller on a held data dir is refused before it touches the listen addresses
-            drop(pxfleet_controller::datadir::DataDirLock::acquire(
-                &cfg.data_dir,
-            )?);
-            let listener = tokio::net::TcpListener::bind(cfg.listen)
-                .await
-                .with_context(|| format!("binding {}", cfg.listen))?;
-            let metrics = tokio::net::TcpListener::bind(cfg.metrics_listen)
-                .await
-                .with_context(|| format!("binding {}", cfg.metrics_listen))?;
-            pxfleet_controller::run(cfg, listener, metrics, shutdown_signal()).await?;
-        }
-        Cmd::ReissueServerCert { config, san } => {
-            let cfg = Config::load(&config)?;
-            let r = pki::reissue_server(&cfg, &san)?;
-            println!("server certificate: {}", r.server_cert.display());
-            println!("previous names:     {}", r.old_names.join(", "));
-            println!("names:              {}", r.names.join(", "));
-            println!("valid until:        {}", r.not_after);
-            println!(
-                "previous files:     {} (and the key beside it)",
-                r.backup_cert.display()
-            );
-            println!("restart pxcontroller to serve it; agents and pxctl reconnect without new certificates");
-        }
+        Cmd::Init { data_dir, san, url } => admin::init(&data_dir, &san, url, out)?,
+        Cmd::Run { config } => admin::run(&config, shutdown_signal()).await?,
+        Cmd::ReissueServerCert { config, san } => admin::reissue_server_cert(&config, &san, out)?,
         Cmd::RotateCa { step, config } => {
-            let cfg = Config::load(&config)?;
-            match step {
-                RotateStep::Prepare => {
-                    let p = pki::rotate_ca_prepare(&cfg)?;
-                    println!("next CA:   {}", p.next_cert.display());
-                    println!("CA bundle: {} (current + next)", p.bundle.display());
-                    println!(
-                        "next: install the bundle as ca.pem on every node (/etc/pxagent/ca.pem) and restart pxagent; \
-                         give it to pxctl users as their ca.pem; then run `pxcontroller rotate-ca switch`"
-                    );
-                }
-                RotateStep::Switch => {
-                    let p = pki::rotate_ca_switch(&cfg)?;
-                    println!("previous CA kept as {}", p.old_cert.display());
-                    println!(
-                        "next: add to the [tls] section of {}:\n  extra_client_cas = [{:?}]\nrestart pxcontroller, \
-                         renew the nodes (`pxagent renew`, or wait for their own renewal) and reissue user certificates \
-                         (`pxctl user request` / `pxctl user issue`); then remove extra_client_cas, restart, and drop the \
-                         old CA from the clients' ca.pem",
-                        config.display(),
-                        p.old_cert.display().to_string()
-                    );
-                }
-            }
+            let step = match step {
+                RotateStep::Prepare => admin::RotateStep::Prepare,
+                RotateStep::Switch => admin::RotateStep::Switch,
+            };
+            admin::rotate_ca(&config, step, out)?
         }
         Cmd::Dev(args) => pxfleet_controller::dev::run(args.resolve()?, shutdown_signal()).await?,
-        Cmd::SealKey { file, config } => {
-            let path = match file {
-                Some(f) => f,
-                None => Config::load(&config)?.seal_key_path(),
-            };
-            let key = if path.exists() {
-                pxfleet_controller::seal::SealKey::load(&path)?
-            } else {
-                pxfleet_controller::seal::SealKey::create(&path)?
-            };
-            println!("seal key {}: id {}", path.display(), key.id_hex());
-        }
-        Cmd::Backup { config, out, s3 } => {
-            let cfg = Config::load(&config)?;
-            let s3 = match s3 {
-                true => Some(cfg.backup.s3.clone().with_context(|| {
-                    format!("--s3: no [backup.s3] section in {}", config.display())
-                })?),
-                false => None,
-            };
-            let dir = tempfile_dir(&cfg)?;
-            let file = out.clone().unwrap_or_else(|| dir.join("upload.pxbackup"));
-            let s = pxfleet_controller::backup::backup(&cfg.data_dir, &file)?;
-            println!(
-                "backup: {} trees, {} entries, {} bytes, sha256 {}",
-                s.trees, s.entries, s.bytes, s.sha256
-            );
-            if out.is_some() {
-                println!("written to {}", file.display());
-            }
-            if let Some(s3) = s3 {
-                let data = std::fs::read(&file).with_context(|| file.display().to_string())?;
-                let key = s3.key_for(pxfleet_controller::model::now_ms());
-                let uploaded = s3.put(&key, &data).await;
-                if out.is_none() {
-                    let _ = std::fs::remove_file(&file);
-                }
-                uploaded?;
-                println!("uploaded to {} (restore: --from-s3 {key})", s3.url(&key));
-            }
-        }
+        Cmd::SealKey { file, config } => admin::seal_key(file, &config, out)?,
+        Cmd::Backup {
+            config,
+            out: file,
+            s3,
+        } => admin::backup(&config, file, s3, out).await?,
         Cmd::Restore {
             config,
             from,
             from_s3,
             force,
-        } => {
-            let cfg = Config::load(&config)?;
-            let s = match (from, from_s3) {
-                (Some(from), _) => {
-                    pxfleet_controller::backup::restore(&cfg.data_dir, &from, force)?
-                }
-                (None, Some(key)) => {
-                    let s3 = cfg.backup.s3.clone().with_context(|| {
-                        format!("--from-s3: no [backup.s3] section in {}", config.display())
-                    })?;
-                    let data = s3.get(&key).await?;
-                    let url = PathBuf::from(s3.url(&key));
-                    pxfleet_controller::backup::restore_bytes(&cfg.data_dir, &data, &url, force)?
-                }
-                (None, None) => anyhow::bail!("give --from FILE or --from-s3 KEY"),
-            };
-            println!(
-                "restored into {}: {} trees, {} entries (sha256 {}); start pxcontroller with the same seal key",
-                cfg.db_path().display(),
-                s.trees,
-                s.entries,
-                s.sha256
-            );
-        }
-        Cmd::ValidateConfig { file } => {
-            Config::load(&file)?;
-            println!("{}: ok", file.display());
-        }
+        } => admin::restore(&config, from, from_s3, force, out).await?,
+        Cmd::ValidateConfig { file } => admin::validate_config(&file, out)?,
     }
     Ok(())
-}
-
-/// Where a backup bound only for S3 is written first: the data dir's parent would do, the data dir is simplest.
-fn tempfile_dir(cfg: &Config) -> anyhow::Result<PathBuf> {
-    std::fs::create_dir_all(&cfg.data_dir)
-        .with_context(|| format!("data dir {}", cfg.data_dir.display()))?;
-    Ok(cfg.data_dir.clone())
 }
 
 async fn shutdown_signal() {

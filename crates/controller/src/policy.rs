@@ -22,7 +22,7 @@ pub fn check(
     };
     let policies = pxfleet_spec::read_policies(name, source, files).map_err(|d| {
         d.iter()
-            .map(super::fleet_service::diag_pb)
+            .map(crate::convert::diagnostic_pb)
             .collect::<Vec<_>>()
     })?;
     if policies.is_empty() {

@@ -1,0 +1,643 @@
+//! Changing a fleet's desired state: plan, submit, destroy and set-power. Each parses or reloads the fleet,
+//! prepares it against a snapshot of the world ([`crate::planning`]), checks the revision the caller expects
+//! and the fleet's policies, merges passwords (given, kept from the secrets tree, or generated), stores a new
+//! revision and runs a reconcile pass so the operations exist when the caller is answered. The gRPC
+//! handlers in [`crate::fleet_service`] only authorise and convert.
+
+use std::collections::{BTreeMap, HashMap};
+
+use pxfleet_proto::v1 as pb;
+use pxfleet_spec::{Fleet, MemFiles};
+use pxfleet_tls::Identity;
+use sha2::Digest as _;
+
+use crate::convert;
+use crate::driver;
+use crate::error::{Error, Result};
+use crate::model::{now_ms, ContainerStatus, DesiredContainer, Operation, Revision};
+use crate::planning::{prepare, Prepared, Snapshot};
+use crate::state::State;
+use crate::store::{StoreError, SubmitTx};
+
+/// A fleet as a client sends it: the file's name and text, and the files it includes.
+#[derive(Debug, Clone, Copy)]
+pub struct Source<'a> {
+    pub file_name: &'a str,
+    pub text: &'a str,
+    pub files: &'a HashMap<String, String>,
+}
+
+impl Source<'_> {
+    fn mem_files(&self) -> MemFiles {
+        MemFiles(
+            self.files
+                .iter()
+                .map(|(k, v)| (k.into(), v.clone()))
+                .collect(),
+        )
+    }
+
+    /// `limits.max_fleet_bytes`, before anything is parsed.
+    fn check_size(&self, state: &State) -> Result<()> {
+        state.limiter.config().check_fleet_bytes(
+            self.file_name,
+            std::iter::once(self.text)
+                .chain(self.files.keys().map(String::as_str))
+                .chain(self.files.values().map(String::as_str)),
+        )
+    }
+
+    /// The parsed fleet, or the diagnostics that refuse it.
+    fn parse(&self) -> std::result::Result<Fleet, Vec<pb::Diagnostic>> {
+        let name = if self.file_name.is_empty() {
+            "fleet.yaml"
+        } else {
+            self.file_name
+        };
+        pxfleet_spec::parse_fleet(name, self.text, &self.mem_files())
+            .map_err(|d| d.iter().map(convert::diagnostic_pb).collect())
+    }
+
+    /// The fleet's policies against the prepared fleet and its plan (`None`: the fleet names none).
+    fn policy(
+        &self,
+        prepared: &Prepared,
+    ) -> std::result::Result<Option<pb::PolicyReport>, Vec<pb::Diagnostic>> {
+        crate::policy::check(
+            self.file_name,
+            self.text,
+            &self.mem_files(),
+            &prepared.fleet,
+            &prepared.plan,
+        )
+    }
+}
+
+/// A random root password: 24 characters from an unambiguous alphabet.
+pub fn generate_password() -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789";
+    (0..24)
+        .map(|_| ALPHABET[rand::random_range(0..ALPHABET.len())] as char)
+        .collect()
+}
+
+/// What `plan` answers: the plan, or the diagnostics that refuse the fleet. `fleet` is empty when the file
+/// could not be parsed.
+#[derive(Debug, Clone, Default)]
+pub struct Planned {
+    pub fleet: String,
+    pub base_revision: u64,
+    /// The plan as pxfleet's JSON plan document (empty when refused).
+    pub plan_json: String,
+    pub has_changes: bool,
+    pub diagnostics: Vec<pb::Diagnostic>,
+    pub policy: Option<pb::PolicyReport>,
+}
+
+/// What `submit` answers: the revision stored (or kept, when nothing changed) and its operations, or the
+/// diagnostics that refuse the fleet.
+#[derive(Debug, Clone, Default)]
+pub struct Submitted {
+    pub fleet: String,
+    pub revision: u64,
+    pub operations: Vec<Operation>,
+    pub diagnostics: Vec<pb::Diagnostic>,
+    pub plan_json: String,
+    pub policy: Option<pb::PolicyReport>,
+}
+
+/// What a submit asks for besides the fleet.
+#[derive(Debug, Clone, Default)]
+pub struct SubmitOptions {
+    /// The revision the plan was made on (refused when the fleet moved since).
+    pub expected_revision: Option<u64>,
+    /// A saved plan (`pxctl plan --out`): refused unless it is what would be done now.
+    pub plan_json: String,
+    /// Store a new revision even when nothing changed, so failed containers are tried again.
+    pub retry_failed: bool,
+}
+
+/// A revision stored by destroy or set-power, and its operations.
+#[derive(Debug, Clone, Default)]
+pub struct Changed {
+    pub revision: u64,
+    pub operations: Vec<Operation>,
+}
+
+/// The power change `set_power` makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PowerAction {
+    Start,
+    Stop,
+    Restart,
+}
+
+impl PowerAction {
+    fn verb(self) -> &'static str {
+        match self {
+            PowerAction::Start => "start",
+            PowerAction::Stop => "stop",
+            PowerAction::Restart => "restart",
+        }
+    }
+}
+
+fn snapshot(state: &State, fleet: &str) -> Result<Snapshot, StoreError> {
+    Snapshot::take(&state.store, fleet, |n| state.node_status(n))
+}
+
+/// Prepares `fleet` (or its destruction: no containers) against the current state.
+fn prepare_now(
+    state: &State,
+    file: &str,
+    fleet: Fleet,
+) -> Result<(Snapshot, std::result::Result<Prepared, Vec<pb::Diagnostic>>)> {
+    let snap = snapshot(state, &fleet.name)?;
+    let prepared = prepare(file, fleet, &snap, state.config.vm_ids, snap.revision + 1)
+        .map_err(|d| d.iter().map(convert::diagnostic_pb).collect());
+    Ok((snap, prepared))
+}
+
+/// Prepares a stored spec changed by the controller itself (power, destroy): any diagnostic refuses it.
+fn prepare_stored(state: &State, fleet: Fleet) -> Result<Prepared> {
+    let (_, prepared) = prepare_now(state, "(stored spec)", fleet)?;
+    prepared.map_err(|d| {
+        Error::FailedPrecondition(
+            d.iter()
+                .map(|d| d.message.clone())
+                .collect::<Vec<_>>()
+                .join("; "),
+        )
+    })
+}
+
+/// The parsed fleet of `source` after the size and container limits and the caller's right to change it
+/// (`may_change`), or the diagnostics that refuse it.
+fn parse_checked(
+    state: &State,
+    source: &Source<'_>,
+    may_change: impl Fn(&str) -> Result<()>,
+) -> Result<std::result::Result<Fleet, Vec<pb::Diagnostic>>> {
+    source.check_size(state)?;
+    let fleet = match source.parse() {
+        Ok(f) => f,
+        Err(d) => return Ok(Err(d)),
+    };
+    may_change(&fleet.name)?;
+    state
+        .limiter
+        .config()
+        .check_fleet_containers(&fleet.name, fleet.containers.len())?;
+    Ok(Ok(fleet))
+}
+
+/// Plans `source` (or its destruction) against the current state, without storing anything.
+pub fn plan(
+    state: &State,
+    source: &Source<'_>,
+    destroy: bool,
+    may_change: impl Fn(&str) -> Result<()>,
+) -> Result<Planned> {
+    let mut fleet = match parse_checked(state, source, may_change)? {
+        Ok(f) => f,
+        Err(diagnostics) => {
+            return Ok(Planned {
+                diagnostics,
+                ..Default::default()
+            })
+        }
+    };
+    if destroy {
+        fleet.containers.clear();
+    }
+    let name = fleet.name.clone();
+    let (snap, prepared) = prepare_now(state, source.file_name, fleet)?;
+    let refused = |diagnostics| Planned {
+        fleet: name.clone(),
+        base_revision: snap.revision,
+        diagnostics,
+        ..Default::default()
+    };
+    Ok(match prepared {
+        Ok(p) => match source.policy(&p) {
+            Ok(policy) => Planned {
+                fleet: name.clone(),
+                base_revision: snap.revision,
+                plan_json: pxfleet_spec::render::json::render(&p.plan),
+                diagnostics: vec![],
+                has_changes: !p.plan.is_empty(),
+                policy,
+            },
+            Err(diagnostics) => refused(diagnostics),
+        },
+        Err(diagnostics) => refused(diagnostics),
+    })
+}
+
+/// Submits `source`: checks, stores a new revision (unless nothing changed) and runs a reconcile pass.
+pub async fn submit(
+    state: &State,
+    author: &Identity,
+    source: &Source<'_>,
+    options: &SubmitOptions,
+    may_change: impl Fn(&str) -> Result<()>,
+) -> Result<Submitted> {
+    let fleet = match parse_checked(state, source, may_change)? {
+        Ok(f) => f,
+        Err(diagnostics) => {
+            return Ok(Submitted {
+                diagnostics,
+                ..Default::default()
+            })
+        }
+    };
+    let name = fleet.name.clone();
+    let lock = state.fleet_lock(&name);
+    let _guard = lock.lock().await;
+    let _placing = state.placement_lock.lock().await;
+    let (snap, prepared) = prepare_now(state, source.file_name, fleet.clone())?;
+    let prepared = match prepared {
+        Ok(p) => p,
+        Err(diagnostics) => {
+            return Ok(Submitted {
+                fleet: name,
+                diagnostics,
+                ..Default::default()
+            })
+        }
+    };
+    let plan_json = pxfleet_spec::render::json::render(&prepared.plan);
+    // Policies first: a denial stores nothing, so nothing is applied.
+    let policy = match source.policy(&prepared) {
+        Ok(policy) => policy,
+        Err(diagnostics) => {
+            return Ok(Submitted {
+                fleet: name,
+                diagnostics,
+                ..Default::default()
+            })
+        }
+    };
+    if let Some(report) = policy
+        .as_ref()
+        .filter(|p| p.findings.iter().any(|f| f.deny))
+    {
+        tracing::info!(fleet = %name, "submit refused by policy");
+        return Ok(Submitted {
+            fleet: name,
+            diagnostics: crate::policy::denials(report),
+            plan_json,
+            policy,
+            ..Default::default()
+        });
+    }
+    if !options.plan_json.is_empty() {
+        check_saved_plan(
+            &name,
+            &options.plan_json,
+            options.expected_revision,
+            &snap,
+            &prepared,
+        )?;
+    }
+    let expected = options.expected_revision.or(Some(snap.revision));
+    if expected.is_some_and(|e| e != snap.revision) {
+        return Err(StoreError::RevisionMoved {
+            fleet: name,
+            expected: expected.unwrap_or_default(),
+            actual: snap.revision,
+        }
+        .into());
+    }
+    if snap.revision > 0
+        && !options.retry_failed
+        && (prepared.plan.is_empty() || !has_failed(state, &name)?)
+        && unchanged(state, &fleet, &prepared, &snap)?
+    {
+        // Nothing new to record: no revision, no operations. Also when the plan is not empty only because
+        // the stored revision is still being applied (a second submit of the same file while the first is in
+        // flight finds nothing to add); a fleet with failed containers is retried by a new revision.
+        return Ok(Submitted {
+            fleet: name,
+            revision: snap.revision,
+            operations: vec![],
+            diagnostics: vec![],
+            plan_json,
+            policy,
+        });
+    }
+    let revision = store_revision(
+        state,
+        author,
+        &fleet,
+        &prepared,
+        expected,
+        "submit",
+        Some((source.file_name, source.text)),
+    )?;
+    tracing::info!(fleet = %name, revision, author = %author.uri(), "fleet submitted");
+    Ok(Submitted {
+        operations: active_ops(state, &name, Some(revision))?,
+        fleet: name,
+        revision,
+        diagnostics: vec![],
+        plan_json,
+        policy,
+    })
+}
+
+/// A saved plan is accepted only on the revision it was made on and only when it is what would be done now.
+fn check_saved_plan(
+    name: &str,
+    plan_json: &str,
+    expected_revision: Option<u64>,
+    snap: &Snapshot,
+    prepared: &Prepared,
+) -> Result<()> {
+    let saved = pxfleet_spec::render::json::parse(plan_json).map_err(|e| {
+        Error::InvalidArgument(format!("the saved plan is not a pxfleet plan: {e}"))
+    })?;
+    if expected_revision.is_some_and(|e| e != snap.revision) {
+        return Err(StoreError::RevisionMoved {
+            fleet: name.to_string(),
+            expected: expected_revision.unwrap_or_default(),
+            actual: snap.revision,
+        }
+        .into());
+    }
+    if saved.actions != prepared.plan.actions {
+        return Err(Error::FailedPrecondition(format!(
+            "fleet {name}: the saved plan no longer matches what would be done (something changed since it \
+             was made); plan again"
+        )));
+    }
+    Ok(())
+}
+
+/// The stored spec of `fleet` with the containers named (all when empty) set to start or stop; a restart
+/// also stops them once the revision is stored (the reconciler starts them again).
+pub async fn set_power(
+    state: &State,
+    author: &Identity,
+    fleet_name: &str,
+    containers: &[String],
+    action: PowerAction,
+    expected_revision: Option<u64>,
+) -> Result<Changed> {
+    let lock = state.fleet_lock(fleet_name);
+    let _guard = lock.lock().await;
+    let (head, mut fleet) = stored_spec(state, fleet_name)?;
+    check_names(&fleet, fleet_name, containers)?;
+    let desired = if action == PowerAction::Stop {
+        pxfleet_spec::DesiredState::Stopped
+    } else {
+        pxfleet_spec::DesiredState::Running
+    };
+    let chosen: Vec<String> = fleet
+        .containers
+        .keys()
+        .filter(|k| containers.is_empty() || containers.contains(k))
+        .cloned()
+        .collect();
+    for k in &chosen {
+        if let Some(c) = fleet.containers.get_mut(k) {
+            c.state = desired;
+        }
+    }
+    let prepared = prepare_stored(state, fleet.clone())?;
+    let verb = action.verb();
+    let revision = store_revision(
+        state,
+        author,
+        &fleet,
+        &prepared,
+        expected_revision.or(Some(head.revision)),
+        verb,
+        None,
+    )?;
+    // A restart of a running container: stopped here, started again by the reconciler (its state is
+    // running). Only once the revision is stored, so a refused one stops nothing.
+    if action == PowerAction::Restart {
+        driver::queue_restarts(state, fleet_name, &chosen, revision)?;
+        state.changed();
+    }
+    tracing::info!(fleet = %fleet_name, revision, action = verb, containers = ?chosen, "power state changed");
+    Ok(Changed {
+        revision,
+        operations: active_ops(state, fleet_name, Some(revision))?,
+    })
+}
+
+/// Destroys the containers named (the whole fleet when none) by storing a revision without them.
+pub async fn destroy(
+    state: &State,
+    author: &Identity,
+    fleet_name: &str,
+    containers: &[String],
+    expected_revision: Option<u64>,
+) -> Result<Changed> {
+    let lock = state.fleet_lock(fleet_name);
+    let _guard = lock.lock().await;
+    let (head, mut fleet) = stored_spec(state, fleet_name)?;
+    check_names(&fleet, fleet_name, containers)?;
+    if containers.is_empty() {
+        fleet.containers.clear();
+    } else {
+        fleet.containers.retain(|k, _| !containers.contains(k));
+    }
+    let prepared = prepare_stored(state, fleet.clone())?;
+    let revision = store_revision(
+        state,
+        author,
+        &fleet,
+        &prepared,
+        expected_revision.or(Some(head.revision)),
+        "destroy",
+        None,
+    )?;
+    Ok(Changed {
+        revision,
+        operations: active_ops(state, fleet_name, None)?,
+    })
+}
+
+fn check_names(fleet: &Fleet, fleet_name: &str, containers: &[String]) -> Result<()> {
+    match containers
+        .iter()
+        .find(|c| !fleet.containers.contains_key(*c))
+    {
+        Some(c) => Err(Error::NotFound(format!(
+            "fleet {fleet_name} has no container {c}"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// The fleet's active operations (up to `revision`).
+fn active_ops(state: &State, fleet: &str, revision: Option<u64>) -> Result<Vec<Operation>> {
+    Ok(state
+        .store
+        .ops()?
+        .into_iter()
+        .filter(|o| {
+            o.fleet == fleet && o.state.is_active() && revision.is_none_or(|r| o.revision <= r)
+        })
+        .collect())
+}
+
+/// The fleet's head revision and its stored spec, made ready to be prepared again: passwords from the
+/// secrets tree, and `node` left open again where the scheduler (not the file) chose it, so that a
+/// container moved by hand stays adoptable.
+fn stored_spec(state: &State, fleet: &str) -> Result<(Revision, Fleet)> {
+    let st = &state.store;
+    let head = st
+        .revision(fleet, st.fleet(fleet)?.map(|f| f.revision).unwrap_or(0))?
+        .ok_or_else(|| Error::NotFound(format!("no fleet {fleet}")))?;
+    let mut spec: Fleet = serde_json::from_value(head.spec.clone())
+        .map_err(|e| Error::Internal(format!("stored spec of fleet {fleet} unreadable: {e}")))?;
+    let secrets = st.secrets(fleet)?;
+    let placed: BTreeMap<String, bool> = st
+        .desired(fleet)?
+        .into_iter()
+        .map(|d| (d.name, d.node_pinned))
+        .collect();
+    for (k, c) in spec.containers.iter_mut() {
+        c.password = secrets.get(k).map(|p| pxfleet_spec::Secret::new(p.clone()));
+        if placed.get(k) == Some(&false) {
+            c.node = None;
+        }
+    }
+    Ok((head, spec))
+}
+
+/// Every container's password: the one the fleet gives, else the stored one, else a new one.
+fn merge_secrets(source_fleet: &Fleet, old: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    source_fleet
+        .containers
+        .iter()
+        .map(|(k, c)| {
+            let pw = match &c.password {
+                Some(p) => p.expose().to_string(),
+                None => old.get(k).cloned().unwrap_or_else(generate_password),
+            };
+            (k.clone(), pw)
+        })
+        .collect()
+}
+
+/// Stores a new revision of `prepared` (under the fleet lock), then runs a reconcile pass so the
+/// operations exist when the caller returns.
+fn store_revision(
+    state: &State,
+    author: &Identity,
+    source_fleet: &Fleet,
+    prepared: &Prepared,
+    expected: Option<u64>,
+    action: &str,
+    source: Option<(&str, &str)>,
+) -> Result<u64> {
+    let name = &prepared.fleet.name;
+    let secrets = merge_secrets(source_fleet, &state.store.secrets(name)?);
+    let summary = prepared
+        .plan
+        .summary
+        .parts()
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(l, n)| format!("{n} {l}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let tx = SubmitTx {
+        fleet: name.clone(),
+        expected_revision: expected,
+        author: author.uri(),
+        time_ms: now_ms(),
+        spec: serde_json::to_value(&prepared.fleet).map_err(|e| Error::Internal(e.to_string()))?,
+        summary: if summary.is_empty() {
+            "no changes".into()
+        } else {
+            summary
+        },
+        desired: prepared.desired.clone(),
+        secrets,
+        audit_action: action.into(),
+        file_name: source.map(|(f, _)| f.to_string()).unwrap_or_default(),
+        source_sha256: source
+            .map(|(_, text)| hex::encode(sha2::Sha256::digest(text.as_bytes())))
+            .unwrap_or_default(),
+        retry: crate::realise::failed_containers(state, name)?,
+    };
+    let rev = state.store.submit(&tx)?;
+    driver::pass(state, now_ms())?;
+    state.changed();
+    Ok(rev)
+}
+
+/// Whether a container of `fleet` is stuck failed (a resubmit of the same file retries it).
+fn has_failed(state: &State, fleet: &str) -> Result<bool> {
+    Ok(driver::container_rows(state)?
+        .iter()
+        .any(|r| r.fleet == fleet && r.status == ContainerStatus::Failed))
+}
+
+/// Whether `prepared` equals what is stored: same placed containers, and no password given that differs.
+fn unchanged(state: &State, source: &Fleet, prepared: &Prepared, snap: &Snapshot) -> Result<bool> {
+    let name = &prepared.fleet.name;
+    let key = |d: &DesiredContainer| {
+        (
+            d.name.clone(),
+            d.node.clone(),
+            d.vm_id,
+            d.container.clone(),
+            d.template.clone(),
+        )
+    };
+    let mut old: Vec<_> = snap
+        .desired
+        .iter()
+        .filter(|d| d.fleet == *name)
+        .map(key)
+        .collect();
+    let mut new: Vec<_> = prepared.desired.iter().map(key).collect();
+    old.sort_by(|a, b| a.0.cmp(&b.0));
+    new.sort_by(|a, b| a.0.cmp(&b.0));
+    let secrets = state.store.secrets(name)?;
+    let passwords_same = source.containers.iter().all(|(k, c)| {
+        c.password
+            .as_ref()
+            .is_none_or(|p| secrets.get(k).map(String::as_str) == Some(p.expose()))
+    });
+    Ok(old == new && passwords_same)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_passwords_are_24_unambiguous_characters() {
+        let a = generate_password();
+        assert_eq!(a.len(), 24);
+        assert!(a
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() && !"0O1lI".contains(c)));
+        assert_ne!(a, generate_password());
+    }
+
+    #[test]
+    fn given_passwords_win_then_stored_ones_then_new_ones() {
+        let fleet = pxfleet_spec::parse_fleet(
+            "fleet.yaml",
+            "fleet: dev\ntemplates: {deb: {pveam: debian-12-standard_12.7-1_amd64.tar.zst}}\n\
+             defaults: {template: deb, datastore_id: local-lvm, memory: 512}\ncontainers:\n  \
+             a: {password: given-password}\n  b: {}\n  c: {}\n",
+            &pxfleet_spec::NoFiles,
+        )
+        .unwrap();
+        let old = BTreeMap::from([("b".to_string(), "kept".to_string())]);
+        let merged = merge_secrets(&fleet, &old);
+        assert_eq!(merged["a"], "given-password");
+        assert_eq!(merged["b"], "kept");
+        assert_eq!(merged["c"].len(), 24);
+    }
+}
