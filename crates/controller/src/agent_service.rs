@@ -14,8 +14,8 @@ use tonic::{Request, Response, Status, Streaming};
 
 use crate::authz::check_node;
 use crate::convert;
-use crate::driver;
 use crate::model::{now_ms, AuditEntry};
+use crate::reconcile;
 use crate::state::State;
 use crate::store::StoreError;
 
@@ -215,7 +215,7 @@ impl AgentApi {
                 }
             }
             if st2.sessions.unregister(&node2, conn) {
-                if let Err(e) = driver::requeue_node(&st2, &node2, &BTreeSet::new()) {
+                if let Err(e) = reconcile::requeue_node(&st2, &node2, &BTreeSet::new()) {
                     tracing::error!(node = %node2, error = %e, "requeueing operations failed");
                 }
                 tracing::info!(node = %node2, "agent disconnected; its operations wait for it");
@@ -258,11 +258,11 @@ fn handle_hello(
     let mut known = BTreeSet::new();
     for u in &hello.operations {
         known.insert(u.op_id.clone());
-        if driver::on_update(st, node, u)? {
+        if reconcile::on_update(st, node, u)? {
             finals.push(u.op_id.clone());
         }
     }
-    driver::requeue_node(st, node, &known)?;
+    reconcile::requeue_node(st, node, &known)?;
     Ok(finals)
 }
 
@@ -289,7 +289,7 @@ fn handle_message(st: &State, node: &str, msg: pb::AgentMessage) -> Result<(), S
                 n.last_seen_ms = now;
                 n.last_op_update_ms = now;
             })?;
-            if driver::on_update(st, node, &u)? {
+            if reconcile::on_update(st, node, &u)? {
                 st.sessions.send(
                     node,
                     pb::controller_message::Msg::Ack(pb::Ack {

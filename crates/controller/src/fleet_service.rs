@@ -17,9 +17,10 @@ use tonic::{Request, Response, Status};
 
 use crate::authz::{check_fleet, Need};
 use crate::convert;
-use crate::driver::{self, ContainerRow};
 use crate::model::{now_ms, AuditEntry, ContainerStatus, Revision};
 use crate::planning::{prepare, Prepared, Snapshot};
+use crate::query::{self, ContainerRow};
+use crate::reconcile;
 use crate::state::State;
 use crate::store::{SerialRecord, StoreError, SubmitTx, TokenRecord};
 
@@ -147,7 +148,7 @@ impl FleetApi {
     }
 
     fn rows(&self) -> Result<Vec<ContainerRow>, Status> {
-        Ok(driver::container_rows(&self.state)?)
+        Ok(query::container_rows(&self.state)?)
     }
 
     fn container_info(&self, r: &ContainerRow) -> pb::ContainerInfo {
@@ -281,7 +282,7 @@ impl FleetApi {
             retry: crate::realise::failed_containers(st, name)?,
         };
         let rev = st.store.submit(&tx)?;
-        driver::pass(st, now_ms())?;
+        reconcile::pass(st, now_ms())?;
         st.changed();
         Ok(rev)
     }
@@ -521,7 +522,7 @@ impl FleetService for FleetApi {
                             continue;
                         }
                         seen = Some((generation, std::time::Instant::now()));
-                        let rows = match driver::container_rows(&state) {
+                        let rows = match query::container_rows(&state) {
                             Ok(r) => r,
                             Err(e) => { let _ = tx.send(Err(e.into())).await; return; }
                         };
@@ -641,7 +642,7 @@ impl FleetService for FleetApi {
         let drift = match (&row.desired, &row.observed) {
             (Some(d), Some(o)) => {
                 let applied = self.state.store.applied(&r.fleet, &r.name)?;
-                crate::realise::change_texts(&crate::reconciler::View {
+                crate::realise::change_texts(&crate::reconcile::decide::View {
                     desired: Some(d),
                     applied: applied.as_ref(),
                     observed: Some(o),
@@ -830,7 +831,7 @@ impl FleetService for FleetApi {
         // A restart of a running container: stopped here, started again by the reconciler (its state is
         // running). Only once the revision is stored, so a refused one stops nothing.
         if action == pb::PowerAction::Restart {
-            driver::queue_restarts(&self.state, &r.fleet, &chosen, revision)?;
+            reconcile::queue_restarts(&self.state, &r.fleet, &chosen, revision)?;
             self.state.changed();
         }
         tracing::info!(fleet = %r.fleet, revision, action = verb, containers = ?chosen, "power state changed");
@@ -1000,7 +1001,7 @@ impl FleetService for FleetApi {
             target: r.node.clone(),
             detail: format!("{} to move, {} left", plan.moves.len(), plan.stuck.len()),
         })?;
-        driver::pass(&self.state, now_ms())?;
+        reconcile::pass(&self.state, now_ms())?;
         self.state.changed();
         Ok(Response::new(pb::DrainNodeResponse {
             node: Some(info),
@@ -1166,7 +1167,7 @@ impl FleetApi {
     /// Whether `prepared` equals what is stored: same placed containers, and no password given that differs.
     /// Whether a container of `fleet` is stuck failed (a resubmit of the same file retries it).
     fn has_failed(&self, fleet: &str) -> Result<bool, Status> {
-        Ok(driver::container_rows(&self.state)?
+        Ok(query::container_rows(&self.state)?
             .iter()
             .any(|r| r.fleet == fleet && r.status == crate::model::ContainerStatus::Failed))
     }

@@ -45,7 +45,7 @@ pub struct State {
     pub preseed: crate::preseed::Cache,
     /// Containers that were created and are observed nowhere now, with when the reconciler first saw that: a
     /// container between two nodes (migrated by hand) is missing from both agents' reports for a moment, so it is
-    /// recreated only once missing for [`crate::driver::VANISHED_GRACE_MS`].
+    /// recreated only once missing for [`crate::reconcile::VANISHED_GRACE_MS`].
     pub vanished: std::sync::Mutex<std::collections::HashMap<(String, String), u64>>,
 }
 
@@ -187,7 +187,7 @@ impl State {
         for s in ContainerStatus::ALL {
             g.containers_by_status.insert(s.as_str(), 0);
         }
-        for c in crate::driver::container_rows(self)? {
+        for c in crate::query::container_rows(self)? {
             *g.containers_by_status.entry(c.status.as_str()).or_default() += 1;
         }
         Ok(g)
