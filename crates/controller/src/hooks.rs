@@ -460,8 +460,8 @@ fn emit(state: &State, cx: &HookContext, r: &HookResult) {
             if s == "retrying" { ", will retry" } else { "" }
         ),
     };
-    let _ = state.events.send(pb::FleetEvent {
-        unix_ms: r.last_attempt_ms,
+    let _ = state.events.send(crate::model::FleetEvent {
+        unix_ms: r.last_attempt_ms.max(0) as u64,
         fleet: cx.fleet.clone(),
         container: cx.name.clone(),
         vm_id: cx.vm_id,

@@ -12,6 +12,7 @@ pub mod backup_s3;
 pub mod backup_schedule;
 pub mod config;
 pub mod convert;
+pub mod convert_streams;
 pub mod datadir;
 pub mod dev;
 pub mod drain;
@@ -36,6 +37,7 @@ pub mod store;
 mod store_cache;
 pub mod store_status;
 pub mod templates;
+pub mod watch;
 
 pub use config::Config;
 pub use server::run;

@@ -171,8 +171,10 @@ impl SeedOf for Operation {
 mod tests {
     use super::*;
     use crate::model::now_ms;
-    use crate::reconcile::{on_update, pass};
-    use crate::testutil::{node, operations_sent, result, submit_dev, test_state, AgentRx};
+    use crate::reconcile::pass;
+    use crate::testutil::{
+        node, on_update_pb, operations_sent, result, submit_dev, test_state, AgentRx,
+    };
     use pxfleet_proto::v1 as pb;
 
     fn state() -> Arc<State> {
@@ -215,7 +217,7 @@ mod tests {
 
     fn finish(st: &State, node: &str, op: &pb::Operation, ok: bool) {
         let u = result(op, (!ok).then_some("pveam download failed: 404"));
-        assert!(on_update(st, node, &u).unwrap());
+        assert!(on_update_pb(st, node, &u).unwrap());
     }
 
     #[test]

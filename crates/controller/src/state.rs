@@ -5,14 +5,15 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use pxfleet_proto::v1 as pb;
 use pxfleet_tls::{Ca, RevocationList};
 use tokio::sync::{broadcast, Notify};
 
 use crate::agents::Sessions;
 use crate::config::Config;
 use crate::metrics::{Gauges, Metrics};
-use crate::model::{now_ms, ContainerStatus, Millis, NodeRecord, NodeStatus, OpState, Operation};
+use crate::model::{
+    now_ms, ContainerStatus, FleetEvent, Millis, NodeRecord, NodeStatus, OpState, Operation,
+};
 use crate::store::{Store, StoreError};
 
 pub struct State {
@@ -26,7 +27,7 @@ pub struct State {
     /// The earliest time something timed becomes due (a backoff ends, a deadline or an acknowledgement wait
     /// passes), as the last reconcile pass found it; `u64::MAX` when nothing is.
     pub next_due_ms: std::sync::atomic::AtomicU64,
-    pub events: broadcast::Sender<pb::FleetEvent>,
+    pub events: broadcast::Sender<FleetEvent>,
     pub metrics: Metrics,
     pub ca: Ca,
     pub revocations: Arc<RevocationList>,

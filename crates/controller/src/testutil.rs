@@ -185,17 +185,34 @@ pub fn submit_dev(
 }
 
 /// The receiving end of an agent's session.
-pub type AgentRx = tokio::sync::mpsc::Receiver<crate::agents::Outbound>;
+pub type AgentRx = tokio::sync::mpsc::Receiver<crate::agents::ToAgent>;
 
-/// Every operation queued for the agent so far.
+/// The next message queued for the agent, as it goes on the wire.
+pub fn next_message(rx: &mut AgentRx) -> Option<pb::ControllerMessage> {
+    rx.try_recv()
+        .ok()
+        .map(crate::convert_streams::controller_message_pb)
+}
+
+/// Every operation queued for the agent so far, as it goes on the wire.
 pub fn operations_sent(rx: &mut AgentRx) -> Vec<pb::Operation> {
     let mut out = Vec::new();
-    while let Ok(m) = rx.try_recv() {
-        if let Some(pb::controller_message::Msg::Operation(op)) = m.unwrap().msg {
+    while let Some(m) = next_message(rx) {
+        if let Some(pb::controller_message::Msg::Operation(op)) = m.msg {
             out.push(op);
         }
     }
     out
+}
+
+/// Hands the reconcile loop an agent's update from `node` as it comes off the wire.
+pub fn on_update_pb(
+    st: &State,
+    node: &str,
+    u: &pb::OperationUpdate,
+) -> Result<bool, crate::store::StoreError> {
+    let u = crate::convert_streams::operation_update_from_pb(node, u);
+    crate::reconcile::on_update(st, node, &u)
 }
 
 /// An agent's final result for operation `op`: succeeded, or failed with `error`.

@@ -5,10 +5,7 @@
 use std::future::Future;
 use std::time::Instant;
 
-use pxfleet_proto::v1 as pb;
-
-use crate::convert;
-use crate::model::{now_ms, Millis, Operation};
+use crate::model::{now_ms, FleetEvent, Millis, OpEvent, Operation};
 use crate::state::State;
 
 pub mod decide;
@@ -86,15 +83,17 @@ const IDLE_PASS_EVERY: u32 = 5;
 /// Broadcasts a progress event for Watch.
 pub fn emit(state: &State, op: &Operation, message: &str) {
     state.bump();
-    let _ = state.events.send(pb::FleetEvent {
-        unix_ms: now_ms() as i64,
+    let _ = state.events.send(FleetEvent {
+        unix_ms: now_ms(),
         fleet: op.fleet.clone(),
         container: op.container.clone(),
         vm_id: op.vm_id,
         node: op.node.clone(),
-        op_id: op.id.clone(),
-        kind: convert::op_kind_pb(&op.kind) as i32,
-        op_state: convert::op_state_pb(op.state) as i32,
+        op: Some(OpEvent {
+            id: op.id.clone(),
+            kind: op.kind.tag(),
+            state: op.state,
+        }),
         message: message.to_string(),
         error: op.last_error.clone().unwrap_or_default(),
         revision: op.revision,

@@ -5,11 +5,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
-use pxfleet_proto::v1 as pb;
-
 use super::decide::{adopt_node, backoff_ms, next_action, View};
 use super::{emit, VANISHED_GRACE_MS};
-use crate::convert;
+use crate::agents::ToAgent;
 use crate::model::{
     AppliedContainer, DesiredContainer, Millis, ObservedContainer, OpState, Operation,
     OperationKind,
@@ -277,8 +275,10 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
             }
             _ => None,
         };
-        let msg =
-            pb::controller_message::Msg::Operation(convert::operation_pb(&op, password.as_deref()));
+        let msg = ToAgent::Operation {
+            op: Box::new(op.clone()),
+            password,
+        };
         if let Some(conn) = state.sessions.send_on(&op.node, msg) {
             *busy += 1;
             op.state = OpState::Dispatched;

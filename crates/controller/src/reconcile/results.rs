@@ -4,21 +4,20 @@
 
 use std::collections::BTreeSet;
 
-use pxfleet_proto::v1 as pb;
 use pxfleet_spec::TemplateSource;
 
 use super::emit;
 use crate::convert;
 use crate::model::{
     now_ms, AppliedContainer, ManagedBy, Millis, ObservedContainer, OpState, Operation,
-    OperationKind, TemplateDigest,
+    OperationKind, OperationUpdate, TemplateDigest, UpdateState,
 };
 use crate::state::State;
 use crate::store::StoreError;
 use crate::templates::{digest_conflict, unpinned_url};
 
 /// Applies an operation update from `node`. Returns whether it was final (so the agent gets an Ack).
-pub fn on_update(state: &State, node: &str, u: &pb::OperationUpdate) -> Result<bool, StoreError> {
+pub fn on_update(state: &State, node: &str, u: &OperationUpdate) -> Result<bool, StoreError> {
     let _ops = state.ops_lock.lock().unwrap_or_else(|p| p.into_inner());
     let Some(mut op) = state.store.op(&u.op_id)? else {
         tracing::warn!(node, op = %u.op_id, "update for an unknown operation ignored");
@@ -29,15 +28,13 @@ pub fn on_update(state: &State, node: &str, u: &pb::OperationUpdate) -> Result<b
         return Ok(false);
     }
     let now = now_ms();
-    if let Some(c) = &u.container {
-        let obs = convert::observed_from_pb(node, c);
-        state.store.set_observed(node, obs.vm_id, Some(&obs))?;
+    if let Some(obs) = &u.container {
+        state.store.set_observed(node, obs.vm_id, Some(obs))?;
     }
-    let st = pb::OperationState::try_from(u.state).unwrap_or(pb::OperationState::Unspecified);
-    let final_state = match st {
-        pb::OperationState::Succeeded => OpState::Succeeded,
-        pb::OperationState::Failed | pb::OperationState::Cancelled => OpState::Failed,
-        _ => {
+    let final_state = match u.state {
+        UpdateState::Succeeded => OpState::Succeeded,
+        UpdateState::Failed => OpState::Failed,
+        UpdateState::Progress => {
             if op.state.is_active() {
                 op.state = OpState::Running;
                 state.store.put_op(&op)?;

@@ -3,11 +3,15 @@
 
 use std::collections::BTreeSet;
 
+use pxfleet_proto::v1 as pb;
+
 use super::*;
+use crate::convert;
 use crate::model::{ContainerStatus, DesiredContainer, OpState};
 use crate::query::container_rows;
 use crate::testutil::{
-    container, desired_of, node, operations_sent, result, submit_dev, test_state, AgentRx,
+    container, desired_of, next_message, node, on_update_pb, operations_sent, result, submit_dev,
+    test_state, AgentRx,
 };
 use std::sync::Arc;
 
@@ -54,12 +58,7 @@ fn web(template_name: &str) -> DesiredContainer {
 /// Runs a pass and returns the one operation dispatched to n1.
 fn dispatched(st: &State, rx: &mut AgentRx) -> pb::Operation {
     pass(st, now_ms()).unwrap();
-    match rx
-        .try_recv()
-        .expect("an operation was dispatched")
-        .unwrap()
-        .msg
-    {
+    match next_message(rx).expect("an operation was dispatched").msg {
         Some(pb::controller_message::Msg::Operation(op)) => op,
         other => panic!("not an operation: {other:?}"),
     }
@@ -86,7 +85,7 @@ fn finish(st: &State, op: &pb::Operation, ok: bool, running: bool) {
         container,
         ..result(op, (!ok).then_some("pct create failed: boom"))
     };
-    assert!(on_update(st, "n1", &u).unwrap());
+    assert!(on_update_pb(st, "n1", &u).unwrap());
 }
 
 fn kind(op: &pb::Operation) -> &'static str {
@@ -160,7 +159,7 @@ fn unacknowledged_operations_are_sent_again_only_when_their_stream_is_gone() {
         message: "received".into(),
         ..Default::default()
     };
-    assert!(!on_update(&st, "n1", &ack).unwrap());
+    assert!(!on_update_pb(&st, "n1", &ack).unwrap());
     // long past the acknowledgement deadline, node silent, same stream: nothing is re-sent
     let later = t0 + (st.config.reconciler.ack_timeout_secs * 10) * 1000;
     pass(&st, later).unwrap();
@@ -308,11 +307,11 @@ fn an_update_that_changes_nothing_is_not_repeated_in_a_loop() {
     let mut updates = 0;
     for _ in 0..10 {
         pass(&st, now_ms()).unwrap();
-        while let Ok(Ok(m)) = rx.try_recv() {
+        while let Some(m) = next_message(&mut rx) {
             if let Some(pb::controller_message::Msg::Operation(op)) = m.msg {
                 assert_eq!(kind(&op), "update");
                 updates += 1;
-                on_update(
+                on_update_pb(
                     &st,
                     "n1",
                     &pb::OperationUpdate {
@@ -444,7 +443,7 @@ fn drift_on_the_node_is_repaired_naming_the_fields_and_normalised_values_do_not_
         container: Some(reported(&spec)),
         ..Default::default()
     };
-    assert!(on_update(&st, "n1", &u).unwrap());
+    assert!(on_update_pb(&st, "n1", &u).unwrap());
     pass(&st, now_ms()).unwrap();
     assert!(next_op(&mut rx).is_none());
     assert!(!container_rows(&st).unwrap()[0].drifted);
@@ -458,11 +457,11 @@ fn seed_result(st: &State, node: &str, op: &pb::Operation, sha256: &str) {
         template_sha256: sha256.into(),
         ..Default::default()
     };
-    assert!(on_update(st, node, &u).unwrap());
+    assert!(on_update_pb(st, node, &u).unwrap());
 }
 
 fn next_op(rx: &mut AgentRx) -> Option<pb::Operation> {
-    match rx.try_recv().ok()?.unwrap().msg {
+    match next_message(rx)?.msg {
         Some(pb::controller_message::Msg::Operation(op)) => Some(op),
         _ => None,
     }
