@@ -123,6 +123,13 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
     let mut planned: Vec<Operation> = Vec::new();
     // 2. the next operation per container
     let mut vanished_due = Millis::MAX;
+    {
+        // a container no longer desired is not waited for any more
+        let mut v = state.vanished.lock().unwrap_or_else(|p| p.into_inner());
+        if !v.is_empty() {
+            v.retain(|k, _| w.desired.contains_key(k));
+        }
+    }
     for k in &w.keys {
         let d = w.desired(k);
         let a = w.applied(k);

@@ -269,6 +269,24 @@ fn a_vanished_container_is_recreated_only_after_the_grace_period() {
     assert_eq!(again[0].vm_id, op.vm_id, "recreated under its vm_id");
 }
 
+/// A vanished container that is no longer desired is forgotten: its grace-period entry does not outlive it.
+#[test]
+fn a_vanished_container_removed_from_the_file_is_forgotten() {
+    let st = state();
+    let (_, mut rx) = st.sessions.register("n1");
+    submit(&st, vec![web("ubuntu")]);
+    let op = dispatched(&st, &mut rx);
+    finish(&st, &op, true, true);
+    st.store.set_observed("n1", op.vm_id, None).unwrap();
+    let t0 = now_ms();
+    pass(&st, t0).unwrap();
+    assert_eq!(st.vanished.lock().unwrap().len(), 1, "waiting for it");
+    submit(&st, vec![]);
+    pass(&st, t0 + 1).unwrap();
+    assert!(st.vanished.lock().unwrap().is_empty(), "forgotten");
+    assert!(operations_sent(&mut rx).is_empty(), "and not created again");
+}
+
 #[test]
 fn failures_retry_then_fail_with_the_agents_error() {
     let st = state();
