@@ -257,7 +257,7 @@ fn handle_hello(
         if reconcile::on_update(
             st,
             node,
-            &convert_streams::operation_update_from_pb(node, u),
+            &convert_streams::operation_update_from_pb(node, u.clone()),
         )? {
             finals.push(u.op_id.clone());
         }
@@ -289,7 +289,7 @@ fn handle_message(st: &State, node: &str, msg: pb::AgentMessage) -> Result<(), S
                 n.last_seen_ms = now;
                 n.last_op_update_ms = now;
             })?;
-            let u = convert_streams::operation_update_from_pb(node, &u);
+            let u = convert_streams::operation_update_from_pb(node, u);
             if reconcile::on_update(st, node, &u)? {
                 st.sessions.send(
                     node,

@@ -73,8 +73,8 @@ pub fn controller_message_pb(m: ToAgent) -> pb::ControllerMessage {
     pb::ControllerMessage { msg: Some(msg) }
 }
 
-/// An agent's report from `node`.
-pub fn operation_update_from_pb(node: &str, u: &pb::OperationUpdate) -> OperationUpdate {
+/// An agent's report from `node` (taken by value: its strings move, nothing is copied).
+pub fn operation_update_from_pb(node: &str, u: pb::OperationUpdate) -> OperationUpdate {
     let state =
         match pb::OperationState::try_from(u.state).unwrap_or(pb::OperationState::Unspecified) {
             pb::OperationState::Succeeded => UpdateState::Succeeded,
@@ -82,15 +82,15 @@ pub fn operation_update_from_pb(node: &str, u: &pb::OperationUpdate) -> Operatio
             _ => UpdateState::Progress,
         };
     OperationUpdate {
-        op_id: u.op_id.clone(),
+        op_id: u.op_id,
         state,
-        message: u.message.clone(),
-        error: u.error.clone(),
+        message: u.message,
+        error: u.error,
         container: u
             .container
             .as_ref()
             .map(|c| convert::observed_from_pb(node, c)),
-        template_sha256: u.template_sha256.clone(),
+        template_sha256: u.template_sha256,
     }
 }
 
@@ -138,17 +138,17 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            operation_update_from_pb("n1", &u).state,
+            operation_update_from_pb("n1", u.clone()).state,
             UpdateState::Failed
         );
         u.state = pb::OperationState::Running as i32;
         assert_eq!(
-            operation_update_from_pb("n1", &u).state,
+            operation_update_from_pb("n1", u.clone()).state,
             UpdateState::Progress
         );
         u.state = 99;
         assert_eq!(
-            operation_update_from_pb("n1", &u).state,
+            operation_update_from_pb("n1", u.clone()).state,
             UpdateState::Progress
         );
     }

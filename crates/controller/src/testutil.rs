@@ -211,7 +211,7 @@ pub fn on_update_pb(
     node: &str,
     u: &pb::OperationUpdate,
 ) -> Result<bool, crate::store::StoreError> {
-    let u = crate::convert_streams::operation_update_from_pb(node, u);
+    let u = crate::convert_streams::operation_update_from_pb(node, u.clone());
     crate::reconcile::on_update(st, node, &u)
 }
 

@@ -359,5 +359,4 @@ pub fn failed_containers(
 }
 
 #[cfg(test)]
-#[path = "realise_tests.rs"]
 mod tests;
