@@ -12,10 +12,12 @@ use pxfleet_proto::v1::agent_service_server::AgentService;
 use pxfleet_tls::{Identity, JoinToken};
 use tonic::{Request, Response, Status, Streaming};
 
+use crate::agents::ToAgent;
 use crate::authz::check_node;
 use crate::convert;
-use crate::driver;
+use crate::convert_streams;
 use crate::model::{now_ms, AuditEntry};
+use crate::reconcile;
 use crate::state::State;
 use crate::store::StoreError;
 
@@ -151,22 +153,15 @@ impl AgentApi {
         let st = self.state.clone();
         let finals = handle_hello(&st, &node, &hello, &serial)?;
         let (conn, rx) = st.sessions.register(&node);
-        st.sessions.send(
-            &node,
-            pb::controller_message::Msg::Welcome(pb::Welcome {
-                node: node.clone(),
-                protocol_version: pxfleet_proto::PROTOCOL_VERSION,
-                heartbeat_interval_seconds: HEARTBEAT_INTERVAL_SECS,
-                max_parallel_operations: MAX_PARALLEL_OPERATIONS,
-            }),
-        );
+        st.sessions
+            .send(&node, ToAgent::Welcome { node: node.clone() });
         if !finals.is_empty() {
             st.sessions.send(
                 &node,
-                pb::controller_message::Msg::Ack(pb::Ack {
+                ToAgent::Ack {
                     heartbeat_seq: 0,
                     op_ids: finals,
-                }),
+                },
             );
         }
         st.changed();
@@ -215,14 +210,15 @@ impl AgentApi {
                 }
             }
             if st2.sessions.unregister(&node2, conn) {
-                if let Err(e) = driver::requeue_node(&st2, &node2, &BTreeSet::new()) {
+                if let Err(e) = reconcile::requeue_node(&st2, &node2, &BTreeSet::new()) {
                     tracing::error!(node = %node2, error = %e, "requeueing operations failed");
                 }
                 tracing::info!(node = %node2, "agent disconnected; its operations wait for it");
             }
         });
         Ok(Response::new(Box::pin(
-            tokio_stream::wrappers::ReceiverStream::new(rx),
+            tokio_stream::wrappers::ReceiverStream::new(rx)
+                .map(|m| Ok(convert_streams::controller_message_pb(m))),
         )))
     }
 }
@@ -258,11 +254,15 @@ fn handle_hello(
     let mut known = BTreeSet::new();
     for u in &hello.operations {
         known.insert(u.op_id.clone());
-        if driver::on_update(st, node, u)? {
+        if reconcile::on_update(
+            st,
+            node,
+            &convert_streams::operation_update_from_pb(node, u.clone()),
+        )? {
             finals.push(u.op_id.clone());
         }
     }
-    driver::requeue_node(st, node, &known)?;
+    reconcile::requeue_node(st, node, &known)?;
     Ok(finals)
 }
 
@@ -278,10 +278,10 @@ fn handle_message(st: &State, node: &str, msg: pb::AgentMessage) -> Result<(), S
             })?;
             st.sessions.send(
                 node,
-                pb::controller_message::Msg::Ack(pb::Ack {
+                ToAgent::Ack {
                     heartbeat_seq: hb.seq,
                     op_ids: vec![],
-                }),
+                },
             );
         }
         Some(pb::agent_message::Msg::OperationUpdate(u)) => {
@@ -289,13 +289,14 @@ fn handle_message(st: &State, node: &str, msg: pb::AgentMessage) -> Result<(), S
                 n.last_seen_ms = now;
                 n.last_op_update_ms = now;
             })?;
-            if driver::on_update(st, node, &u)? {
+            let u = convert_streams::operation_update_from_pb(node, u);
+            if reconcile::on_update(st, node, &u)? {
                 st.sessions.send(
                     node,
-                    pb::controller_message::Msg::Ack(pb::Ack {
+                    ToAgent::Ack {
                         heartbeat_seq: 0,
-                        op_ids: vec![u.op_id.clone()],
-                    }),
+                        op_ids: vec![u.op_id],
+                    },
                 );
             }
         }

@@ -1,23 +1,59 @@
-//! The per-node session registry: at most one live Connect stream per node, with its outbound queue. The
-//! reconciler dispatches through [`Sessions::send`]; a node without a session simply keeps its operations
-//! pending until it comes back.
+//! The per-node session registry: at most one live Connect stream per node, with its outbound queue of
+//! [`ToAgent`] messages (turned into protobuf by the Connect handler). The reconcile loop dispatches through
+//! [`Sessions::send_on`]; a node without a session simply keeps its operations pending until it comes back.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use pxfleet_proto::v1 as pb;
 use tokio::sync::mpsc;
 
-/// What the Connect response stream yields.
-pub type Outbound = Result<pb::ControllerMessage, tonic::Status>;
+use crate::model::Operation;
+
+/// What the controller sends an agent on its Connect stream.
+pub enum ToAgent {
+    /// The first message of a stream: the agent is registered as `node`.
+    Welcome { node: String },
+    /// Heartbeat `heartbeat_seq` (0: none) and the final results of `op_ids` were received.
+    Ack {
+        heartbeat_seq: u64,
+        op_ids: Vec<String>,
+    },
+    /// An operation to run; `password` is the container's root password (a create only).
+    Operation {
+        op: Box<Operation>,
+        password: Option<String>,
+    },
+}
+
+/// Never shows the password.
+impl std::fmt::Debug for ToAgent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ToAgent::Welcome { node } => f.debug_struct("Welcome").field("node", node).finish(),
+            ToAgent::Ack {
+                heartbeat_seq,
+                op_ids,
+            } => f
+                .debug_struct("Ack")
+                .field("heartbeat_seq", heartbeat_seq)
+                .field("op_ids", op_ids)
+                .finish(),
+            ToAgent::Operation { op, password } => f
+                .debug_struct("Operation")
+                .field("op", op)
+                .field("password", &password.as_ref().map(|_| "<redacted>"))
+                .finish(),
+        }
+    }
+}
 
 /// Outbound queue depth per node; dispatch beyond it waits for the next pass.
 const QUEUE: usize = 256;
 
 struct Session {
     conn: u64,
-    tx: mpsc::Sender<Outbound>,
+    tx: mpsc::Sender<ToAgent>,
 }
 
 pub struct Sessions {
@@ -43,7 +79,7 @@ impl Default for Sessions {
 impl Sessions {
     /// Registers a new stream for `node`, replacing (and thereby closing) an older one. Returns the connection
     /// number (to unregister exactly this one later) and the receiving end for the response stream.
-    pub fn register(&self, node: &str) -> (u64, mpsc::Receiver<Outbound>) {
+    pub fn register(&self, node: &str) -> (u64, mpsc::Receiver<ToAgent>) {
         let conn = self.next_conn.fetch_add(1, Ordering::Relaxed) + 1;
         let (tx, rx) = mpsc::channel(QUEUE);
         let old = self
@@ -105,19 +141,17 @@ impl Sessions {
     }
 
     /// Queues a message for a node without waiting; false when the node has no session or its queue is full.
-    pub fn send(&self, node: &str, msg: pb::controller_message::Msg) -> bool {
+    pub fn send(&self, node: &str, msg: ToAgent) -> bool {
         self.send_on(node, msg).is_some()
     }
 
     /// Like [`Sessions::send`], returning the connection number the message was queued on.
-    pub fn send_on(&self, node: &str, msg: pb::controller_message::Msg) -> Option<u64> {
+    pub fn send_on(&self, node: &str, msg: ToAgent) -> Option<u64> {
         let (conn, tx) = match self.by_node.lock().expect("sessions lock").get(node) {
             Some(s) => (s.conn, s.tx.clone()),
             None => return None,
         };
-        tx.try_send(Ok(pb::ControllerMessage { msg: Some(msg) }))
-            .ok()
-            .map(|()| conn)
+        tx.try_send(msg).ok().map(|()| conn)
     }
 }
 
@@ -132,10 +166,22 @@ mod tests {
         let (c2, mut rx2) = s.register("n1");
         assert!(!s.unregister("n1", c1));
         assert!(s.is_connected("n1"));
-        assert!(s.send("n1", pb::controller_message::Msg::Ack(pb::Ack::default())));
+        assert!(s.send(
+            "n1",
+            ToAgent::Ack {
+                heartbeat_seq: 0,
+                op_ids: vec![]
+            }
+        ));
         assert!(rx2.try_recv().is_ok());
         assert!(s.unregister("n1", c2));
         assert!(!s.is_connected("n1"));
-        assert!(!s.send("n1", pb::controller_message::Msg::Ack(pb::Ack::default())));
+        assert!(!s.send(
+            "n1",
+            ToAgent::Ack {
+                heartbeat_seq: 0,
+                op_ids: vec![]
+            }
+        ));
     }
 }

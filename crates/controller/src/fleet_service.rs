@@ -4,10 +4,8 @@
 //! response; errors become statuses in one place ([`crate::error`]). Validation problems come back as
 //! diagnostics, not gRPC errors.
 
-use std::collections::BTreeMap;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::Stream;
 use pxfleet_proto::v1 as pb;
@@ -17,10 +15,9 @@ use tonic::{Request, Response, Status};
 
 use crate::authz::{check_fleet, Need};
 use crate::convert;
-use crate::driver::{self, ContainerRow};
 use crate::error::Error;
-use crate::model::{now_ms, ContainerStatus};
 use crate::nodes::NodeView;
+use crate::query::ContainerRow;
 use crate::state::State;
 use crate::submit::{PowerAction, Source, SubmitOptions};
 
@@ -172,73 +169,19 @@ impl FleetService for FleetApi {
             .watch_permit(&id.map(|i| i.uri()).unwrap_or_default())?;
         let r = req.into_inner();
         let state = self.state.clone();
-        let mut rx = state.events.subscribe();
-        let fleet = r.fleet.clone();
         let stream = async_stream(self.state.limiter.closing(), move |tx| async move {
             // held while the stream lives; async_stream ends it when the client goes away
             let _permit = permit;
-            let mut last: BTreeMap<String, ContainerStatus> = BTreeMap::new();
-            let mut tick = tokio::time::interval(Duration::from_millis(250));
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            // Rows are recomputed when something changed (or every 5 s, for time-driven states such as a node
-            // going down), not on every tick: each watcher would otherwise read the whole store 4 times a second.
-            let mut seen: Option<(u64, std::time::Instant)> = None;
-            loop {
-                tokio::select! {
-                    ev = rx.recv() => match ev {
-                        Ok(ev) if ev.fleet == fleet => { if tx.send(Ok(ev)).await.is_err() { return; } }
-                        Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                        Err(_) => return,
-                    },
-                    _ = tick.tick() => {
-                        let generation = state.generation();
-                        if seen.is_some_and(|(g, at)| g == generation && at.elapsed() < Duration::from_secs(5)) {
-                            continue;
-                        }
-                        seen = Some((generation, std::time::Instant::now()));
-                        let rows = match driver::container_rows(&state) {
-                            Ok(r) => r,
-                            Err(e) => { let _ = tx.send(Err(e.into())).await; return; }
-                        };
-                        let rows: Vec<_> = rows.into_iter().filter(|r| r.fleet == fleet).collect();
-                        let revision = state.store.fleet(&fleet).ok().flatten().map(|f| f.revision).unwrap_or(0);
-                        let settled = rows.iter().all(|r| match r.status {
-                            ContainerStatus::Running | ContainerStatus::Failed => r.desired.is_some(),
-                            ContainerStatus::Stopped => r.desired.as_ref().is_some_and(|d| !d.container.state.is_running()),
-                            _ => false,
-                        }) && !state.store.ops().map(|ops| ops.iter().any(|o| o.fleet == fleet && o.state.is_active())).unwrap_or(true);
-                        for row in &rows {
-                            if last.get(&row.name) != Some(&row.status) {
-                                last.insert(row.name.clone(), row.status);
-                                let ev = pb::FleetEvent {
-                                    unix_ms: now_ms() as i64,
-                                    fleet: fleet.clone(),
-                                    container: row.name.clone(),
-                                    vm_id: row.vm_id(),
-                                    node: row.node(),
-                                    state: convert::container_state_pb(row.status) as i32,
-                                    message: row.status.as_str().into(),
-                                    error: row.error().unwrap_or_default(),
-                                    revision,
-                                    ..Default::default()
-                                };
-                                if tx.send(Ok(ev)).await.is_err() { return; }
-                            }
-                        }
-                        if r.until_settled && settled {
-                            let _ = tx.send(Ok(pb::FleetEvent {
-                                unix_ms: now_ms() as i64,
-                                fleet: fleet.clone(),
-                                revision,
-                                settled: true,
-                                message: "settled".into(),
-                                ..Default::default()
-                            })).await;
-                            return;
-                        }
-                    }
+            crate::watch::run(state, r.fleet, r.until_settled, |ev| {
+                let tx = tx.clone();
+                async move {
+                    let ev = ev
+                        .map(crate::convert_streams::fleet_event_pb)
+                        .map_err(Status::from);
+                    tx.send(ev).await.is_ok()
                 }
-            }
+            })
+            .await
         });
         Ok(Response::new(stream))
     }

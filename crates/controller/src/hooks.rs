@@ -1,4 +1,4 @@
-//! Hooks (fleet.yaml `hooks:`, docs/hooks.md): when a container becomes ready or is destroyed, the driver
+//! Hooks (fleet.yaml `hooks:`, docs/hooks.md): when a container becomes ready or is destroyed, the reconcile loop
 //! queues a job here ([`on_created`], [`on_destroyed`]: no I/O but one store read, never an error); a worker
 //! task ([`run`]) takes the jobs off the reconcile path, finds the fleet's hooks in its latest revision and
 //! runs each one (an HTTP request or an argv command) with a deadline per attempt and retries with
@@ -51,7 +51,7 @@ pub struct Job {
     pub wait_for_ipv4: bool,
 }
 
-/// The queue between the driver and the worker.
+/// The queue between the reconcile loop and the worker.
 pub struct Hooks {
     tx: mpsc::Sender<Job>,
     rx: Mutex<Option<mpsc::Receiver<Job>>>,
@@ -189,7 +189,7 @@ fn context(op: &Operation, c: &Container) -> (HookContext, bool) {
     (cx, dhcp)
 }
 
-/// Called by the driver when a create succeeded: a container that runs is ready.
+/// Called by the reconcile loop when a create succeeded: a container that runs is ready.
 pub fn on_created(state: &State, op: &Operation, c: &Container) {
     if !c.state.is_running() {
         return;
@@ -209,7 +209,7 @@ pub fn on_created(state: &State, op: &Operation, c: &Container) {
     });
 }
 
-/// Called by the driver when a start succeeded (a stopped container set to `running`, or one started again
+/// Called by the reconcile loop when a start succeeded (a stopped container set to `running`, or one started again
 /// after it stopped outside pxfleet): it is ready again.
 pub fn on_started(state: &State, op: &Operation) {
     let applied = state
@@ -225,7 +225,7 @@ pub fn on_started(state: &State, op: &Operation) {
     }
 }
 
-/// Called by the driver when a destroy succeeded, before it forgets the container.
+/// Called by the reconcile loop when a destroy succeeded, before it forgets the container.
 pub fn on_destroyed(state: &State, op: &Operation) {
     let applied = state
         .store
@@ -472,8 +472,8 @@ fn emit(state: &State, cx: &HookContext, r: &HookResult) {
             if s == "retrying" { ", will retry" } else { "" }
         ),
     };
-    let _ = state.events.send(pb::FleetEvent {
-        unix_ms: r.last_attempt_ms,
+    let _ = state.events.send(crate::model::FleetEvent {
+        unix_ms: r.last_attempt_ms.max(0) as u64,
         fleet: cx.fleet.clone(),
         container: cx.name.clone(),
         vm_id: cx.vm_id,

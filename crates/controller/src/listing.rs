@@ -7,10 +7,10 @@ use std::collections::BTreeMap;
 
 use pxfleet_tls::Identity;
 
-use crate::driver::{self, ContainerRow};
 use crate::error::{Error, Result};
 use crate::hooks::HookResult;
 use crate::model::{now_ms, AuditEntry, FleetRecord, Operation, Revision};
+use crate::query::{self, ContainerRow};
 use crate::state::State;
 
 /// A fleet and how many of its containers are in each state.
@@ -24,7 +24,7 @@ pub struct FleetView {
 
 /// Every fleet.
 pub fn fleets(state: &State) -> Result<Vec<FleetView>> {
-    let rows = driver::container_rows(state)?;
+    let rows = query::container_rows(state)?;
     Ok(state
         .store
         .fleets()?
@@ -49,7 +49,7 @@ pub fn fleets(state: &State) -> Result<Vec<FleetView>> {
 
 /// The containers of `fleet` on `node` (either empty: all).
 pub fn containers(state: &State, fleet: &str, node: &str) -> Result<Vec<ContainerRow>> {
-    Ok(driver::container_rows(state)?
+    Ok(query::container_rows(state)?
         .into_iter()
         .filter(|row| fleet.is_empty() || row.fleet == fleet)
         .filter(|row| node.is_empty() || row.node() == node)
@@ -69,7 +69,7 @@ pub struct Description {
 
 /// Container `name` of `fleet`.
 pub fn describe(state: &State, fleet: &str, name: &str) -> Result<Description> {
-    let row = driver::container_rows(state)?
+    let row = query::container_rows(state)?
         .into_iter()
         .find(|row| row.fleet == fleet && row.name == name)
         .ok_or_else(|| Error::NotFound(format!("fleet {fleet} has no container {name}")))?;
@@ -82,7 +82,7 @@ pub fn describe(state: &State, fleet: &str, name: &str) -> Result<Description> {
     let drift = match (&row.desired, &row.observed) {
         (Some(d), Some(o)) => {
             let applied = state.store.applied(fleet, name)?;
-            crate::realise::change_texts(&crate::reconciler::View {
+            crate::realise::change_texts(&crate::reconcile::decide::View {
                 desired: Some(d),
                 applied: applied.as_ref(),
                 observed: Some(o),
@@ -174,7 +174,7 @@ pub fn output(
             detail: String::new(),
         })?;
     }
-    let containers = driver::container_rows(state)?
+    let containers = query::container_rows(state)?
         .iter()
         .filter(|row| row.fleet == fleet && row.desired.is_some())
         .map(|row| {

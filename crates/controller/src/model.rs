@@ -316,7 +316,33 @@ fn rootfs() -> String {
     "rootfs".into()
 }
 
+/// Which kind of operation, without its payload (what an event names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpKind {
+    SeedTemplate,
+    Create,
+    Update,
+    Resize,
+    Start,
+    Stop,
+    Destroy,
+    Migrate,
+}
+
 impl OperationKind {
+    pub fn tag(&self) -> OpKind {
+        match self {
+            OperationKind::SeedTemplate { .. } => OpKind::SeedTemplate,
+            OperationKind::Create { .. } => OpKind::Create,
+            OperationKind::Update { .. } => OpKind::Update,
+            OperationKind::Resize { .. } => OpKind::Resize,
+            OperationKind::Start => OpKind::Start,
+            OperationKind::Stop => OpKind::Stop,
+            OperationKind::Destroy => OpKind::Destroy,
+            OperationKind::Migrate { .. } => OpKind::Migrate,
+        }
+    }
+
     pub fn name(&self) -> &'static str {
         match self {
             OperationKind::SeedTemplate { .. } => "seed_template",
@@ -485,6 +511,59 @@ pub struct AuditEntry {
     /// What it was done to (fleet, node).
     pub target: String,
     pub detail: String,
+}
+
+/// A progress event for Watch: an operation moved, a container's status changed, a hook ran, or a revision
+/// settled. Broadcast on [`crate::state::State::events`]; the Watch handler turns it into protobuf.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FleetEvent {
+    pub unix_ms: Millis,
+    pub fleet: String,
+    /// Empty for fleet-level events.
+    pub container: String,
+    pub vm_id: u32,
+    pub node: String,
+    /// A container's status, on status changes.
+    pub status: Option<ContainerStatus>,
+    /// The operation, on operation events.
+    pub op: Option<OpEvent>,
+    pub message: String,
+    pub error: String,
+    /// The fleet revision the event belongs to.
+    pub revision: u64,
+    /// Every container of the revision is done (running, stopped as desired, or failed).
+    pub settled: bool,
+}
+
+/// The operation an event is about.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpEvent {
+    pub id: String,
+    pub kind: OpKind,
+    pub state: OpState,
+}
+
+/// Where an agent says an operation is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpdateState {
+    /// Received or running: not final.
+    Progress,
+    Succeeded,
+    /// Failed or cancelled.
+    Failed,
+}
+
+/// An agent's report on one operation (progress or its result), as the reconcile loop takes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OperationUpdate {
+    pub op_id: String,
+    pub state: UpdateState,
+    pub message: String,
+    pub error: String,
+    /// The container as it is after the operation, when the agent sent it.
+    pub container: Option<ObservedContainer>,
+    /// After a seed from a URL: the sha256 of the file on the node (empty when the agent reports none).
+    pub template_sha256: String,
 }
 
 #[cfg(test)]

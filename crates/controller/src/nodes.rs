@@ -6,10 +6,10 @@
 use pxfleet_tls::Identity;
 
 use crate::drain::DrainPlan;
-use crate::driver;
 use crate::error::{Error, Result};
 use crate::model::{now_ms, AuditEntry, NodeRecord, NodeStatus, ObservedContainer, Operation};
 use crate::planning::Snapshot;
+use crate::reconcile;
 use crate::state::State;
 
 /// A node with its health now.
@@ -119,7 +119,7 @@ pub async fn drain(
         target: node.to_string(),
         detail: format!("{} to move, {} left", plan.moves.len(), plan.stuck.len()),
     })?;
-    driver::pass(state, now_ms())?;
+    reconcile::pass(state, now_ms())?;
     state.changed();
     Ok((info, plan))
 }

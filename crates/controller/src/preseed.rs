@@ -1,5 +1,5 @@
 //! Templates pre-seeded on every node (`templates: NAME: {seed: all_nodes}`): a small step of the reconcile
-//! pass ([`crate::driver::pass`]) that plans a seed operation (the same `SeedTemplate` operation a create
+//! pass ([`crate::reconcile::pass`]) that plans a seed operation (the same `SeedTemplate` operation a create
 //! waits for) for each such template on each ready node that lacks it, so a first create never waits for a
 //! download; nodes that join later get it on the next pass.
 //!
@@ -11,11 +11,12 @@ use std::sync::{Arc, Mutex};
 
 use pxfleet_spec::{Template, TemplateSeed};
 
-use crate::driver::{emit, template_ready_on};
 use crate::model::{Millis, NodeRecord, OpState, Operation, OperationKind};
-use crate::reconciler::backoff_ms;
+use crate::reconcile::decide::backoff_ms;
+use crate::reconcile::emit;
 use crate::state::State;
 use crate::store::StoreError;
+use crate::templates::template_ready_on;
 
 /// The templates a fleet revision wants on all nodes, by (fleet, revision, updated_ms), so a pass decodes a
 /// revision's spec once, not on every pass.
@@ -169,25 +170,18 @@ impl SeedOf for Operation {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Config;
-    use crate::driver::{on_update, pass};
     use crate::model::now_ms;
-    use crate::store::{Store, SubmitTx};
-    use crate::testutil::node;
+    use crate::reconcile::pass;
+    use crate::testutil::{
+        node, on_update_pb, operations_sent, result, submit_dev, test_state, AgentRx,
+    };
     use pxfleet_proto::v1 as pb;
 
-    type Rx = tokio::sync::mpsc::Receiver<crate::agents::Outbound>;
-
     fn state() -> Arc<State> {
-        let mut config = Config::default();
-        config.reconciler.backoff_base_ms = 0;
-        config.reconciler.backoff_max_ms = 0;
-        let store = Store::temporary().unwrap();
-        let ca = pxfleet_tls::Ca::generate("test").unwrap();
-        State::new(config, store, ca, Default::default())
+        test_state()
     }
 
-    fn add_node(st: &State, name: &str, cordoned: bool) -> Rx {
+    fn add_node(st: &State, name: &str, cordoned: bool) -> AgentRx {
         let mut n = node(name, 8000);
         n.last_seen_ms = now_ms();
         n.cordoned = cordoned;
@@ -207,54 +201,23 @@ mod tests {
             },
             "containers": {},
         });
-        st.store
-            .submit(&SubmitTx {
-                fleet: "dev".into(),
-                expected_revision: Some(0),
-                author: "test".into(),
-                time_ms: 0,
-                spec,
-                summary: String::new(),
-                desired: vec![],
-                secrets: Default::default(),
-                audit_action: "submit".into(),
-                file_name: String::new(),
-                source_sha256: String::new(),
-                retry: vec![],
-            })
-            .unwrap();
+        submit_dev(st, spec, vec![], Default::default());
     }
 
-    fn seeds(rx: &mut Rx) -> Vec<pb::Operation> {
-        let mut out = Vec::new();
-        while let Ok(m) = rx.try_recv() {
-            if let Some(pb::controller_message::Msg::Operation(op)) = m.unwrap().msg {
-                assert!(
-                    matches!(op.kind, Some(pb::operation::Kind::SeedTemplate(_))),
-                    "{op:?}"
-                );
-                out.push(op);
-            }
+    fn seeds(rx: &mut AgentRx) -> Vec<pb::Operation> {
+        let out = operations_sent(rx);
+        for op in &out {
+            assert!(
+                matches!(op.kind, Some(pb::operation::Kind::SeedTemplate(_))),
+                "{op:?}"
+            );
         }
         out
     }
 
     fn finish(st: &State, node: &str, op: &pb::Operation, ok: bool) {
-        let u = pb::OperationUpdate {
-            op_id: op.op_id.clone(),
-            state: if ok {
-                pb::OperationState::Succeeded
-            } else {
-                pb::OperationState::Failed
-            } as i32,
-            error: if ok {
-                String::new()
-            } else {
-                "pveam download failed: 404".into()
-            },
-            ..Default::default()
-        };
-        assert!(on_update(st, node, &u).unwrap());
+        let u = result(op, (!ok).then_some("pveam download failed: 404"));
+        assert!(on_update_pb(st, node, &u).unwrap());
     }
 
     #[test]

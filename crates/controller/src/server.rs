@@ -96,7 +96,7 @@ async fn serve(
             let _ = rx.wait_for(|v| *v).await;
         }
     };
-    let reconciler = tokio::spawn(crate::driver::run(state.clone(), stopped()));
+    let reconciler = tokio::spawn(crate::reconcile::run(state.clone(), stopped()));
     tokio::spawn(crate::hooks::run(state.clone(), stopped()));
     crate::backup_schedule::spawn(&state, stopped());
     let scrape_state = Arc::downgrade(&state);

@@ -5,14 +5,15 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use pxfleet_proto::v1 as pb;
 use pxfleet_tls::{Ca, RevocationList};
 use tokio::sync::{broadcast, Notify};
 
 use crate::agents::Sessions;
 use crate::config::Config;
 use crate::metrics::{Gauges, Metrics};
-use crate::model::{now_ms, ContainerStatus, Millis, NodeRecord, NodeStatus, OpState, Operation};
+use crate::model::{
+    now_ms, ContainerStatus, FleetEvent, Millis, NodeRecord, NodeStatus, OpState, Operation,
+};
 use crate::store::{Store, StoreError};
 
 pub struct State {
@@ -26,7 +27,7 @@ pub struct State {
     /// The earliest time something timed becomes due (a backoff ends, a deadline or an acknowledgement wait
     /// passes), as the last reconcile pass found it; `u64::MAX` when nothing is.
     pub next_due_ms: std::sync::atomic::AtomicU64,
-    pub events: broadcast::Sender<pb::FleetEvent>,
+    pub events: broadcast::Sender<FleetEvent>,
     pub metrics: Metrics,
     pub ca: Ca,
     pub revocations: Arc<RevocationList>,
@@ -45,7 +46,7 @@ pub struct State {
     pub preseed: crate::preseed::Cache,
     /// Containers that were created and are observed nowhere now, with when the reconciler first saw that: a
     /// container between two nodes (migrated by hand) is missing from both agents' reports for a moment, so it is
-    /// recreated only once missing for [`crate::driver::VANISHED_GRACE_MS`].
+    /// recreated only once missing for [`crate::reconcile::VANISHED_GRACE_MS`].
     pub vanished: std::sync::Mutex<std::collections::HashMap<(String, String), u64>>,
 }
 
@@ -187,7 +188,7 @@ impl State {
         for s in ContainerStatus::ALL {
             g.containers_by_status.insert(s.as_str(), 0);
         }
-        for c in crate::driver::container_rows(self)? {
+        for c in crate::query::container_rows(self)? {
             *g.containers_by_status.entry(c.status.as_str()).or_default() += 1;
         }
         Ok(g)

@@ -12,12 +12,12 @@ use pxfleet_tls::Identity;
 use sha2::Digest as _;
 
 use crate::convert;
-use crate::driver;
 use crate::error::{Error, Result};
 use crate::model::{now_ms, ContainerStatus, DesiredContainer, Operation, Revision};
 use crate::planning::{prepare, Prepared, Snapshot};
 use crate::state::State;
 use crate::store::{StoreError, SubmitTx};
+use crate::{query, reconcile};
 
 /// A fleet as a client sends it: the file's name and text, and the files it includes.
 #[derive(Debug, Clone, Copy)]
@@ -418,7 +418,7 @@ pub async fn set_power(
     // A restart of a running container: stopped here, started again by the reconciler (its state is
     // running). Only once the revision is stored, so a refused one stops nothing.
     if action == PowerAction::Restart {
-        driver::queue_restarts(state, fleet_name, &chosen, revision)?;
+        reconcile::queue_restarts(state, fleet_name, &chosen, revision)?;
         state.changed();
     }
     tracing::info!(fleet = %fleet_name, revision, action = verb, containers = ?chosen, "power state changed");
@@ -568,14 +568,14 @@ fn store_revision(
         retry: crate::realise::failed_containers(state, name)?,
     };
     let rev = state.store.submit(&tx)?;
-    driver::pass(state, now_ms())?;
+    reconcile::pass(state, now_ms())?;
     state.changed();
     Ok(rev)
 }
 
 /// Whether a container of `fleet` is stuck failed (a resubmit of the same file retries it).
 fn has_failed(state: &State, fleet: &str) -> Result<bool> {
-    Ok(driver::container_rows(state)?
+    Ok(query::container_rows(state)?
         .iter()
         .any(|r| r.fleet == fleet && r.status == ContainerStatus::Failed))
 }

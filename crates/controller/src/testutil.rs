@@ -1,4 +1,6 @@
-//! Builders for unit tests: a minimal resolved spec container and template, nodes with inventory.
+//! Builders for unit tests: a minimal resolved spec container and template, nodes with inventory, the
+//! desired/applied records of container `web` of fleet `dev`, and a controller state on a temporary store with
+//! helpers to submit, read what was dispatched to an agent, and report results back.
 
 use std::collections::BTreeMap;
 
@@ -7,7 +9,14 @@ use pxfleet_spec::{
     TemplateSource,
 };
 
-use crate::model::{NodeInventory, NodeRecord, StorageInfo};
+use std::sync::Arc;
+
+use pxfleet_proto::v1 as pb;
+
+use crate::config::Config;
+use crate::model::{AppliedContainer, DesiredContainer, NodeInventory, NodeRecord, StorageInfo};
+use crate::state::State;
+use crate::store::{Store, SubmitTx};
 
 pub fn template() -> Template {
     Template {
@@ -105,5 +114,117 @@ pub fn node(name: &str, memory_free_mib: u64) -> NodeRecord {
         enrolled_ms: 1,
         seeded: BTreeMap::new(),
         template_digests: BTreeMap::new(),
+    }
+}
+
+/// Container `web` of fleet `dev` as desired (revision 1, node pinned), where `c` says it is.
+pub fn desired_of(c: Container) -> DesiredContainer {
+    DesiredContainer {
+        fleet: "dev".into(),
+        name: "web".into(),
+        node: c.node.clone().unwrap_or_default(),
+        vm_id: c.vm_id.unwrap_or_default(),
+        container: c,
+        template: template(),
+        revision: 1,
+        node_pinned: true,
+    }
+}
+
+/// Container `web` of fleet `dev` as applied, where `c` says it is.
+pub fn applied_of(c: Container) -> AppliedContainer {
+    AppliedContainer {
+        fleet: "dev".into(),
+        name: "web".into(),
+        node: c.node.clone().unwrap_or_default(),
+        vm_id: c.vm_id.unwrap_or_default(),
+        container: c,
+        template: template(),
+    }
+}
+
+/// A controller on a temporary store, retrying without backoff.
+pub fn test_state() -> Arc<State> {
+    let mut config = Config::default();
+    config.reconciler.backoff_base_ms = 0;
+    config.reconciler.backoff_max_ms = 0;
+    let store = Store::temporary().unwrap();
+    let ca = pxfleet_tls::Ca::generate("test").unwrap();
+    State::new(config, store, ca, Default::default())
+}
+
+/// Submits fleet `dev` (its next revision) with `spec`, `desired` and `secrets`.
+pub fn submit_dev(
+    st: &State,
+    spec: serde_json::Value,
+    desired: Vec<DesiredContainer>,
+    secrets: BTreeMap<String, String>,
+) {
+    let rev = st
+        .store
+        .fleet("dev")
+        .unwrap()
+        .map(|f| f.revision)
+        .unwrap_or(0);
+    st.store
+        .submit(&SubmitTx {
+            fleet: "dev".into(),
+            expected_revision: Some(rev),
+            author: "test".into(),
+            time_ms: 0,
+            spec,
+            summary: String::new(),
+            desired,
+            secrets,
+            audit_action: "submit".into(),
+            file_name: String::new(),
+            source_sha256: String::new(),
+            retry: Vec::new(),
+        })
+        .unwrap();
+}
+
+/// The receiving end of an agent's session.
+pub type AgentRx = tokio::sync::mpsc::Receiver<crate::agents::ToAgent>;
+
+/// The next message queued for the agent, as it goes on the wire.
+pub fn next_message(rx: &mut AgentRx) -> Option<pb::ControllerMessage> {
+    rx.try_recv()
+        .ok()
+        .map(crate::convert_streams::controller_message_pb)
+}
+
+/// Every operation queued for the agent so far, as it goes on the wire.
+pub fn operations_sent(rx: &mut AgentRx) -> Vec<pb::Operation> {
+    let mut out = Vec::new();
+    while let Some(m) = next_message(rx) {
+        if let Some(pb::controller_message::Msg::Operation(op)) = m.msg {
+            out.push(op);
+        }
+    }
+    out
+}
+
+/// Hands the reconcile loop an agent's update from `node` as it comes off the wire.
+pub fn on_update_pb(
+    st: &State,
+    node: &str,
+    u: &pb::OperationUpdate,
+) -> Result<bool, crate::store::StoreError> {
+    let u = crate::convert_streams::operation_update_from_pb(node, u.clone());
+    crate::reconcile::on_update(st, node, &u)
+}
+
+/// An agent's final result for operation `op`: succeeded, or failed with `error`.
+pub fn result(op: &pb::Operation, error: Option<&str>) -> pb::OperationUpdate {
+    pb::OperationUpdate {
+        op_id: op.op_id.clone(),
+        state: if error.is_none() {
+            pb::OperationState::Succeeded
+        } else {
+            pb::OperationState::Failed
+        } as i32,
+        error: error.unwrap_or_default().to_string(),
+        ..Default::default()
     }
 }

@@ -1,7 +1,7 @@
-//! The reconciler: level-triggered, per container. [`next_action`] is the pure decision (given desired,
-//! applied and observed, what is the one next operation?); [`container_status`] says what `get containers`
-//! shows; [`backoff_ms`] paces retries. The driver loop that applies these to the store and dispatches to
-//! agents lives in [`crate::driver`].
+//! The reconciler's decisions: level-triggered, per container. [`next_action`] is the pure decision (given
+//! desired, applied and observed, what is the one next operation?); [`container_status`] says what `get
+//! containers` shows; [`backoff_ms`] paces retries. The loop that applies these to the store and dispatches to
+//! agents is the rest of [`crate::reconcile`].
 
 use crate::model::{
     AppliedContainer, ContainerStatus, DesiredContainer, ObservedContainer, OpState, Operation,
@@ -86,33 +86,17 @@ pub fn backoff_ms(attempt: u32, base_ms: u64, max_ms: u64, jitter: f64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::{container, template};
+    use crate::testutil::{applied_of, container, desired_of, template};
 
     fn desired() -> DesiredContainer {
         let mut c = container("web");
         c.node = Some("n1".into());
         c.vm_id = Some(1000);
-        DesiredContainer {
-            fleet: "dev".into(),
-            name: "web".into(),
-            node: "n1".into(),
-            vm_id: 1000,
-            container: c,
-            template: template(),
-            revision: 1,
-            node_pinned: true,
-        }
+        desired_of(c)
     }
 
     fn applied(d: &DesiredContainer) -> AppliedContainer {
-        AppliedContainer {
-            fleet: d.fleet.clone(),
-            name: d.name.clone(),
-            node: d.node.clone(),
-            vm_id: d.vm_id,
-            container: d.container.clone(),
-            template: d.template.clone(),
-        }
+        applied_of(d.container.clone())
     }
 
     fn observed(d: &DesiredContainer) -> ObservedContainer {

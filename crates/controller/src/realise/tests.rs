@@ -11,8 +11,8 @@ use pxfleet_spec::{Container, DesiredState, Fleet, MountPoint};
 
 use super::*;
 use crate::model::ManagedBy;
-use crate::reconciler::{next_action, View};
-use crate::testutil::{container, template};
+use crate::reconcile::decide::{next_action, View};
+use crate::testutil::{applied_of, container, desired_of};
 
 /// The knobs a random container state turns.
 #[derive(Debug, Clone)]
@@ -105,30 +105,6 @@ fn build(k: &Knobs, node: &str, vm_id: u32) -> Container {
         }];
     }
     c
-}
-
-fn desired_of(c: Container) -> DesiredContainer {
-    DesiredContainer {
-        fleet: "dev".into(),
-        name: "web".into(),
-        node: c.node.clone().unwrap_or_default(),
-        vm_id: c.vm_id.unwrap_or_default(),
-        container: c,
-        template: template(),
-        revision: 1,
-        node_pinned: true,
-    }
-}
-
-fn applied_of(c: Container) -> AppliedContainer {
-    AppliedContainer {
-        fleet: "dev".into(),
-        name: "web".into(),
-        node: c.node.clone().unwrap_or_default(),
-        vm_id: c.vm_id.unwrap_or_default(),
-        container: c,
-        template: template(),
-    }
 }
 
 /// The controller's record of what a node reports, from the spec form.

@@ -24,7 +24,7 @@ use pxfleet_spec::{Container, Fleet};
 
 use crate::convert;
 use crate::model::{AppliedContainer, DesiredContainer, ObservedContainer, OperationKind};
-use crate::reconciler::{NextAction, View};
+use crate::reconcile::decide::{NextAction, View};
 
 /// The fleet name of an entry: desired, else applied, else the observed mark.
 fn fleet_name(v: &View<'_>) -> Option<String> {
@@ -359,5 +359,4 @@ pub fn failed_containers(
 }
 
 #[cfg(test)]
-#[path = "realise_tests.rs"]
 mod tests;

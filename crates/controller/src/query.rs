@@ -1,0 +1,194 @@
+//! The read model: everything a reconcile pass looks at ([`World`], loaded from the store's decoded cache) and
+//! the rows of `get containers` ([`ContainerRow`], [`container_rows`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use crate::model::{
+    AppliedContainer, ContainerStatus, DesiredContainer, ManagedBy, ObservedContainer, OpState,
+    Operation,
+};
+use crate::reconcile::decide::container_status;
+use crate::state::State;
+use crate::store::StoreError;
+
+/// One row of `get containers`.
+#[derive(Debug, Clone)]
+pub struct ContainerRow {
+    pub fleet: String,
+    pub name: String,
+    pub desired: Option<DesiredContainer>,
+    pub observed: Option<ObservedContainer>,
+    pub latest_op: Option<Operation>,
+    pub status: ContainerStatus,
+    /// Fields on the node moved away from what was applied (a repair is due); see
+    /// [`crate::realise::drifted`].
+    pub drifted: bool,
+    /// Fields its last update left pending until the next restart (`restart_policy: never`); see
+    /// [`crate::realise::pending_restart`].
+    pub pending_restart: Vec<String>,
+}
+
+impl ContainerRow {
+    pub fn node(&self) -> String {
+        self.desired
+            .as_ref()
+            .map(|d| d.node.clone())
+            .or_else(|| self.observed.as_ref().map(|o| o.node.clone()))
+            .unwrap_or_default()
+    }
+    pub fn vm_id(&self) -> u32 {
+        self.desired
+            .as_ref()
+            .map(|d| d.vm_id)
+            .or_else(|| self.observed.as_ref().map(|o| o.vm_id))
+            .unwrap_or(0)
+    }
+    /// The error of the latest operation, when it failed.
+    pub fn error(&self) -> Option<String> {
+        self.latest_op
+            .as_ref()
+            .filter(|o| o.state == OpState::Failed)
+            .and_then(|o| o.last_error.clone())
+    }
+}
+
+pub(crate) type Key = (String, String);
+
+/// Everything a pass looks at, shared with the store's decoded cache (nothing is copied to build it).
+pub(crate) struct World {
+    pub(crate) desired: BTreeMap<Key, Arc<DesiredContainer>>,
+    pub(crate) applied: BTreeMap<Key, Arc<AppliedContainer>>,
+    pub(crate) observed: BTreeMap<Key, Vec<Arc<ObservedContainer>>>,
+    pub(crate) latest: BTreeMap<Key, Arc<Operation>>,
+    pub(crate) ops: Vec<Arc<Operation>>,
+    pub(crate) keys: BTreeSet<Key>,
+}
+
+impl World {
+    pub(crate) fn desired(&self, k: &Key) -> Option<&DesiredContainer> {
+        self.desired.get(k).map(|d| &**d)
+    }
+    pub(crate) fn applied(&self, k: &Key) -> Option<&AppliedContainer> {
+        self.applied.get(k).map(|a| &**a)
+    }
+    pub(crate) fn observed(&self, k: &Key) -> Option<&[Arc<ObservedContainer>]> {
+        self.observed.get(k).map(|v| v.as_slice())
+    }
+    pub(crate) fn latest(&self, k: &Key) -> Option<&Operation> {
+        self.latest.get(k).map(|o| &**o)
+    }
+}
+
+pub(crate) fn load(state: &State) -> Result<World, StoreError> {
+    let store = &state.store;
+    let fleets: BTreeSet<String> = store.fleets()?.into_iter().map(|f| f.name).collect();
+    let desired: BTreeMap<Key, Arc<DesiredContainer>> = store
+        .all_desired_shared()?
+        .into_iter()
+        .map(|d| ((d.fleet.clone(), d.name.clone()), d))
+        .collect();
+    let applied: BTreeMap<Key, Arc<AppliedContainer>> = store
+        .all_applied_shared()?
+        .into_iter()
+        .map(|a| ((a.fleet.clone(), a.name.clone()), a))
+        .collect();
+    let mut observed: BTreeMap<Key, Vec<Arc<ObservedContainer>>> = BTreeMap::new();
+    for o in store.all_observed_shared()? {
+        if let Some(ManagedBy { fleet, name }) = &o.managed {
+            if fleets.contains(fleet) {
+                observed
+                    .entry((fleet.clone(), name.clone()))
+                    .or_default()
+                    .push(o);
+            }
+        }
+    }
+    if desired.values().any(|d| d.container.adopt) {
+        let all: Vec<ObservedContainer> = store
+            .all_observed_shared()?
+            .iter()
+            .map(|o| (**o).clone())
+            .collect();
+        for (k, o) in crate::adopt::targets_of(desired.values().map(|d| &**d), all) {
+            observed.entry(k).or_insert_with(|| vec![Arc::new(o)]);
+        }
+    }
+    let ops = store.ops_shared()?;
+    let mut latest: BTreeMap<Key, Arc<Operation>> = BTreeMap::new();
+    for op in &ops {
+        if !op.container.is_empty() {
+            latest.insert((op.fleet.clone(), op.container.clone()), op.clone());
+        }
+    }
+    let keys = desired
+        .keys()
+        .chain(applied.keys())
+        .chain(observed.keys())
+        .cloned()
+        .collect();
+    Ok(World {
+        desired,
+        applied,
+        observed,
+        latest,
+        ops,
+        keys,
+    })
+}
+
+/// The observed container for an entry: the one where desired (or applied) says it is, else any.
+pub(crate) fn pick<'a>(
+    list: Option<&'a [Arc<ObservedContainer>]>,
+    d: Option<&DesiredContainer>,
+    a: Option<&AppliedContainer>,
+) -> Option<&'a ObservedContainer> {
+    let list = list?;
+    let at = |node: &str, vm_id: u32| {
+        list.iter()
+            .find(|o| o.node == node && o.vm_id == vm_id)
+            .map(|o| &**o)
+    };
+    d.and_then(|d| at(&d.node, d.vm_id))
+        .or_else(|| a.and_then(|a| at(&a.node, a.vm_id)))
+        .or_else(|| list.first().map(|o| &**o))
+}
+
+/// Every managed container with its status, sorted by fleet and name.
+pub fn container_rows(state: &State) -> Result<Vec<ContainerRow>, StoreError> {
+    let w = load(state)?;
+    let max = state.config.reconciler.max_attempts;
+    Ok(w.keys
+        .iter()
+        .map(|k| {
+            let d = w.desired(k);
+            let o = pick(w.observed(k), d, w.applied(k)).cloned();
+            let latest = w.latest(k).cloned();
+            let drifted = match (d, &o) {
+                (Some(d), Some(o))
+                    if o.lock.is_none() && o.node == d.node && o.vm_id == d.vm_id =>
+                {
+                    crate::realise::drifted(d, w.applied(k), o)
+                }
+                _ => false,
+            };
+            ContainerRow {
+                drifted,
+                pending_restart: crate::realise::pending_restart(latest.as_ref()),
+                fleet: k.0.clone(),
+                name: k.1.clone(),
+                desired: d.cloned(),
+                // A failure of an older revision is being retried by the newer one: not failed (any more).
+                status: container_status(
+                    latest.as_ref().filter(|l| {
+                        l.state != OpState::Failed || d.is_none_or(|d| l.revision >= d.revision)
+                    }),
+                    o.as_ref(),
+                    max,
+                ),
+                observed: o,
+                latest_op: latest,
+            }
+        })
+        .collect())
+}

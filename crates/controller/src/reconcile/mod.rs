@@ -1,0 +1,105 @@
+//! The reconcile loop: passes run on a timer and whenever something is observed ([`run`]); each one applies
+//! [`decide::next_action`] to every container and dispatches what is due ([`pass`]). Results from agents come
+//! in through [`on_update`]. Progress goes out to Watch as events ([`emit`]).
+
+use std::future::Future;
+use std::time::Instant;
+
+use crate::model::{now_ms, FleetEvent, Millis, OpEvent, Operation};
+use crate::state::State;
+
+pub mod decide;
+mod pass;
+mod restart;
+mod results;
+
+pub use pass::pass;
+pub use restart::queue_restarts;
+pub use results::{on_update, requeue_node};
+
+/// Runs passes until `shutdown`: at once when woken by a change; on the `interval_ms` tick only when something
+/// changed since the last pass, something timed fell due (a backoff, a deadline, an acknowledgement wait), or
+/// `IDLE_PASS_EVERY` ticks went by (a safety net); and never more than half of the time: after a pass that took
+/// `d`, the next one waits at least `d`. A pass holds the operations lock; at 10,000 containers passes woken by
+/// every finished operation ran back to back and starved the handling of the agents' results, and an idle
+/// controller spent a fifth of a core re-reading an unchanged world every second. Passes run on the blocking
+/// pool, not on an async worker.
+pub async fn run(state: std::sync::Arc<State>, shutdown: impl Future<Output = ()>) {
+    use std::sync::atomic::Ordering;
+    tokio::pin!(shutdown);
+    let interval = std::time::Duration::from_millis(state.config.reconciler.interval_ms);
+    let mut last_prune = 0;
+    let mut rest = std::time::Duration::ZERO;
+    let mut seen_generation = None;
+    let mut idle_ticks = 0u32;
+    loop {
+        let woken = tokio::select! {
+            _ = &mut shutdown => return,
+            _ = state.wake.notified() => true,
+            _ = tokio::time::sleep(interval) => false,
+        };
+        let now = now_ms();
+        if !woken
+            && seen_generation == Some(state.generation())
+            && now < state.next_due_ms.load(Ordering::Relaxed)
+            && idle_ticks + 1 < IDLE_PASS_EVERY
+        {
+            idle_ticks += 1;
+            continue;
+        }
+        idle_ticks = 0;
+        tokio::select! {
+            _ = &mut shutdown => return,
+            _ = tokio::time::sleep(rest) => {}
+        }
+        let now = now_ms();
+        let st = state.clone();
+        let started = Instant::now();
+        match tokio::task::spawn_blocking(move || pass(&st, now)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::error!(error = %e, "reconcile pass failed"),
+            Err(e) => tracing::error!(error = %e, "reconcile pass panicked"),
+        }
+        rest = started.elapsed();
+        seen_generation = Some(state.generation());
+        if now - last_prune > 3_600_000 {
+            last_prune = now;
+            if let Err(e) = state
+                .store
+                .prune_ops(now.saturating_sub(7 * 24 * 3_600_000))
+            {
+                tracing::warn!(error = %e, "pruning old operations failed");
+            }
+        }
+    }
+}
+
+/// How long a created container must be missing from every node's report before it is created again.
+pub const VANISHED_GRACE_MS: Millis = 15_000;
+
+/// With nothing changed and nothing due, a pass still runs every this many `interval_ms` ticks.
+const IDLE_PASS_EVERY: u32 = 5;
+
+/// Broadcasts a progress event for Watch.
+pub fn emit(state: &State, op: &Operation, message: &str) {
+    state.bump();
+    let _ = state.events.send(FleetEvent {
+        unix_ms: now_ms(),
+        fleet: op.fleet.clone(),
+        container: op.container.clone(),
+        vm_id: op.vm_id,
+        node: op.node.clone(),
+        op: Some(OpEvent {
+            id: op.id.clone(),
+            kind: op.kind.tag(),
+            state: op.state,
+        }),
+        message: message.to_string(),
+        error: op.last_error.clone().unwrap_or_default(),
+        revision: op.revision,
+        ..Default::default()
+    });
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,369 @@
+//! One reconcile pass over the world: overdue operations expire or are sent again, each container gets its
+//! next operation ([`super::decide::next_action`]), templates kept on every node are seeded, and pending
+//! operations are dispatched to connected agents within each node's window.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
+
+use super::decide::{adopt_node, backoff_ms, next_action, View};
+use super::{emit, VANISHED_GRACE_MS};
+use crate::agents::ToAgent;
+use crate::model::{
+    AppliedContainer, DesiredContainer, Millis, ObservedContainer, OpState, Operation,
+    OperationKind,
+};
+use crate::query::{load, pick, Key};
+use crate::state::State;
+use crate::store::StoreError;
+use crate::templates::{digest_conflict, template_ready, unpinned_url};
+
+/// Adopts `o` where it is when [`adopt_node`] says so: the desired (and applied) node
+/// follow it. Returns the updated records.
+fn adopt(
+    state: &State,
+    d: &DesiredContainer,
+    a: Option<&AppliedContainer>,
+    o: &ObservedContainer,
+) -> Result<Option<(DesiredContainer, Option<AppliedContainer>)>, StoreError> {
+    let Some(node) = adopt_node(d, o) else {
+        return Ok(None);
+    };
+    let datastore = o.config.as_ref().and_then(|c| c.datastore_id.clone());
+    if !state
+        .store
+        .adopt_desired(&d.fleet, &d.name, node, datastore.as_deref())?
+    {
+        return Ok(None);
+    }
+    tracing::info!(fleet = %d.fleet, container = %d.name, from = %d.node, to = %node, vm_id = o.vm_id,
+        "container moved outside pxfleet: adopted where it is");
+    let mut d = d.clone();
+    d.node = node.to_string();
+    d.container.node = Some(node.to_string());
+    if let Some(ds) = &datastore {
+        d.container.datastore_id = Some(ds.clone());
+    }
+    let a = match a {
+        Some(a) if a.vm_id == o.vm_id => {
+            let mut a = a.clone();
+            a.node = node.to_string();
+            a.container.node = Some(node.to_string());
+            if let Some(ds) = &datastore {
+                a.container.datastore_id = Some(ds.clone());
+            }
+            state.store.put_applied(&a)?;
+            Some(a)
+        }
+        _ => None,
+    };
+    Ok(Some((d, a)))
+}
+
+/// One reconcile pass at time `now`.
+pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
+    let _ops = state.ops_lock.lock().unwrap_or_else(|p| p.into_inner());
+    let started = Instant::now();
+    let rc = &state.config.reconciler;
+    let mut w = load(state)?;
+    let loaded = started.elapsed();
+    let mut changed = false;
+    // 1. overdue dispatched operations fail (the agent may still finish; its late result is then ignored);
+    //    ones the agent never acknowledged are sent again, but only when the stream they were sent on is gone
+    //    (the agent reconnected, or the controller restarted) and `ack_timeout_secs` passed: an HTTP/2 stream
+    //    delivers in order or breaks, so an operation on the node's live stream is on its way however long the
+    //    acknowledgement takes. (Re-sending on silence alone fed on itself at 10,000 containers: a controller
+    //    slow to read the acknowledgements took its own backlog for lost operations.)
+    let ack_ms = rc.ack_timeout_secs * 1000;
+    let nodes = state.store.nodes()?;
+    let mut conns: BTreeMap<&str, Option<u64>> = BTreeMap::new();
+    for op in &w.ops {
+        let unacknowledged = op.state == OpState::Dispatched
+            && op.dispatched_ms.is_some_and(|d| now > d + ack_ms)
+            && *conns
+                .entry(op.node.as_str())
+                .or_insert_with(|| state.sessions.current_conn(&op.node))
+                != Some(op.dispatched_conn);
+        if unacknowledged && op.deadline_ms.is_none_or(|d| now <= d) {
+            let mut op = (**op).clone();
+            tracing::warn!(op = %op.id, node = %op.node, vm_id = op.vm_id, kind = op.kind.name(),
+                "not acknowledged by the agent, and the stream it was sent on is gone; sending the operation again");
+            op.state = OpState::Pending;
+            op.deadline_ms = None;
+            state.store.put_op(&op)?;
+            state.metrics.op_resent();
+            changed = true;
+            continue;
+        }
+        if matches!(op.state, OpState::Dispatched | OpState::Running)
+            && op.deadline_ms.is_some_and(|d| now > d)
+        {
+            changed = true;
+            let mut op = (**op).clone();
+            op.state = OpState::Failed;
+            op.finished_ms = Some(now);
+            op.last_error = Some(format!("no result within {} s", rc.operation_deadline_secs));
+            state.store.put_op(&op)?;
+            state.metrics.op_finished(op.kind.name(), "failed");
+            tracing::warn!(op = %op.id, node = %op.node, vm_id = op.vm_id, "operation deadline exceeded");
+        }
+    }
+    if changed {
+        w = load(state)?;
+    }
+    let active_seeds: BTreeSet<(String, String)> = w
+        .ops
+        .iter()
+        .filter(|o| o.state.is_active())
+        .filter_map(|o| match &o.kind {
+            OperationKind::SeedTemplate { name, .. } => Some((o.node.clone(), name.clone())),
+            _ => None,
+        })
+        .collect();
+    let mut seeds_now = active_seeds.clone();
+    let mut planned: Vec<Operation> = Vec::new();
+    // 2. the next operation per container
+    let mut vanished_due = Millis::MAX;
+    {
+        // a container no longer desired is not waited for any more
+        let mut v = state.vanished.lock().unwrap_or_else(|p| p.into_inner());
+        if !v.is_empty() {
+            v.retain(|k, _| w.desired.contains_key(k));
+        }
+    }
+    for k in &w.keys {
+        let d = w.desired(k);
+        let a = w.applied(k);
+        let o = pick(w.observed(k), d, a);
+        let latest = w.latest(k);
+        if latest.is_some_and(|op| op.state.is_active()) {
+            continue;
+        }
+        // Not created yet, from a template without checksum whose file on this node differs from another
+        // node's: failed (with both digests) instead of creating from an unknown file.
+        if let (Some(d), None) = (d, o) {
+            let conflict = unpinned_url(&d.template)
+                .and_then(|url| Some((url, digest_conflict(&nodes, &d.node, url)?)));
+            if let Some((url, c)) = conflict {
+                let error = c.message(&d.container.template, url);
+                if !latest.is_some_and(|l| {
+                    l.state == OpState::Failed && l.last_error.as_deref() == Some(error.as_str())
+                }) {
+                    fail_for_template(state, k, d, error, now)?;
+                }
+                continue;
+            }
+        }
+        // A container moved by hand that the file does not pin: adopted where it is, not moved back.
+        let adopted = match (d, o) {
+            (Some(d), Some(o)) => adopt(state, d, a, o)?,
+            _ => None,
+        };
+        let (d, a) = match &adopted {
+            Some((nd, na)) => (Some(nd), na.as_ref().or(a)),
+            None => (d, a),
+        };
+        let view = View {
+            desired: d,
+            applied: a,
+            observed: o,
+            template_ready: d.is_some_and(|d| template_ready(state, d)),
+        };
+        let Some(next) = next_action(view) else {
+            if d.is_none() && o.is_none() && a.is_some() {
+                state.store.remove_applied(&k.0, &k.1)?;
+            }
+            continue;
+        };
+        // A container that was created and is now observed nowhere is recreated only once it stayed missing for
+        // a grace period: migrated by hand, it is missing from both nodes' reports until the target's agent
+        // observes it, and a create meanwhile fails on PVE's cluster-wide vm_id check (three times, and the
+        // container showed `failed`).
+        let vanished = matches!(next.kind, OperationKind::Create { .. })
+            && o.is_none()
+            && a.is_some_and(|a| d.is_some_and(|d| a.vm_id == d.vm_id));
+        {
+            let mut v = state.vanished.lock().unwrap_or_else(|p| p.into_inner());
+            if vanished {
+                let since = *v.entry(k.clone()).or_insert(now);
+                if now < since + VANISHED_GRACE_MS {
+                    vanished_due = vanished_due.min(since + VANISHED_GRACE_MS);
+                    continue;
+                }
+            } else if !v.is_empty() {
+                v.remove(k);
+            }
+        }
+        if let OperationKind::SeedTemplate { name, .. } = &next.kind {
+            if !seeds_now.insert((next.node.clone(), name.clone())) {
+                continue; // another container already asked for this template on this node
+            }
+        }
+        let revision = d.map(|d| d.revision).unwrap_or(0);
+        // A failure is retried; a success that did not change what is observed (the same operation for the
+        // same reason again within a minute) is paced the same way, so a change the node cannot make never
+        // turns into a tight loop.
+        let repeats = |l: &Operation| match l.state {
+            OpState::Failed => true,
+            OpState::Succeeded => {
+                l.kind.same_work(&next.kind) && l.finished_ms.is_some_and(|f| now < f + 60_000)
+            }
+            _ => false,
+        };
+        let (attempt, not_before) = match latest {
+            Some(l)
+                if repeats(l) && l.kind.name() == next.kind.name() && l.revision == revision =>
+            {
+                if l.attempt >= rc.max_attempts {
+                    continue; // failed for good until the next submit changes it (or, after success, a minute)
+                }
+                let attempt = l.attempt + 1;
+                let delay = backoff_ms(
+                    attempt,
+                    rc.backoff_base_ms,
+                    rc.backoff_max_ms,
+                    rand::random::<f64>(),
+                );
+                (attempt, l.finished_ms.unwrap_or(now) + delay)
+            }
+            _ => (1, now),
+        };
+        let op = Operation {
+            id: crate::model::new_id(),
+            fleet: k.0.clone(),
+            container: k.1.clone(),
+            node: next.node,
+            vm_id: next.vm_id,
+            kind: next.kind,
+            attempt,
+            state: OpState::Pending,
+            created_ms: now,
+            not_before_ms: not_before,
+            dispatched_ms: None,
+            dispatched_conn: 0,
+            deadline_ms: None,
+            finished_ms: None,
+            last_error: None,
+            revision,
+            reason: next.reason,
+        };
+        tracing::info!(op = %op.id, fleet = %op.fleet, container = %op.container, node = %op.node,
+            kind = op.kind.name(), attempt, reason = %op.reason, "operation planned");
+        state.store.put_op(&op)?;
+        emit(state, &op, "planned");
+        planned.push(op);
+    }
+    // 2b. templates kept on every ready node (`seed: all_nodes`)
+    crate::preseed::plan(state, &nodes, &w.ops, &mut seeds_now, now, &mut planned)?;
+    // 3. dispatch what is due to connected nodes, in creation order, at most `dispatch_window` in flight per
+    //    node: the rest wait here, not in the agent's queue, so no deadline runs while they wait.
+    let mut in_flight: BTreeMap<&str, u32> = BTreeMap::new();
+    for op in &w.ops {
+        if matches!(op.state, OpState::Dispatched | OpState::Running) {
+            *in_flight.entry(op.node.as_str()).or_default() += 1;
+        }
+    }
+    let mut secrets: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    for op in w.ops.iter().map(|o| &**o).chain(&planned) {
+        if op.state != OpState::Pending || op.not_before_ms > now {
+            continue;
+        }
+        let busy = in_flight.entry(op.node.as_str()).or_default();
+        if *busy >= rc.dispatch_window || !state.sessions.is_connected(&op.node) {
+            continue;
+        }
+        let mut op = op.clone();
+        op.deadline_ms = Some(now + rc.operation_deadline_secs * 1000);
+        let password = match &op.kind {
+            OperationKind::Create { .. } => {
+                if !secrets.contains_key(&op.fleet) {
+                    secrets.insert(op.fleet.clone(), state.store.secrets(&op.fleet)?);
+                }
+                secrets[&op.fleet].get(&op.container).cloned()
+            }
+            _ => None,
+        };
+        let msg = ToAgent::Operation {
+            op: Box::new(op.clone()),
+            password,
+        };
+        if let Some(conn) = state.sessions.send_on(&op.node, msg) {
+            *busy += 1;
+            op.state = OpState::Dispatched;
+            op.dispatched_ms = Some(now);
+            op.dispatched_conn = conn;
+            state.store.put_op(&op)?;
+            state.metrics.op_dispatched();
+            emit(state, &op, "dispatched");
+        }
+    }
+    // what falls due next without any change: a backoff ends, an acknowledgement wait or a deadline passes, a
+    // vanished container's grace ends
+    let mut due = vanished_due;
+    for op in w.ops.iter().map(|o| &**o).chain(&planned) {
+        match op.state {
+            OpState::Pending if op.not_before_ms > now => due = due.min(op.not_before_ms),
+            OpState::Dispatched | OpState::Running => {
+                if let Some(d) = op.deadline_ms {
+                    due = due.min(d + 1);
+                }
+                if let (OpState::Dispatched, Some(d)) = (op.state, op.dispatched_ms) {
+                    due = due.min(d + ack_ms + 1);
+                }
+            }
+            _ => {}
+        }
+    }
+    state
+        .next_due_ms
+        .store(due, std::sync::atomic::Ordering::Relaxed);
+    let took = started.elapsed();
+    state.metrics.reconcile_took(took.as_secs_f64());
+    if took > std::time::Duration::from_secs(1) {
+        tracing::warn!(
+            took_ms = took.as_millis() as u64,
+            load_ms = loaded.as_millis() as u64,
+            containers = w.keys.len(),
+            operations = w.ops.len(),
+            "slow reconcile pass"
+        );
+    }
+    Ok(())
+}
+
+/// Records a failed operation for a container that cannot be created from its node's template file.
+fn fail_for_template(
+    state: &State,
+    k: &Key,
+    d: &DesiredContainer,
+    error: String,
+    now: Millis,
+) -> Result<(), StoreError> {
+    let op = Operation {
+        id: crate::model::new_id(),
+        fleet: k.0.clone(),
+        container: k.1.clone(),
+        node: d.node.clone(),
+        vm_id: 0,
+        kind: OperationKind::SeedTemplate {
+            name: d.container.template.clone(),
+            template: d.template.clone(),
+        },
+        attempt: state.config.reconciler.max_attempts,
+        state: OpState::Failed,
+        created_ms: now,
+        not_before_ms: now,
+        dispatched_ms: None,
+        dispatched_conn: 0,
+        deadline_ms: None,
+        finished_ms: Some(now),
+        last_error: Some(error),
+        revision: d.revision,
+        reason: format!("template {} differs between nodes", d.container.template),
+    };
+    tracing::warn!(fleet = %op.fleet, container = %op.container, node = %op.node,
+        error = op.last_error.as_deref().unwrap_or(""), "template digest conflict");
+    state.store.put_op(&op)?;
+    state.metrics.op_finished(op.kind.name(), "failed");
+    emit(state, &op, "failed");
+    Ok(())
+}
