@@ -419,7 +419,7 @@ mod tests {
             flow(&Value::Object(m)),
             "{node: pve1, vm_id: 105, adopt: true, hostname: legacy, cores: 2, memory: 256, swap: 512, \
              disk_size: 4, datastore_id: local-lvm, unprivileged: true, features: {nesting: true}, \
-             bridge: vmbr0, mac_address: \"BC:24:11:00:00:01\", ip_address: 10.0.0.5/24, gateway: 10.0.0.1, \
+             bridge: vmbr0, mac_address: BC:24:11:00:00:01, ip_address: 10.0.0.5/24, gateway: 10.0.0.1, \
              state: stopped, ostype: debian, tags: [web]}"
         );
     }
