@@ -499,3 +499,67 @@ fn bad_config_file_names_position() {
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(e.contains("bad.toml:2:1"), "{e}");
 }
+
+#[test]
+fn a_full_dhcp_range_takes_back_the_addresses_of_departed_containers_only() {
+    let s = Sim::new("pve1");
+    s.init(
+        "pve8",
+        None,
+        Some("[dhcp]\nfirst = \"10.9.0.100\"\nlast = \"10.9.0.101\"\nprefix = 24\n"),
+    );
+    s.seed("pve8");
+    for vmid in ["100", "101", "102"] {
+        let o = s.create(
+            "pve8",
+            vmid,
+            &[
+                "--rootfs",
+                "local-lvm:1",
+                "--net0",
+                "name=eth0,bridge=vmbr0,ip=dhcp",
+            ],
+        );
+        assert_eq!(o.code, 0, "{}", o.stderr);
+    }
+    let addr = |vmid: &str| {
+        let o = s.run(
+            "pve8",
+            "pvesh",
+            &[
+                "get",
+                &format!("/nodes/pve8/lxc/{vmid}/interfaces"),
+                "--output-format",
+                "json",
+            ],
+        );
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+        v.as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["name"] == "eth0")
+            .and_then(|i| i["inet"].as_str())
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_eq!(s.run("pve8", "pct", &["start", "100"]).code, 0);
+    assert_eq!(s.run("pve8", "pct", &["start", "101"]).code, 0);
+    let (a100, a101) = (addr("100"), addr("101"));
+    assert_eq!(
+        (a100.as_str(), a101.as_str()),
+        ("10.9.0.100/24", "10.9.0.101/24")
+    );
+    // Both leases belong to existing containers: none is taken from them, even when 101 is stopped.
+    assert_eq!(s.run("pve8", "pct", &["stop", "101"]).code, 0);
+    let o = s.run("pve8", "pct", &["start", "102"]);
+    assert_ne!(o.code, 0);
+    assert!(o.stderr.contains("no free address"), "{}", o.stderr);
+    // 101 is destroyed: its lease expired with it, 102 gets the address.
+    assert_eq!(s.run("pve8", "pct", &["destroy", "101"]).code, 0);
+    assert_eq!(s.run("pve8", "pct", &["start", "102"]).code, 0);
+    assert_eq!(addr("102"), "10.9.0.101/24");
+    // 100 keeps its own across a restart.
+    assert_eq!(s.run("pve8", "pct", &["reboot", "100"]).code, 0);
+    assert_eq!(addr("100"), a100);
+}

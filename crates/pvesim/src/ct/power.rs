@@ -21,6 +21,30 @@ pub(super) fn ipv4_add(base: std::net::Ipv4Addr, n: u32) -> std::net::Ipv4Addr {
     std::net::Ipv4Addr::from(u32::from(base) + n)
 }
 
+/// Every `hwaddr=` of every container config on the node.
+fn configured_macs(node: &Node) -> std::collections::BTreeSet<String> {
+    let mut macs = std::collections::BTreeSet::new();
+    let Ok(dir) = fs::read_dir(node.conf_dir()) else {
+        return macs;
+    };
+    for entry in dir.flatten() {
+        let Ok(raw) = fs::read_to_string(entry.path()) else {
+            continue;
+        };
+        let conf = CtConf::parse(&raw);
+        for (k, v) in &conf.opts {
+            if let Some(mac) = is_net_key(k)
+                .then(|| parse_prop(k, v).ok())
+                .flatten()
+                .and_then(|m| m.get("hwaddr").cloned())
+            {
+                macs.insert(mac);
+            }
+        }
+    }
+    macs
+}
+
 pub(super) fn assign_leases(node: &Node, vmid: u32, conf: &CtConf, rt: &mut Runtime) -> Result<()> {
     let _g = lock::lock_blocking(&node.state.join("lock").join("dhcp.lock"))?;
     let first: std::net::Ipv4Addr = node.cfg.dhcp.first.parse().map_err(|_| {
@@ -53,15 +77,29 @@ pub(super) fn assign_leases(node: &Node, vmid: u32, conf: &CtConf, rt: &mut Runt
         let addr = match leases.get(&mac) {
             Some(a) => a.clone(),
             None => {
-                let used: Vec<&String> = leases.values().collect();
-                let n = (0..=(u32::from(last).saturating_sub(u32::from(first))))
-                    .map(|i| ipv4_add(first, i).to_string())
-                    .find(|a| !used.contains(&a))
-                    .ok_or_else(|| {
-                        SimError::die(format!(
-                            "no free address in the simulated DHCP range for CT {vmid}"
-                        ))
-                    })?;
+                let range = || {
+                    (0..=(u32::from(last).saturating_sub(u32::from(first))))
+                        .map(|i| ipv4_add(first, i).to_string())
+                };
+                let free = |leases: &BTreeMap<String, String>| {
+                    let used: Vec<&String> = leases.values().collect();
+                    range().find(|a| !used.contains(&a))
+                };
+                let n = match free(&leases) {
+                    Some(n) => n,
+                    None => {
+                        // The range is full: like a DHCP server whose leases of departed clients expired, take
+                        // back the addresses of MACs no container on this node has any more (a MAC that is
+                        // still configured keeps its address, so a recreated container gets the same one).
+                        let present = configured_macs(node);
+                        leases.retain(|m, _| present.contains(m));
+                        free(&leases).ok_or_else(|| {
+                            SimError::die(format!(
+                                "no free address in the simulated DHCP range for CT {vmid}"
+                            ))
+                        })?
+                    }
+                };
                 leases.insert(mac.clone(), n.clone());
                 n
             }
