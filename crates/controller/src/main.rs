@@ -132,13 +132,7 @@ fn main() -> std::process::ExitCode {
 }
 
 async fn run() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("PXFLEET_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    pxfleet_common::logging::init(tracing::level_filters::LevelFilter::INFO);
     match Cli::parse().cmd {
         Cmd::Init { data_dir, san, url } => {
             let host = san.first().cloned().unwrap_or_else(|| "localhost".into());
@@ -163,7 +157,7 @@ async fn run() -> anyhow::Result<()> {
             let metrics = tokio::net::TcpListener::bind(cfg.metrics_listen)
                 .await
                 .with_context(|| format!("binding {}", cfg.metrics_listen))?;
-            pxfleet_controller::run(cfg, listener, metrics, shutdown_signal()).await?;
+            pxfleet_controller::run(cfg, listener, metrics, stop_signal()).await?;
         }
         Cmd::ReissueServerCert { config, san } => {
             let cfg = Config::load(&config)?;
@@ -204,7 +198,7 @@ async fn run() -> anyhow::Result<()> {
                 }
             }
         }
-        Cmd::Dev(args) => pxfleet_controller::dev::run(args.resolve()?, shutdown_signal()).await?,
+        Cmd::Dev(args) => pxfleet_controller::dev::run(args.resolve()?, stop_signal()).await?,
         Cmd::SealKey { file, config } => {
             let path = match file {
                 Some(f) => f,
@@ -290,12 +284,11 @@ fn tempfile_dir(cfg: &Config) -> anyhow::Result<PathBuf> {
     Ok(cfg.data_dir.clone())
 }
 
-async fn shutdown_signal() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .expect("SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
+/// SIGINT or SIGTERM (what systemd and dev mode send): the daemon stops cleanly on either.
+fn stop_signal() -> impl std::future::Future<Output = ()> {
+    // the handlers are installed now, at startup, not when the future is first polled
+    let stop = pxfleet_common::shutdown_signal("pxcontroller");
+    async move {
+        stop.await;
     }
-    tracing::info!("shutting down");
 }
