@@ -35,6 +35,8 @@ pub mod state;
 pub mod store;
 mod store_cache;
 pub mod store_status;
+#[cfg(feature = "test-harness")]
+pub mod test_harness;
 
 pub use config::Config;
 pub use server::run;
