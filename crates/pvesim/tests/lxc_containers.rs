@@ -3,6 +3,9 @@
 //! 100000), DHCP + privileged, and a node inside its own network namespace. Root and LXC only: the tests are
 //! `#[ignore]`d and scripts/e2e runs them with `--ignored` (a missing prerequisite then fails).
 
+// Test code: it starts the programs under test and the tools around them.
+#![allow(clippy::disallowed_methods)]
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
