@@ -5,8 +5,8 @@
 //! containers it made, stops the processes it started (by handle) and removes its namespaces, and tears the
 //! testbed down when it was the one that set it up (scripts/e2e sets it up once and tears it down in a trap).
 //!
-//! Gate: [`lxc_usable`] says whether to run: only with `PXFLEET_REQUIRE_LXC=1` (scripts/e2e), where a missing
-//! prerequisite fails; otherwise every scenario prints a SKIPPED line and passes.
+//! Gate: the scenarios are `#[ignore]`d (scripts/e2e runs them with `--ignored`); [`require_lxc`] fails one run
+//! without root or LXC, naming what is missing.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
@@ -54,27 +54,17 @@ fn setup_err(what: impl Into<String>, message: impl Into<String>) -> HarnessErro
     }
 }
 
-/// True when the e2e tests should run: only under `PXFLEET_REQUIRE_LXC=1` (scripts/e2e sets it), where a
-/// missing prerequisite (not root, no LXC) is a failure. Otherwise they are skipped with a message, so a plain
-/// `cargo test --workspace` (even as root, as in .ci/run's scripts/test) does not run the heavy suite twice.
-pub fn lxc_usable() -> bool {
-    let required = std::env::var("PXFLEET_REQUIRE_LXC").as_deref() == Ok("1");
-    let root = unsafe_free_euid_is_root();
-    let lxc = Path::new("/usr/bin/lxc-start").exists();
-    let why = if !root {
-        "not running as root"
-    } else if !lxc {
-        "lxc-start is not installed (scripts/testbed/setup installs it)"
-    } else if !required {
-        "PXFLEET_REQUIRE_LXC is not 1"
-    } else {
-        return true;
-    };
-    if required {
-        panic!("PXFLEET_REQUIRE_LXC=1 but {why}");
+/// Panics, naming what is missing, unless this runs as root with LXC installed: the e2e scenarios are
+/// `#[ignore]`d, so reaching this without them means someone asked for them explicitly (`--ignored`).
+pub fn require_lxc() {
+    if !unsafe_free_euid_is_root() {
+        panic!("the e2e scenarios need root (real LXC containers, network namespaces): run scripts/e2e as root");
     }
-    eprintln!("SKIPPED e2e (real LXC containers): {why}; run scripts/e2e as root");
-    false
+    if !Path::new("/usr/bin/lxc-start").exists() {
+        panic!(
+            "lxc-start is not installed (scripts/testbed/setup installs it; scripts/e2e runs it)"
+        );
+    }
 }
 
 fn unsafe_free_euid_is_root() -> bool {

@@ -4,8 +4,11 @@
 //! and through the FleetService gRPC API (for precise assertions and for the security checks).
 //!
 //! The binaries are the workspace's own: `target/debug/{pxcontroller,pxagent,pxctl,pvesim}` (or under
-//! `$CARGO_TARGET_DIR`); build them first with `cargo build --bins` (scripts/test does). Dropping a
-//! [`Cluster`] kills the processes it started, and only those.
+//! `$CARGO_TARGET_DIR`). [`Binaries::locate`] builds them first, once per test process (`cargo build --workspace
+//! --bins`, a no-op when they are current), so a test never runs an old binary. Dropping a [`Cluster`] kills the
+//! processes it started, and only those.
+// The test harness starts the real binaries and the tools around them: spawning is its job.
+#![allow(clippy::disallowed_methods)]
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -23,6 +26,7 @@ use tonic::transport::Channel;
 pub use pxfleet_proto::v1;
 
 pub mod api;
+pub mod day2;
 pub mod dev;
 pub mod diskfault;
 pub mod e2e;
@@ -37,6 +41,8 @@ pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(120);
 pub enum HarnessError {
     #[error("{path} not found: run `cargo build --bins` first (the integration tests start the real binaries)")]
     MissingBinary { path: PathBuf },
+    #[error("building the binaries the tests start: {0}")]
+    Build(String),
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
@@ -90,8 +96,10 @@ pub struct Binaries {
 }
 
 impl Binaries {
-    /// `$CARGO_TARGET_DIR/debug` or `<workspace>/target/debug`; an error says to build them when missing.
+    /// Builds the binaries (once per process, see [`build_binaries`]), then finds them in
+    /// `$CARGO_TARGET_DIR/debug` or `<workspace>/target/debug`.
     pub fn locate() -> Result<Binaries> {
+        build_binaries()?;
         let target = std::env::var_os("CARGO_TARGET_DIR")
             .map(PathBuf::from)
             .map(|p| {
@@ -117,6 +125,76 @@ impl Binaries {
             pxctl: find("pxctl")?,
             pvesim: find("pvesim")?,
         })
+    }
+}
+
+/// How long building the binaries may take (from scratch on a slow machine).
+const BUILD_TIMEOUT: Duration = Duration::from_secs(40 * 60);
+
+/// Runs `cargo build --workspace --bins --locked` (the dev profile, the command scripts/test uses, so features
+/// unify the same way and a built tree is not rebuilt) once per test process; every later call returns the first
+/// result. Cargo holds no build lock while `cargo test` runs the tests, so the nested build does not wait on
+/// its parent; the timeout bounds it anyway. `PXFLEET_TESTS_NO_BUILD=1` skips it (binaries built elsewhere).
+pub fn build_binaries() -> Result<()> {
+    static BUILT: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            if std::env::var("PXFLEET_TESTS_NO_BUILD").as_deref() == Ok("1") {
+                return Ok(());
+            }
+            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+            let args = ["build", "--workspace", "--bins", "--locked", "--quiet"];
+            run_blocking(Path::new(&cargo), &args, &workspace_root(), BUILD_TIMEOUT)
+        })
+        .clone()
+        .map_err(HarnessError::Build)
+}
+
+/// Runs `program args` in `dir` (argv, no shell) and waits at most `timeout`; the error carries the exit status
+/// and the end of stderr (written to a temp file, so a chatty child cannot fill a pipe nobody reads).
+fn run_blocking(
+    program: &Path,
+    args: &[&str],
+    dir: &Path,
+    timeout: Duration,
+) -> Result<(), String> {
+    let argv = format!("{} {}", program.display(), args.join(" "));
+    let stderr = tempfile::NamedTempFile::new().map_err(|e| format!("{argv}: temp file: {e}"))?;
+    let err_file = stderr
+        .reopen()
+        .map_err(|e| format!("{argv}: temp file: {e}"))?;
+    let mut child = std::process::Command::new(program)
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(err_file)
+        .spawn()
+        .map_err(|e| format!("{argv}: {e}"))?;
+    let started = std::time::Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if started.elapsed() > timeout => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "`{argv}` did not finish within {} s\n{}",
+                    timeout.as_secs(),
+                    tail(stderr.path())
+                ));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(100)),
+            Err(e) => return Err(format!("{argv}: {e}")),
+        }
+    };
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{argv}` failed ({status}):\n{}",
+            tail(stderr.path())
+        ))
     }
 }
 

@@ -3,6 +3,9 @@
 //! mode: the plan step writes the markdown comment and the saved plan, the apply step submits exactly that
 //! plan, and it is refused when the fleet moved in between (another submit).
 
+// Test code: it starts the programs under test and the tools around them.
+#![allow(clippy::disallowed_methods)]
+
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;

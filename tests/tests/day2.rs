@@ -3,35 +3,12 @@
 
 use std::time::Duration;
 
+use pxfleet_tests::day2::{pending, plan_is_empty, submit, UP};
 use pxfleet_tests::{describe, fleet_yaml, v1 as pb, wait_until, Cluster};
-
-const UP: Duration = Duration::from_secs(120);
 
 /// `fleet_yaml` without the default `datastore_id`.
 fn fleet_yaml_no_datastore(name: &str, containers: &str) -> String {
     fleet_yaml(name, containers).replace("  datastore_id: local-lvm\n", "")
-}
-
-/// Writes `yaml`, submits it with pxctl (which must succeed) and returns the file's path.
-async fn submit(c: &Cluster, file: &str, yaml: &str) -> String {
-    let path = c.write_fleet(file, yaml);
-    let path = path.to_str().unwrap().to_string();
-    let (code, out, err) = c.pxctl(&["submit", &path, "-y"]).await;
-    assert_eq!(code, 0, "pxctl submit: {out}\n{err}\n{}", c.logs());
-    path
-}
-
-/// `pxctl plan FILE --detailed-exitcode` exits 0 (nothing left to change) once the nodes' reports caught up.
-async fn plan_is_empty(c: &Cluster, path: &str) {
-    wait_until("plan --detailed-exitcode exits 0", UP, || async {
-        let (code, out, err) = c.pxctl(&["plan", path, "--detailed-exitcode"]).await;
-        if code == 0 {
-            Ok(())
-        } else {
-            Err(format!("exit {code}: {out}\n{err}"))
-        }
-    })
-    .await;
 }
 
 fn failed_ops(ops: &[pb::OperationInfo]) -> Vec<String> {
@@ -134,16 +111,6 @@ async fn mount_point_grows_and_is_added_in_place() {
 }
 
 /// `pct pending` lines that wait for the next start (`new k: v`, `del k: v`).
-fn pending(c: &Cluster, node: &str, vmid: u32) -> Vec<String> {
-    let out = c.pve(node, "pct", &["pending", &vmid.to_string()]);
-    assert_eq!(out.code, 0, "pct pending: {}", out.stderr);
-    out.stdout
-        .lines()
-        .filter(|l| l.starts_with("new ") || l.starts_with("del "))
-        .map(str::to_string)
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn changes_that_need_a_restart_are_applied_with_the_announced_restart() {
     let c = Cluster::start(1).await.expect("cluster");

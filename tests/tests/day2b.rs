@@ -3,31 +3,8 @@
 
 use std::time::Duration;
 
+use pxfleet_tests::day2::{pending, plan_is_empty, submit, UP};
 use pxfleet_tests::{describe, fleet_yaml, v1 as pb, wait_until, Cluster};
-
-const UP: Duration = Duration::from_secs(120);
-
-/// Writes `yaml`, submits it with pxctl (which must succeed) and returns the file's path.
-async fn submit(c: &Cluster, file: &str, yaml: &str) -> String {
-    let path = c.write_fleet(file, yaml);
-    let path = path.to_str().unwrap().to_string();
-    let (code, out, err) = c.pxctl(&["submit", &path, "-y"]).await;
-    assert_eq!(code, 0, "pxctl submit: {out}\n{err}\n{}", c.logs());
-    path
-}
-
-/// `pxctl plan FILE --detailed-exitcode` exits 0 (nothing left to change) once the nodes' reports caught up.
-async fn plan_is_empty(c: &Cluster, path: &str) {
-    wait_until("plan --detailed-exitcode exits 0", UP, || async {
-        let (code, out, err) = c.pxctl(&["plan", path, "--detailed-exitcode"]).await;
-        if code == 0 {
-            Ok(())
-        } else {
-            Err(format!("exit {code}: {out}\n{err}"))
-        }
-    })
-    .await;
-}
 
 fn revisions(v: serde_json::Value) -> usize {
     v.as_array().map(Vec::len).unwrap_or_default()
@@ -398,16 +375,6 @@ async fn drain_migrates_every_unpinned_container_off_respecting_anti_affinity() 
     let nodes = c.nodes_info().await.unwrap();
     let info = nodes.iter().find(|n| n.name == na).unwrap();
     assert_eq!(info.status, pb::NodeStatus::Ready as i32, "{info:?}");
-}
-
-fn pending(c: &Cluster, node: &str, vmid: u32) -> Vec<String> {
-    let out = c.pve(node, "pct", &["pending", &vmid.to_string()]);
-    assert_eq!(out.code, 0, "pct pending: {}", out.stderr);
-    out.stdout
-        .lines()
-        .filter(|l| l.starts_with("new ") || l.starts_with("del "))
-        .map(str::to_string)
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,6 +3,9 @@
 //! refusals that say who refused, why and what to do, node certificates that renew themselves, a node that
 //! was offline past its certificate's expiry, and a server certificate reissued with new names.
 
+// Test code: it starts the programs under test and the tools around them.
+#![allow(clippy::disallowed_methods)]
+
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;

@@ -5,6 +5,9 @@
 //! refuses the taken vm_ids until the `pct set --description` lines the import writes are run, then shows no
 //! change. Either way a submit keeps the same containers (vm_ids, MACs), and a changed memory plans exactly that.
 
+// Test code: it starts the programs under test and the tools around them.
+#![allow(clippy::disallowed_methods)]
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;

@@ -21,19 +21,9 @@ pub const DEFAULT_PVE_BIN_DIR: &str = "/usr/sbin";
 /// Errors while reading or checking the configuration.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read config file {path}: {source}")]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{path}:{line}:{column}: {message}")]
-    Parse {
-        path: PathBuf,
-        line: usize,
-        column: usize,
-        message: String,
-    },
+    /// The file cannot be read, or is not valid TOML for this struct (names file:line:column).
+    #[error(transparent)]
+    File(#[from] pxfleet_common::TomlFileError),
     #[error("{path}: field `{field}`: {message}")]
     Invalid {
         path: PathBuf,
@@ -157,24 +147,12 @@ impl AgentConfig {
 
     /// Reads and validates a config file.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        Self::parse(&text, path)
+        Self::parse(&pxfleet_common::toml_file::read(path)?, path)
     }
 
     /// Parses and validates config text; `path` is used only in error messages.
     pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
-        let config: AgentConfig = toml::from_str(text).map_err(|e| {
-            let (line, column) = e.span().map(|s| line_col(text, s.start)).unwrap_or((1, 1));
-            ConfigError::Parse {
-                path: path.to_path_buf(),
-                line,
-                column,
-                message: e.message().to_string(),
-            }
-        })?;
+        let config: AgentConfig = pxfleet_common::toml_file::parse(path, text)?;
         config.validate(path)?;
         Ok(config)
     }
@@ -269,13 +247,6 @@ impl AgentConfig {
     pub fn journal_dir(&self) -> PathBuf {
         self.state_dir.join("journal")
     }
-}
-
-fn line_col(text: &str, offset: usize) -> (usize, usize) {
-    let before = &text[..offset.min(text.len())];
-    let line = before.matches('\n').count() + 1;
-    let column = before.len() - before.rfind('\n').map(|i| i + 1).unwrap_or(0) + 1;
-    (line, column)
 }
 
 #[cfg(test)]

@@ -53,13 +53,7 @@ enum Command {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("PXFLEET_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    pxfleet_common::logging::init(tracing::level_filters::LevelFilter::INFO);
     match Cli::parse().command {
         Command::Join {
             controller,
@@ -84,7 +78,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Run { config } => {
             let config = AgentConfig::load(&config)?;
-            pxfleet_agent::run(config, shutdown_signal()).await?;
+            pxfleet_agent::run(config, stop_signal()).await?;
         }
         Command::Renew { config } => {
             let config = AgentConfig::load(&config)?;
@@ -114,19 +108,11 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Resolves on Ctrl-C (SIGINT) or SIGTERM (what systemd and dev mode send), so the agent stops cleanly either way.
-async fn shutdown_signal() {
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(term) => term,
-        Err(e) => {
-            tracing::warn!("cannot install the SIGTERM handler: {e}; only Ctrl-C stops the agent");
-            let _ = tokio::signal::ctrl_c().await;
-            return;
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
+/// SIGINT or SIGTERM (what systemd and dev mode send): the daemon stops cleanly on either.
+fn stop_signal() -> impl std::future::Future<Output = ()> {
+    // the handlers are installed now, at startup, not when the future is first polled
+    let stop = pxfleet_common::shutdown_signal("pxagent");
+    async move {
+        stop.await;
     }
-    tracing::info!("shutting down");
 }

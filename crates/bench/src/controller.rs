@@ -42,6 +42,8 @@ pub fn free_port() -> Result<u16, BenchError> {
 }
 
 /// `pxcontroller init --data-dir DIR`.
+// the bench runs `pxcontroller init` as a user would
+#[allow(clippy::disallowed_methods)]
 pub async fn init(bin: &Path, data_dir: &Path) -> Result<(), BenchError> {
     let argv = vec![
         "init".to_string(),
@@ -78,6 +80,8 @@ pub async fn init(bin: &Path, data_dir: &Path) -> Result<(), BenchError> {
 impl Controller {
     /// Writes `dir/controller.toml` and starts `pxcontroller run` on fresh loopback ports; returns once its
     /// gRPC port accepts connections (the caller then waits for the API itself).
+    // the bench starts a long-running pxcontroller it measures and stops
+    #[allow(clippy::disallowed_methods)]
     pub async fn start(bin: &Path, dir: &Path, data_dir: &Path) -> Result<Controller, BenchError> {
         let config = dir.join("controller.toml");
         let log = dir.join("controller.log");

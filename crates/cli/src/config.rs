@@ -44,18 +44,23 @@ pub struct FileConfig {
 impl FileConfig {
     /// Parses config text; `path` names the file in errors and anchors relative paths.
     pub fn parse(path: &Path, text: &str) -> Result<FileConfig> {
-        let mut c: FileConfig = toml::from_str(text).map_err(|e| {
-            let (line, column) = e
-                .span()
-                .map(|s| line_column(text, s.start))
-                .unwrap_or((1, 1));
-            CliError::ConfigParse {
-                path: path.to_path_buf(),
-                line,
-                column,
-                message: e.message().trim().to_string(),
-            }
-        })?;
+        let mut c: FileConfig =
+            pxfleet_common::toml_file::parse(path, text).map_err(|e| match e {
+                pxfleet_common::TomlFileError::Parse {
+                    path,
+                    line,
+                    column,
+                    message,
+                } => CliError::ConfigParse {
+                    path,
+                    line,
+                    column,
+                    message,
+                },
+                pxfleet_common::TomlFileError::Read { path, source } => {
+                    CliError::ConfigRead { path, source }
+                }
+            })?;
         let dir = path.parent().unwrap_or(Path::new(""));
         for p in [&mut c.ca, &mut c.cert, &mut c.key].into_iter().flatten() {
             if p.is_relative() {
@@ -169,13 +174,6 @@ pub fn default_config_path(home: &Path) -> PathBuf {
 }
 
 /// 1-based line and column of a byte offset.
-fn line_column(text: &str, offset: usize) -> (usize, usize) {
-    let before = &text[..offset.min(text.len())];
-    let line = before.matches('\n').count() + 1;
-    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-    (line, column)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

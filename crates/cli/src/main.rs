@@ -7,10 +7,7 @@ use clap::Parser;
 use pxfleet_cli::args::{Cli, Command};
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_env("PXFLEET_LOG"))
-        .with_writer(std::io::stderr)
-        .init();
+    pxfleet_common::logging::init(tracing::level_filters::LevelFilter::ERROR);
     let cli = Cli::parse();
     match cli.command {
         Command::Plan(p) if p.offline && p.out.is_none() && !p.destroy => ExitCode::from(

@@ -10,56 +10,26 @@ use pxfleet_cli::args::Cli;
 use pxfleet_cli::config::{self, Overrides};
 use pxfleet_cli::term::{Io, Scripted};
 use pxfleet_cli::{CliError, Client};
+use pxfleet_controller::test_harness::TestController;
 use pxfleet_proto::v1 as pb;
 use pxfleet_proto::v1::agent_service_client::AgentServiceClient;
 use pxfleet_tls::{Bundle, BundlePaths, Ca, Identity, Role};
-use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
 use clap::Parser;
 
-struct Env {
-    dir: tempfile::TempDir,
-    url: String,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
+/// The in-process controller of [`pxfleet_controller::test_harness`] with the pxctl clients these tests use.
+struct Env(TestController);
+
+impl std::ops::Deref for Env {
+    type Target = TestController;
+    fn deref(&self) -> &TestController {
+        &self.0
+    }
 }
 
 async fn start() -> Env {
-    let dir = tempfile::tempdir().unwrap();
-    pxfleet_controller::pki::init(dir.path(), &[], "https://127.0.0.1:0").unwrap();
-    let mut config = pxfleet_controller::Config {
-        data_dir: dir.path().to_path_buf(),
-        ..Default::default()
-    };
-    config.reconciler.interval_ms = 50;
-    config.reconciler.backoff_base_ms = 10;
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let metrics = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!(
-        "https://127.0.0.1:{}",
-        listener.local_addr().unwrap().port()
-    );
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(async move {
-        pxfleet_controller::run(config, listener, metrics, async {
-            let _ = rx.await;
-        })
-        .await
-        .unwrap();
-    });
-    Env {
-        dir,
-        url,
-        stop: Some(tx),
-    }
-}
-
-impl Drop for Env {
-    fn drop(&mut self) {
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
-    }
+    Env(TestController::start_with(pxfleet_controller::test_harness::fast_reconciler).await)
 }
 
 impl Env {

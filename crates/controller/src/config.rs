@@ -17,19 +17,9 @@ pub const DEFAULT_CONFIG_PATH: &str = "/etc/pxcontroller/controller.toml";
 /// Errors reading or validating the configuration; each names the file and, where known, the line and column.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read config {path}: {source}")]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{path}:{line}:{column}: {message}")]
-    Parse {
-        path: PathBuf,
-        line: usize,
-        column: usize,
-        message: String,
-    },
+    /// The file cannot be read, or is not valid TOML for [`Config`] (names file:line:column).
+    #[error(transparent)]
+    File(#[from] pxfleet_common::TomlFileError),
     #[error("{path}: field `{field}`: {message}")]
     Invalid {
         path: PathBuf,
@@ -182,10 +172,7 @@ impl ReconcilerConfig {
 impl Config {
     /// Reads, parses and validates a config file.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text = pxfleet_common::toml_file::read(path)?;
         let mut config = Config::parse(path, &text)?;
         let dir = path
             .parent()
@@ -201,18 +188,7 @@ impl Config {
 
     /// Parses and validates config text; `path` is used in error messages only.
     pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
-        let config: Config = toml::from_str(text).map_err(|e| {
-            let (line, column) = e
-                .span()
-                .map(|span| line_column(text, span.start))
-                .unwrap_or((1, 1));
-            ConfigError::Parse {
-                path: path.to_path_buf(),
-                line,
-                column,
-                message: e.message().to_string(),
-            }
-        })?;
+        let config: Config = pxfleet_common::toml_file::parse(path, text)?;
         config.validate(path)?;
         Ok(config)
     }
@@ -321,18 +297,6 @@ impl Config {
 }
 
 /// 1-based line and column of a byte offset.
-fn line_column(text: &str, offset: usize) -> (usize, usize) {
-    let before = &text[..offset.min(text.len())];
-    let line = before.matches('\n').count() + 1;
-    let column = before
-        .rsplit('\n')
-        .next()
-        .map(|l| l.chars().count())
-        .unwrap_or(0)
-        + 1;
-    (line, column)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -539,6 +539,8 @@ fn patch_agent_config(n: &NodeDirs, url: &str) -> Result<(), DevError> {
     std::fs::write(&path, out).map_err(io(&path))
 }
 
+// dev mode starts long-running pxagent children it supervises
+#[allow(clippy::disallowed_methods)]
 fn spawn_agent(opts: &DevOptions, n: &NodeDirs) -> Result<Agent, DevError> {
     let log = std::fs::OpenOptions::new()
         .create(true)
@@ -624,6 +626,8 @@ async fn command(
 }
 
 /// Runs a one-shot child from an argv (no shell) with a timeout; stderr is kept for the error.
+// dev mode runs the one-shot pvesim/pxagent setup commands of its simulated nodes
+#[allow(clippy::disallowed_methods)]
 async fn command_env(
     program: &Path,
     args: &[String],

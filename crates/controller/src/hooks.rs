@@ -550,7 +550,11 @@ pub fn check_secrets(file: &str, fleet: &pxfleet_spec::Fleet) -> Vec<pxfleet_spe
 async fn attempt_once(h: &Hook, cx: &HookContext, event: HookEvent) -> Result<String, String> {
     match &h.action {
         HookAction::Http(http) => http_once(http, cx).await,
-        HookAction::Command { argv } => command_once(argv, cx, event).await,
+        // the runner's own limit comes after the caller's timeout, which words the error
+        HookAction::Command { argv } => {
+            let limit = Duration::from_secs(h.timeout_secs) + Duration::from_secs(5);
+            command_once(argv, cx, event, limit).await
+        }
     }
 }
 
@@ -735,36 +739,49 @@ fn client_tls(path: &str) -> Result<Arc<rustls::ClientConfig>, String> {
     Ok(Arc::new(config))
 }
 
+/// Runs the command hook's argv through crates/pve's process runner (argv, no shell; stdin /dev/null; killed with
+/// its process group when `timeout` passes or the attempt is dropped; stderr kept for the error, secrets
+/// scrubbed).
 async fn command_once(
     argv: &[String],
     cx: &HookContext,
     event: HookEvent,
+    timeout: Duration,
 ) -> Result<String, String> {
+    use pxfleet_pve::{Command, ProcessRunner, RunError, Runner};
     let secrets = Recording::new();
     let args: Vec<String> = argv
         .iter()
         .map(|a| expand(a, cx, &secrets, Escape::None))
         .collect::<Result<_, _>>()
         .map_err(|e| e.to_string())?;
-    let mut cmd = tokio::process::Command::new(&args[0]);
-    cmd.args(&args[1..])
-        .envs(cx.env(event))
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true);
-    let out = cmd
-        .output()
-        .await
-        .map_err(|e| format!("cannot run {}: {e}", args[0]))?;
-    if out.status.success() {
+    let mut cmd = Command::new(args[0].clone())
+        .args(args[1..].iter().cloned())
+        .timeout(timeout);
+    for (k, v) in cx.env(event) {
+        cmd = cmd.env(k, v);
+    }
+    for secret in secrets.seen.borrow().iter() {
+        cmd = cmd.redact(secret.clone());
+    }
+    let out = match ProcessRunner::new().run(cmd).await {
+        Ok(out) => out,
+        Err(RunError::Spawn { source, .. }) => {
+            return Err(format!("cannot run {}: {source}", args[0]))
+        }
+        Err(e) => return Err(secrets.scrub(&e.to_string())),
+    };
+    if out.success() {
         Ok("exit status 0".into())
     } else {
-        let stderr = secrets.scrub(&String::from_utf8_lossy(&out.stderr));
+        let stderr = secrets.scrub(&out.stderr_str());
+        let status = match out.status {
+            Some(code) => format!("exit status: {code}"),
+            None => "killed by a signal".to_string(),
+        };
         Err(format!(
-            "{} {}{}",
+            "{} {status}{}",
             args[0],
-            out.status,
             if stderr.is_empty() {
                 String::new()
             } else {

@@ -44,6 +44,8 @@ mod store_cache;
 pub mod store_status;
 pub mod submit;
 pub mod templates;
+#[cfg(feature = "test-harness")]
+pub mod test_harness;
 pub mod watch;
 
 pub use config::Config;

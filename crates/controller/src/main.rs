@@ -132,17 +132,11 @@ fn main() -> std::process::ExitCode {
 }
 
 async fn run() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("PXFLEET_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    pxfleet_common::logging::init(tracing::level_filters::LevelFilter::INFO);
     let out = &mut std::io::stdout();
     match Cli::parse().cmd {
         Cmd::Init { data_dir, san, url } => admin::init(&data_dir, &san, url, out)?,
-        Cmd::Run { config } => admin::run(&config, shutdown_signal()).await?,
+        Cmd::Run { config } => admin::run(&config, stop_signal()).await?,
         Cmd::ReissueServerCert { config, san } => admin::reissue_server_cert(&config, &san, out)?,
         Cmd::RotateCa { step, config } => {
             let step = match step {
@@ -151,7 +145,7 @@ async fn run() -> anyhow::Result<()> {
             };
             admin::rotate_ca(&config, step, out)?
         }
-        Cmd::Dev(args) => pxfleet_controller::dev::run(args.resolve()?, shutdown_signal()).await?,
+        Cmd::Dev(args) => pxfleet_controller::dev::run(args.resolve()?, stop_signal()).await?,
         Cmd::SealKey { file, config } => admin::seal_key(file, &config, out)?,
         Cmd::Backup {
             config,
@@ -169,12 +163,11 @@ async fn run() -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn shutdown_signal() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .expect("SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
+/// SIGINT or SIGTERM (what systemd and dev mode send): the daemon stops cleanly on either.
+fn stop_signal() -> impl std::future::Future<Output = ()> {
+    // the handlers are installed now, at startup, not when the future is first polled
+    let stop = pxfleet_common::shutdown_signal("pxcontroller");
+    async move {
+        stop.await;
     }
-    tracing::info!("shutting down");
 }

@@ -4,80 +4,37 @@
 use std::time::Duration;
 
 use pxfleet_controller::limits::LimitsConfig;
-use pxfleet_controller::{pki, Config};
+use pxfleet_controller::test_harness::TestController;
 use pxfleet_proto::v1 as pb;
 use pxfleet_proto::v1::agent_service_client::AgentServiceClient;
 use pxfleet_proto::v1::fleet_service_client::FleetServiceClient;
 use pxfleet_tls::Bundle;
-use tokio::net::TcpListener;
 use tonic::transport::Channel;
 use tonic::Code;
 
-struct Env {
-    _dir: tempfile::TempDir,
-    url: String,
-    admin: Bundle,
-    ca_pem: String,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    server: tokio::task::JoinHandle<()>,
+/// The in-process controller of [`pxfleet_controller::test_harness`] with the helpers these tests use.
+struct Env(TestController);
+
+impl std::ops::Deref for Env {
+    type Target = TestController;
+    fn deref(&self) -> &TestController {
+        &self.0
+    }
 }
 
 async fn start(limits: LimitsConfig) -> Env {
-    let dir = tempfile::tempdir().unwrap();
-    pki::init(dir.path(), &[], "https://127.0.0.1:0").unwrap();
-    let admin = Bundle::read(&pxfleet_tls::BundlePaths::in_dir(
-        &dir.path().join("admin"),
-        "admin",
-    ))
-    .unwrap();
-    let config = Config {
-        data_dir: dir.path().to_path_buf(),
-        seal_key: Some(dir.path().join("seal.key")),
-        limits,
-        ..Config::default()
-    };
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let metrics = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!(
-        "https://127.0.0.1:{}",
-        listener.local_addr().unwrap().port()
-    );
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(async move {
-        pxfleet_controller::run(config, listener, metrics, async {
-            let _ = rx.await;
-        })
-        .await
-        .unwrap();
-    });
-    Env {
-        ca_pem: admin.ca_pem.clone(),
-        _dir: dir,
-        url,
-        admin,
-        stop: Some(tx),
-        server,
-    }
+    Env(TestController::start_with(|c| c.limits = limits).await)
 }
 
 impl Env {
-    async fn channel(&self, bundle: &Bundle) -> Channel {
-        pxfleet_tls::connect(&self.url, pxfleet_tls::client_config(bundle).unwrap())
-            .await
-            .unwrap()
-    }
     async fn admin(&self) -> FleetServiceClient<Channel> {
-        FleetServiceClient::new(self.channel(&self.admin).await).max_encoding_message_size(64 << 20)
+        self.0
+            .admin_client()
+            .await
+            .max_encoding_message_size(64 << 20)
     }
     async fn enroller(&self) -> AgentServiceClient<Channel> {
-        AgentServiceClient::new(
-            pxfleet_tls::connect(
-                &self.url,
-                pxfleet_tls::anonymous_client_config(&self.ca_pem).unwrap(),
-            )
-            .await
-            .unwrap(),
-        )
+        AgentServiceClient::new(self.anonymous().await)
     }
     async fn token(&self, node: &str) -> String {
         self.admin()
@@ -91,12 +48,8 @@ impl Env {
             .into_inner()
             .token
     }
-    async fn stop(mut self) {
-        let _ = self.stop.take().unwrap().send(());
-        tokio::time::timeout(Duration::from_secs(30), self.server)
-            .await
-            .unwrap()
-            .unwrap();
+    async fn stop(self) {
+        self.0.stop(Duration::from_secs(30)).await;
     }
 }
 

@@ -1,6 +1,9 @@
 //! Backups in S3-compatible storage, against a real S3 server started here: moto's (`python3 -m moto.server`, from
 //! `moto[server]`) on 127.0.0.1. Without moto installed the test is skipped with a message saying so.
 
+// Test code: it starts the programs under test and the tools around them.
+#![allow(clippy::disallowed_methods)]
+
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use pxfleet_controller::{pki, Config};
+use pxfleet_controller::test_harness::{self, TestController};
+use pxfleet_controller::Config;
 use pxfleet_proto::v1 as pb;
 use pxfleet_proto::v1::agent_service_client::AgentServiceClient;
 use pxfleet_proto::v1::fleet_service_client::FleetServiceClient;
@@ -14,78 +15,32 @@ use tokio::sync::mpsc;
 use tonic::transport::Channel;
 use tonic::Code;
 
-struct Env {
-    _dir: tempfile::TempDir,
-    url: String,
-    metrics: std::net::SocketAddr,
-    admin: Bundle,
-    ca_pem: String,
-    fingerprint: String,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    server: tokio::task::JoinHandle<()>,
+/// The in-process controller of [`pxfleet_controller::test_harness`] with the helpers these tests use.
+struct Env(TestController);
+
+impl std::ops::Deref for Env {
+    type Target = TestController;
+    fn deref(&self) -> &TestController {
+        &self.0
+    }
 }
 
 async fn start() -> Env {
-    let dir = tempfile::tempdir().unwrap();
-    let report = pki::init(dir.path(), &[], "https://127.0.0.1:0").unwrap();
-    start_in(dir, report.ca_fingerprint).await
+    let (dir, fingerprint) = test_harness::init_data_dir();
+    start_in(dir, fingerprint).await
 }
 
 /// Starts (or restarts) a controller on an initialised data directory.
 async fn start_in(dir: tempfile::TempDir, fingerprint: String) -> Env {
-    let admin_paths = pxfleet_tls::BundlePaths::in_dir(&dir.path().join("admin"), "admin");
-    let admin = Bundle::read(&admin_paths).unwrap();
-    let mut config = Config {
-        data_dir: dir.path().to_path_buf(),
-        seal_key: Some(dir.path().join("seal.key")),
-        ..Config::default()
-    };
-    config.reconciler.interval_ms = 50;
-    config.reconciler.backoff_base_ms = 10;
+    let mut config = test_harness::base_config(dir.path());
+    test_harness::fast_reconciler(&mut config);
     config.reconciler.heartbeat_timeout_secs = 1;
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let metrics_listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!(
-        "https://127.0.0.1:{}",
-        listener.local_addr().unwrap().port()
-    );
-    let metrics = metrics_listener.local_addr().unwrap();
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(async move {
-        pxfleet_controller::run(config, listener, metrics_listener, async {
-            let _ = rx.await;
-        })
-        .await
-        .unwrap();
-    });
-    Env {
-        ca_pem: admin.ca_pem.clone(),
-        fingerprint,
-        _dir: dir,
-        url,
-        metrics,
-        admin,
-        stop: Some(tx),
-        server,
-    }
+    Env(TestController::start_in(dir, fingerprint, config).await)
 }
 
 impl Env {
-    async fn channel(&self, bundle: &Bundle) -> Channel {
-        pxfleet_tls::connect(&self.url, pxfleet_tls::client_config(bundle).unwrap())
-            .await
-            .unwrap()
-    }
     async fn admin(&self) -> FleetServiceClient<Channel> {
-        FleetServiceClient::new(self.channel(&self.admin).await)
-    }
-    async fn anonymous(&self) -> Channel {
-        pxfleet_tls::connect(
-            &self.url,
-            pxfleet_tls::anonymous_client_config(&self.ca_pem).unwrap(),
-        )
-        .await
-        .unwrap()
+        self.0.admin_client().await
     }
     /// Enrols `node` with a fresh token; returns the node bundle.
     async fn enroll(&self, node: &str) -> Bundle {
@@ -99,7 +54,7 @@ impl Env {
             .await
             .unwrap()
             .into_inner();
-        assert_eq!(token.ca_fingerprint, self.fingerprint);
+        assert_eq!(token.ca_fingerprint, self.ca_fingerprint);
         let kc = pxfleet_tls::generate_key_and_csr(node).unwrap();
         let mut agent = AgentServiceClient::new(self.anonymous().await);
         let resp = agent
@@ -128,13 +83,8 @@ impl Env {
         }
     }
     /// Stops the server; returns the data directory (and CA fingerprint) for a restart.
-    async fn stop(mut self) -> (tempfile::TempDir, String) {
-        let _ = self.stop.take().unwrap().send(());
-        tokio::time::timeout(Duration::from_secs(10), self.server)
-            .await
-            .unwrap()
-            .unwrap();
-        (self._dir, self.fingerprint)
+    async fn stop(self) -> (tempfile::TempDir, String) {
+        self.0.stop(Duration::from_secs(10)).await
     }
 }
 
@@ -549,7 +499,7 @@ async fn roles_and_certificates_are_enforced() {
             Duration::from_secs(3600),
         )
         .unwrap()
-        .into_bundle(&env.ca_pem);
+        .into_bundle(env.ca_pem());
     let refused =
         match pxfleet_tls::connect(&env.url, pxfleet_tls::client_config(&rogue).unwrap()).await {
             Err(_) => true,
@@ -662,7 +612,7 @@ async fn a_second_controller_on_a_held_data_dir_is_refused_and_a_stopped_one_let
     let mut admin = env.admin().await;
     admin.get_nodes(pb::GetNodesRequest {}).await.unwrap();
     let config = Config {
-        data_dir: env._dir.path().to_path_buf(),
+        data_dir: env.dir.path().to_path_buf(),
         ..Config::default()
     };
     let second = pxfleet_controller::run(

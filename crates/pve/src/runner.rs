@@ -271,6 +271,8 @@ impl ProcessRunner {
         }
     }
 
+    // the process runner: the one place PVE tools are spawned
+    #[allow(clippy::disallowed_methods)]
     async fn run_inner(&self, cmd: Command) -> Result<Output, RunError> {
         let shown = cmd.to_string();
         let mut c = tokio::process::Command::new(self.program_path(&cmd.program));

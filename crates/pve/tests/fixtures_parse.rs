@@ -1,6 +1,9 @@
 //! Every captured example in tests/fixtures (copied from ../shared/pve/examples) goes through a parser,
 //! and the values a user would check come out right.
 
+// Test code: it starts the programs under test and the tools around them.
+#![allow(clippy::disallowed_methods)]
+
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 

@@ -1,5 +1,8 @@
 //! ProcessRunner against real programs: argv without a shell, stdin, exit status, stderr, env, bin dir, timeout.
 
+// Test code: it starts the programs under test and the tools around them.
+#![allow(clippy::disallowed_methods)]
+
 use std::time::{Duration, Instant};
 
 use pxfleet_pve::{Command, ProcessRunner, RunError, Runner};

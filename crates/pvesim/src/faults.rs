@@ -90,6 +90,8 @@ pub fn fired(node: &Node, key: &str) -> u32 {
 
 /// Hangs for `seconds` the way PVE's CLI waits for its forked worker: in a child process (`sleep`), so that a
 /// caller's timeout that kills only this process leaves the child behind; in-process when `sleep` cannot run.
+// a fault plan's hang: pvesim stands in for PVE and spawns its own `sleep`
+#[allow(clippy::disallowed_methods)]
 pub fn hang(seconds: u64) {
     let spawned = std::process::Command::new("sleep")
         .arg(seconds.to_string())

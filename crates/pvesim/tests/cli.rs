@@ -1,5 +1,8 @@
 //! End-to-end tests of the built `pvesim` binary against temporary state directories.
 
+// Test code: it starts the programs under test and the tools around them.
+#![allow(clippy::disallowed_methods)]
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

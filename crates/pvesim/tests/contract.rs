@@ -6,6 +6,9 @@
 //! The last test replays the "What I will run" sequence of issue 3 at the CLI level and compares the layouts
 //! with the captured PVE examples (the copy in `crates/pve/tests/fixtures`).
 
+// Test code: it starts the programs under test and the tools around them.
+#![allow(clippy::disallowed_methods)]
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -2,6 +2,9 @@
 //! PVE's texts and exit codes (shared/pve/CONTRACT.md §1, §2.7, §3.11), fires `count` times, then the node
 //! behaves again.
 
+// Test code: it starts the programs under test and the tools around them.
+#![allow(clippy::disallowed_methods)]
+
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;

@@ -1,114 +1,19 @@
 //! Every handshake refusal says which side refused and why: the client's verifier error for the controller's
 //! certificate, the TLS alert the controller sends for the client's (real handshakes on 127.0.0.1).
 
-use std::net::SocketAddr;
-use std::pin::Pin;
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use pxfleet_proto::v1::agent_service_client::AgentServiceClient;
-use pxfleet_proto::v1::agent_service_server::{AgentService, AgentServiceServer};
-use pxfleet_proto::v1::{AgentMessage, ControllerMessage, EnrollRequest, EnrollResponse};
+use pxfleet_proto::v1::EnrollRequest;
 use pxfleet_tls::{
-    anonymous_client_config, client_config, connect, peer_cert_info, peer_identity,
-    require_identity, serve_tls, server_config, Audience, Bundle, Ca, Identity, RefusalCause,
-    RefusedBy, RevocationCheck, RevocationList, Role, TlsError,
+    anonymous_client_config, client_config, connect, Audience, Bundle, Ca, Identity, RefusalCause,
+    RefusedBy, RevocationList, Role, TlsError,
 };
-use tokio::net::TcpListener;
-use tokio_stream::Stream;
-use tonic::{Request, Response, Status, Streaming};
 
-/// Enroll answers `cert_pem` = the caller's identity URI (or "anonymous") and `serial` = its certificate serial.
-struct Whoami;
-
-#[tonic::async_trait]
-impl AgentService for Whoami {
-    async fn enroll(
-        &self,
-        request: Request<EnrollRequest>,
-    ) -> Result<Response<EnrollResponse>, Status> {
-        let who = peer_identity(&request)
-            .map(|i| i.uri())
-            .unwrap_or_else(|| "anonymous".into());
-        let serial = peer_cert_info(&request)
-            .map(|c| c.serial.to_string())
-            .unwrap_or_default();
-        Ok(Response::new(EnrollResponse {
-            cert_pem: who,
-            serial,
-            ..Default::default()
-        }))
-    }
-
-    async fn renew(
-        &self,
-        _request: tonic::Request<pxfleet_proto::v1::RenewRequest>,
-    ) -> Result<tonic::Response<pxfleet_proto::v1::EnrollResponse>, tonic::Status> {
-        Err(tonic::Status::unimplemented(
-            "renew is not part of this test",
-        ))
-    }
-
-    type ConnectStream = Pin<Box<dyn Stream<Item = Result<ControllerMessage, Status>> + Send>>;
-
-    async fn connect(
-        &self,
-        request: Request<Streaming<AgentMessage>>,
-    ) -> Result<Response<Self::ConnectStream>, Status> {
-        let who = require_identity(&request)?;
-        Err(Status::unimplemented(format!("no stream here, {who}")))
-    }
-}
-
-struct Server {
-    addr: SocketAddr,
-    ca: Ca,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: Option<tokio::task::JoinHandle<Result<(), pxfleet_tls::TlsError>>>,
-}
-
-impl Server {
-    async fn start(revocation: Arc<dyn RevocationCheck>) -> Server {
-        Server::start_named(revocation, &["127.0.0.1", "localhost"]).await
-    }
-
-    async fn start_named(revocation: Arc<dyn RevocationCheck>, sans: &[&str]) -> Server {
-        let ca = Ca::generate("pxfleet test CA").unwrap();
-        let sans: Vec<String> = sans.iter().map(|s| s.to_string()).collect();
-        let bundle = ca.issue_server(&sans).unwrap().into_bundle(ca.cert_pem());
-        let config = server_config(&bundle, revocation).unwrap();
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let router =
-            tonic::transport::Server::builder().add_service(AgentServiceServer::new(Whoami));
-        let task = tokio::spawn(serve_tls(router, listener, config, async {
-            let _ = stopped.await;
-        }));
-        Server {
-            addr,
-            ca,
-            stop: Some(stop),
-            task: Some(task),
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("https://127.0.0.1:{}", self.addr.port())
-    }
-
-    fn client_bundle(&self, identity: &Identity) -> Bundle {
-        self.ca
-            .issue_client(identity, Duration::from_secs(3600))
-            .unwrap()
-            .into_bundle(self.ca.cert_pem())
-    }
-
-    async fn stop(mut self) {
-        let _ = self.stop.take().unwrap().send(());
-        self.task.take().unwrap().await.unwrap().unwrap();
-    }
-}
+use common::Server;
 
 fn refusal(r: Result<tonic::transport::Channel, TlsError>) -> pxfleet_tls::Refusal {
     match r {

@@ -213,7 +213,10 @@ pub fn run(argv: &[String], netns: Option<&str>, timeout: Duration) -> Result<Ou
 }
 
 /// [`run`] with `input` written to the child's stdin (through a pipe, by a thread; never logged).
-#[allow(unsafe_code)] // pre_exec: the closure only calls `enter`
+#[allow(unsafe_code)]
+// pre_exec: the closure only calls `enter`
+// pvesim's lxc backend runs the LXC tools itself (it stands in for PVE's own tools)
+#[allow(clippy::disallowed_methods)]
 pub fn run_input(
     argv: &[String],
     netns: Option<&str>,
