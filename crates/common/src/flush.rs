@@ -148,12 +148,30 @@ mod tests {
         }
         drop(flusher);
         drop(db);
-        let db = sled::open(dir.path().join("db")).unwrap();
+        let db = reopen(&dir.path().join("db"));
         assert_eq!(
             db.len(),
             20 * 64,
             "every flushed write is there after reopening"
         );
+    }
+
+    /// Opens the database again once sled let go of its lock: after the last handle is dropped, sled's own I/O
+    /// threads may still hold it for a moment (seen under load: `could not acquire lock ... WouldBlock`).
+    fn reopen(path: &std::path::Path) -> sled::Db {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            match sled::open(path) {
+                Ok(db) => return db,
+                Err(e)
+                    if std::time::Instant::now() < deadline
+                        && e.to_string().contains("WouldBlock") =>
+                {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(e) => panic!("reopening {}: {e}", path.display()),
+            }
+        }
     }
 
     #[tokio::test]
