@@ -401,11 +401,20 @@ async fn node_certificates_renew_themselves_before_expiry() {
         },
     )
     .await;
-    assert!(
-        tail_has(&c.node("mk33").log, "node certificate renewed"),
-        "{}",
-        c.logs()
-    );
+    // The agent logs the renewal once the new files are written: the file may be seen first.
+    let log = c.node("mk33").log.clone();
+    wait_until(
+        "the agent logged the renewal",
+        Duration::from_secs(10),
+        || async {
+            if tail_has(&log, "node certificate renewed") {
+                Ok(())
+            } else {
+                Err(c.logs())
+            }
+        },
+    )
+    .await;
 
     // Past the first certificate's expiry, a restarted agent connects with the renewed one.
     let left = first_expiry - time::OffsetDateTime::now_utc() + time::Duration::milliseconds(1500);
