@@ -11,7 +11,7 @@ use pxfleet_pve::{ConfigChange, CreateSpec, Node, ProcessRunner, PveError, Timeo
 
 use crate::config::AgentConfig;
 use crate::node::{
-    BridgeInfo, CtConfig, CtSummary, Interface, NodeApi, NodeFacts, Secret, StorageInfo,
+    BridgeInfo, ContainerConfig, CtSummary, Interface, NodeApi, NodeFacts, Secret, StorageInfo,
     TemplateFile,
 };
 
@@ -70,9 +70,9 @@ impl NodeApi for PveNode {
             .collect())
     }
 
-    async fn config(&self, vmid: u32) -> Result<Option<CtConfig>, PveError> {
+    async fn config(&self, vmid: u32) -> Result<Option<ContainerConfig>, PveError> {
         match self.node.config(vmid).await {
-            Ok(c) => Ok(Some(c.raw.into_iter().collect::<BTreeMap<_, _>>())),
+            Ok(c) => Ok(Some(c)),
             Err(PveError::NotFound { .. }) => Ok(None),
             Err(e) => Err(e),
         }

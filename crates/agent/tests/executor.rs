@@ -113,7 +113,7 @@ async fn create_marks_starts_and_reports_addresses_once() {
     assert!(ct.tags.contains(&"pxfleet".to_string()) && ct.tags.contains(&"web".to_string()));
     assert_eq!(ct.addresses, vec!["10.77.0.50/24".to_string()]);
     assert_eq!(
-        ct.config["description"],
+        ct.config.description.as_deref().unwrap(),
         "managed-by: pxfleet fleet=dev name=dev-web\nWeb server\n"
     );
     assert_eq!(
@@ -469,10 +469,7 @@ async fn observation_passes_read_only_what_moved() {
         .insert(105, "stopped", &[("hostname", "ct105"), ("memory", "1024")]);
     let d = r.exec.observe_pass().await.unwrap();
     assert_eq!(d.changed.len(), 1);
-    assert_eq!(
-        d.changed[0].config.get("memory").map(String::as_str),
-        Some("1024")
-    );
+    assert_eq!(d.changed[0].config.memory, Some(1024));
     assert!(config_reads(&r.node) <= 4);
 
     // a key the listing does not show: seen within ten passes

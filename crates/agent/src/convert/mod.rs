@@ -12,9 +12,8 @@ use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use pxfleet_proto::v1;
-use pxfleet_pve::parse::{disk_size, parse_bool};
 
-use crate::node::{CtConfig, ManagedMark, NodeFacts, Secret};
+use crate::node::{ContainerConfig, ManagedMark, NodeFacts, Secret};
 use crate::observe::ObservedContainer;
 use crate::ops::{CreateOp, Digest, OpKind, OpUpdate, Operation, TemplateSource, TemplateSpec};
 

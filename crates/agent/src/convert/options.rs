@@ -73,12 +73,7 @@ pub fn net_string(i: &v1::NetworkInterface) -> String {
     out
 }
 
-/// A PVE boolean that is set: `1/yes/on/true` as PVE reads it (pve's parser, the only one).
-pub(super) fn is_true(v: &str) -> bool {
-    parse_bool(v.trim()) == Some(true)
-}
-
-pub(super) fn prop_map(s: &str) -> BTreeMap<String, String> {
+fn prop_map(s: &str) -> BTreeMap<String, String> {
     s.split(',')
         .filter_map(|p| p.split_once('='))
         .map(|(k, v)| (k.to_string(), v.to_string()))

@@ -143,7 +143,7 @@ fn bad_operations_name_the_field() {
 #[test]
 fn config_reads_back_into_the_same_spec() {
     let s = spec();
-    let mut cfg: CtConfig = spec_options(&s).into_iter().collect();
+    let mut cfg: crate::node::CtConfig = spec_options(&s).into_iter().collect();
     cfg.insert(
         "rootfs".into(),
         "local-zfs:subvol-2100-disk-0,size=16G".into(),
@@ -153,7 +153,7 @@ fn config_reads_back_into_the_same_spec() {
         "managed-by: pxfleet fleet=dev name=dev-web\n".into(),
     );
     cfg.insert("tags".into(), "pxfleet;web".into());
-    let back = config_to_spec(2100, &cfg);
+    let back = config_to_spec(2100, &crate::node::typed_config(&cfg).unwrap());
     assert_eq!(back.fleet, "dev");
     assert_eq!(back.name, "dev-web");
     assert_eq!(back.disk_size_gib, 16);
@@ -179,7 +179,7 @@ fn nets_compare_without_generated_mac() {
 
 #[test]
 fn pve_booleans_read_back_like_pve_reads_them() {
-    let mut cfg = CtConfig::new();
+    let mut cfg = crate::node::CtConfig::new();
     cfg.insert("onboot".into(), "yes".into());
     cfg.insert("protection".into(), "on".into());
     cfg.insert("unprivileged".into(), "true".into());
@@ -192,7 +192,7 @@ fn pve_booleans_read_back_like_pve_reads_them() {
         "mp0".into(),
         "local-lvm:vm-1-disk-1,mp=/data,backup=on,ro=yes,mountoptions=noatime;nodev,size=4G".into(),
     );
-    let s = config_to_spec(100, &cfg);
+    let s = config_to_spec(100, &crate::node::typed_config(&cfg).unwrap());
     assert!(s.onboot && s.protection && s.unprivileged);
     let f = s.features.unwrap();
     assert!(f.nesting && !f.keyctl);

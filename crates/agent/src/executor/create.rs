@@ -16,14 +16,15 @@ impl<D: NodeApi> Executor<D> {
                 );
                 self.cleanup(vmid).await?;
             } else {
-                match cfg.get("description").and_then(|s| ManagedMark::from_description(s)) {
+                match cfg.description.as_deref().and_then(ManagedMark::from_description) {
                     Some(m) if m == c.mark => {
                         // Created by an earlier attempt of this (or an equivalent) operation.
                         if c.start && self.status(vmid).await? != "running" {
                             d.start(vmid).await?;
                         }
                         if c.start {
-                            self.wait_for_addresses(op_id, vmid, &cfg).await;
+                            self.wait_for_addresses(op_id, vmid, !cfg.nets.is_empty())
+                                .await;
                         }
                         return ok("already created", self.observed(vmid).await);
                     }
@@ -75,13 +76,13 @@ impl<D: NodeApi> Executor<D> {
             }
         };
         // What was asked for is what was created (pct create fails otherwise): no need to read it back here.
-        let cfg: CtConfig = args.options.iter().cloned().collect();
+        let has_net = !spec.nets.is_empty();
         if c.start {
             if !running {
                 self.progress(op_id, format!("starting CT {vmid}"));
                 d.start(vmid).await?;
             }
-            self.wait_for_addresses(op_id, vmid, &cfg).await;
+            self.wait_for_addresses(op_id, vmid, has_net).await;
         }
         ok("created", self.observed(vmid).await)
     }

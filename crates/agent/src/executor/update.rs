@@ -2,6 +2,7 @@
 //! plan of it ([`plan_update`]): what differs from the stored configuration, mount points matched by path.
 
 use super::*;
+use crate::node::CtConfig;
 use crate::pve_options::config_change;
 
 impl<D: NodeApi> Executor<D> {
@@ -23,8 +24,9 @@ impl<D: NodeApi> Executor<D> {
         let d = &*self.inner.node;
         let cfg = self.existing(*vmid).await?;
         let unmarked = cfg
-            .get("description")
-            .and_then(|d| ManagedMark::from_description(d))
+            .description
+            .as_deref()
+            .and_then(ManagedMark::from_description)
             .is_none();
         let mark = match expect {
             // Taken over: the mark is written with the other changes.
@@ -38,7 +40,7 @@ impl<D: NodeApi> Executor<D> {
             _ => check_managed(*vmid, &cfg, expect.as_ref())?,
         };
         let (mut options, mut delete) =
-            plan_update(&mark, &cfg, desired, tags, description.as_deref());
+            plan_update(&mark, &cfg.raw, desired, tags, description.as_deref());
         // `pct config` shows pending values merged in: where the file wants what is in effect now, drop
         // the pending change (a `pct set` made by hand on the running container) instead of piling
         // another one on it.
@@ -74,7 +76,8 @@ impl<D: NodeApi> Executor<D> {
                 self.progress(&op.id, format!("pct reboot: {} pending", keys.join(" ")));
                 d.reboot(*vmid, REBOOT_TIMEOUT_SECS).await?;
                 let cfg = self.existing(*vmid).await?;
-                self.wait_for_addresses(&op.id, *vmid, &cfg).await;
+                self.wait_for_addresses(&op.id, *vmid, !cfg.nets.is_empty())
+                    .await;
                 format!("updated and restarted ({} applied)", keys.join(" "))
             }
             (false, false) => format!(
