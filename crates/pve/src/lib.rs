@@ -12,6 +12,7 @@
 //! See `crates/pve/README.md` for which command backs which operation and why.
 
 pub mod argv;
+pub mod diff;
 pub mod error;
 pub mod mark;
 pub mod node;
