@@ -1,6 +1,6 @@
 //! The one place where the agent's PVE option lists (`key`, `value` as PVE stores them, built by
-//! [`crate::convert::spec_options`] and planned by the executor's update) become pve's typed requests:
-//! [`create_spec`] (a [`CreateSpec`] for `pct create`) and [`config_change`] (a [`ConfigChange`] for `pct set`).
+//! [`crate::convert::spec_options`] and carried by operations) become pve's typed requests: [`create_spec`] (a
+//! [`CreateSpec`] for `pct create`) and [`desired_spec`] (what an update wants, for [`ConfigChange::diff`]).
 //! Values are read with pve's own parsers (booleans, property strings, sizes).
 
 use pxfleet_pve::parse::{parse_bool, Features, MountPoint, NetConfig, Startup};
@@ -103,7 +103,13 @@ pub fn create_spec(args: &CreateArgs) -> Result<CreateSpec, PveError> {
         })?;
     let mut s = CreateSpec::new(args.vmid, &args.ostemplate, rootfs);
     s.ssh_public_keys = args.ssh_public_keys.clone();
-    for (k, v) in &args.options {
+    apply_options(&mut s, &args.options)?;
+    Ok(s)
+}
+
+/// Reads `options` into `s` (`rootfs` is read by the caller).
+fn apply_options(s: &mut CreateSpec, options: &[(String, String)]) -> Result<(), PveError> {
+    for (k, v) in options {
         let (k, v) = (k.as_str(), v.as_str());
         match k {
             "rootfs" => {}
@@ -135,47 +141,37 @@ pub fn create_spec(args: &CreateArgs) -> Result<CreateSpec, PveError> {
             }
         }
     }
-    Ok(s)
+    Ok(())
 }
 
-/// Maps agent options and deletions onto a typed `pct set`.
-pub fn config_change(
+/// What an update wants, typed for [`ConfigChange::diff`]: the desired options (only their in-place part is
+/// compared: `rootfs`, `unprivileged` and their own `tags` / `description` are left out), with the tags and
+/// description (the mark in it) to keep.
+pub fn desired_spec(
+    vmid: u32,
     options: &[(String, String)],
-    delete: &[String],
-) -> Result<ConfigChange, PveError> {
-    let mut c = ConfigChange::default();
-    for (k, v) in options {
-        let (k, v) = (k.as_str(), v.as_str());
-        match k {
-            "hostname" => c.hostname = Some(v.to_string()),
-            "cores" => c.cores = Some(num(k, v)?),
-            "cpulimit" => c.cpulimit = Some(num(k, v)?),
-            "cpuunits" => c.cpuunits = Some(num(k, v)?),
-            "memory" => c.memory = Some(num(k, v)?),
-            "swap" => c.swap = Some(num(k, v)?),
-            "features" => c.features = Some(Features::parse(v).map_err(|e| bad(k, v, e))?),
-            "nameserver" => c.nameservers = Some(words(v)),
-            "searchdomain" => c.searchdomains = Some(words(v)),
-            "startup" => c.startup = Some(Startup::parse(v).map_err(|e| bad(k, v, e))?),
-            "onboot" => c.onboot = Some(flag(k, v)?),
-            "protection" => c.protection = Some(flag(k, v)?),
-            "ostype" => c.ostype = Some(v.to_string()),
-            "tags" => c.tags = Some(words(v)),
-            "description" => c.description = Some(v.to_string()),
-            _ => {
-                if let Some(i) = index(k, "net") {
-                    c.nets
-                        .insert(i, NetConfig::parse(v).map_err(|e| bad(k, v, e))?);
-                } else if let Some(i) = index(k, "mp") {
-                    c.mount_points.insert(i, mount_point(k, v)?);
-                } else {
-                    return Err(bad(k, v, "not an option pxagent changes in place"));
-                }
-            }
-        }
-    }
-    c.delete = delete.iter().cloned().collect();
-    Ok(c)
+    tags: Vec<String>,
+    description: String,
+) -> Result<CreateSpec, PveError> {
+    let rootfs = RootfsSpec {
+        storage: String::new(),
+        size_gib: 0,
+    };
+    let mut s = CreateSpec::new(vmid, "", rootfs);
+    let options: Vec<(String, String)> = options
+        .iter()
+        .filter(|(k, _)| {
+            !matches!(
+                k.as_str(),
+                "tags" | "description" | "rootfs" | "unprivileged"
+            )
+        })
+        .cloned()
+        .collect();
+    apply_options(&mut s, &options)?;
+    s.tags = tags;
+    s.description = Some(description);
+    Ok(s)
 }
 
 /// The options a [`CreateSpec`] sends to `pct create` (`key`, `value`, as pve's argv builder renders and checks
@@ -277,21 +273,6 @@ mod tests {
         })
         .unwrap_err();
         assert!(e.to_string().contains("bogus"), "{e}");
-    }
-
-    #[test]
-    fn deletions_and_changes_map_onto_pct_set() {
-        let c = config_change(
-            &[
-                ("cores".into(), "4".into()),
-                ("description".into(), "x\n".into()),
-            ],
-            &["startup".into()],
-        )
-        .unwrap();
-        assert_eq!(c.cores, Some(4));
-        assert_eq!(c.description.as_deref(), Some("x\n"));
-        assert!(c.delete.contains("startup"));
     }
 
     #[test]

@@ -18,7 +18,7 @@ use crate::observe::ObservedContainer;
 use crate::ops::{CreateOp, Digest, OpKind, OpUpdate, Operation, TemplateSource, TemplateSpec};
 
 pub use operation::{operation_from_proto, parse_template_volid};
-pub use options::{keep_hwaddr, net_string, same_net, spec_options};
+pub use options::{net_string, spec_options};
 pub use readback::config_to_spec;
 pub use report::{inventory, observed_to_proto, storages, templates, update_to_proto};
 

@@ -1,5 +1,4 @@
-//! A `ContainerSpec` as the PVE options `pct create` / `pct set` take (`net0=name=eth0,bridge=...`), and the
-//! comparisons of `netN` values an update needs.
+//! A `ContainerSpec` as the PVE options `pct create` / `pct set` take (`net0=name=eth0,bridge=...`).
 
 use super::*;
 
@@ -71,59 +70,6 @@ pub fn net_string(i: &v1::NetworkInterface) -> String {
     }
     out.push_str(",type=veth");
     out
-}
-
-fn prop_map(s: &str) -> BTreeMap<String, String> {
-    s.split(',')
-        .filter_map(|p| p.split_once('='))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
-
-fn normalise_net(s: &str, ignore_hwaddr: bool) -> BTreeMap<String, String> {
-    let mut m = prop_map(s);
-    if ignore_hwaddr {
-        m.remove("hwaddr");
-    }
-    m.entry("type".into()).or_insert_with(|| "veth".into());
-    for k in ["firewall", "link_down"] {
-        if m.get(k).map(String::as_str) == Some("0") {
-            m.remove(k);
-        }
-    }
-    if let Some(h) = m.get_mut("hwaddr") {
-        *h = h.to_ascii_uppercase();
-    }
-    m
-}
-
-/// Whether a stored `netN` and a desired one mean the same (a desired value without `hwaddr`
-/// accepts whatever MAC PVE generated).
-pub fn same_net(current: &str, desired: &str) -> bool {
-    let ignore = !prop_map(desired).contains_key("hwaddr");
-    normalise_net(current, ignore) == normalise_net(desired, ignore)
-}
-
-/// A desired `netN` without `hwaddr` takes the current one, so `pct set` keeps the MAC.
-pub fn keep_hwaddr(current: &str, desired: &str) -> String {
-    if prop_map(desired).contains_key("hwaddr") {
-        return desired.to_string();
-    }
-    match prop_map(current).get("hwaddr") {
-        Some(mac) => {
-            let mut m = prop_map(desired);
-            m.insert("hwaddr".into(), mac.clone());
-            let name = m.remove("name").unwrap_or_default();
-            let ty = m.remove("type").unwrap_or_else(|| "veth".into());
-            let mut out = format!("name={name}");
-            for (k, v) in m {
-                out.push_str(&format!(",{k}={v}"));
-            }
-            out.push_str(&format!(",type={ty}"));
-            out
-        }
-        None => desired.to_string(),
-    }
 }
 
 /// The PVE options for a spec (create and update), without tags, description, password and keys.

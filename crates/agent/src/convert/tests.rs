@@ -167,17 +167,6 @@ fn config_reads_back_into_the_same_spec() {
 }
 
 #[test]
-fn nets_compare_without_generated_mac() {
-    let cur = "name=eth0,bridge=vmbr0,hwaddr=BC:24:11:00:00:01,ip=dhcp,type=veth";
-    assert!(same_net(cur, "name=eth0,bridge=vmbr0,ip=dhcp,type=veth"));
-    assert!(!same_net(cur, "name=eth0,bridge=vmbr1,ip=dhcp,type=veth"));
-    assert_eq!(
-        keep_hwaddr(cur, "name=eth0,bridge=vmbr1,ip=dhcp,type=veth"),
-        "name=eth0,bridge=vmbr1,hwaddr=BC:24:11:00:00:01,ip=dhcp,type=veth"
-    );
-}
-
-#[test]
 fn pve_booleans_read_back_like_pve_reads_them() {
     let mut cfg = crate::node::CtConfig::new();
     cfg.insert("onboot".into(), "yes".into());

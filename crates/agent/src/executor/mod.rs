@@ -547,10 +547,15 @@ fn check_managed(
     Ok(mark)
 }
 
-fn tags_with_mark(tags: &[String]) -> String {
+/// The tags with pxfleet's own: lower-case, sorted, de-duplicated (as PVE stores them).
+fn tag_list(tags: &[String]) -> Vec<String> {
     let mut all: Vec<String> = tags.iter().map(|t| t.to_ascii_lowercase()).collect();
     all.push(MANAGED_TAG.into());
     all.sort();
     all.dedup();
-    all.join(";")
+    all
+}
+
+fn tags_with_mark(tags: &[String]) -> String {
+    tag_list(tags).join(";")
 }
