@@ -1,6 +1,8 @@
-//! The one place where the agent's PVE option lists (`key`, `value` as PVE stores them, built by
-//! [`crate::convert::spec_options`] and carried by operations) become pve's typed requests: [`create_spec`] (a
-//! [`CreateSpec`] for `pct create`) and [`desired_spec`] (what an update wants, for [`ConfigChange::diff`]).
+//! The one place where PVE option lists (`key`, `value` as PVE stores them, as
+//! [`crate::convert::spec_options`] renders a spec) become pve's typed requests and back: [`options_spec`] (the
+//! typed options operations carry), [`options_text`] and [`as_options`] (how the journal keeps them, the text of
+//! earlier agents), [`create_spec`] (a whole [`CreateSpec`], for in-memory nodes and tests) and the options an
+//! in-memory node stores for a typed create or change ([`create_options`], [`set_options`]).
 //! Values are read with pve's own parsers (booleans, property strings, sizes).
 
 use pxfleet_pve::parse::{parse_bool, Features, MountPoint, NetConfig, Startup};
@@ -144,34 +146,123 @@ fn apply_options(s: &mut CreateSpec, options: &[(String, String)]) -> Result<(),
     Ok(())
 }
 
-/// What an update wants, typed for [`ConfigChange::diff`]: the desired options (only their in-place part is
-/// compared: `rootfs`, `unprivileged` and their own `tags` / `description` are left out), with the tags and
-/// description (the mark in it) to keep.
-pub fn desired_spec(
-    vmid: u32,
-    options: &[(String, String)],
-    tags: Vec<String>,
-    description: String,
-) -> Result<CreateSpec, PveError> {
-    let rootfs = RootfsSpec {
-        storage: String::new(),
-        size_gib: 0,
-    };
-    let mut s = CreateSpec::new(vmid, "", rootfs);
-    let options: Vec<(String, String)> = options
+/// Options as an operation carries them (what [`crate::convert::spec_options`] renders), typed: a
+/// [`CreateSpec`] whose `vmid` and `template` are left empty (they are the operation's) and whose `rootfs` has an
+/// empty storage when the options have none (a create then fails as it did with the text).
+pub fn options_spec(options: &[(String, String)]) -> Result<CreateSpec, PveError> {
+    let rootfs = options
         .iter()
-        .filter(|(k, _)| {
-            !matches!(
-                k.as_str(),
-                "tags" | "description" | "rootfs" | "unprivileged"
-            )
-        })
-        .cloned()
-        .collect();
-    apply_options(&mut s, &options)?;
-    s.tags = tags;
-    s.description = Some(description);
+        .find(|(k, _)| k == "rootfs")
+        .map(|(k, v)| storage_size(k, v, v.split(',').next().unwrap_or("")))
+        .transpose()?
+        .map(|(storage, size_gib)| RootfsSpec { storage, size_gib })
+        .unwrap_or(RootfsSpec {
+            storage: String::new(),
+            size_gib: 0,
+        });
+    let mut s = CreateSpec::new(0, "", rootfs);
+    apply_options(&mut s, options)?;
     Ok(s)
+}
+
+fn b01(b: bool) -> String {
+    if b { "1" } else { "0" }.to_string()
+}
+
+/// The text of [`options_spec`]'s input back from a [`CreateSpec`] (as [`crate::convert::spec_options`] renders
+/// it; `vmid`, `template` and SSH keys left out): what the journal keeps, readable by earlier agents.
+pub fn options_text(s: &CreateSpec) -> Vec<(String, String)> {
+    let mut o: Vec<(String, String)> = Vec::new();
+    let mut push = |k: &str, v: String| o.push((k.to_string(), v));
+    if let Some(h) = &s.hostname {
+        push("hostname", h.clone());
+    }
+    if let Some(c) = s.cores {
+        push("cores", c.to_string());
+    }
+    if let Some(l) = s.cpulimit {
+        push("cpulimit", l.to_string());
+    }
+    if let Some(u) = s.cpuunits {
+        push("cpuunits", u.to_string());
+    }
+    if let Some(m) = s.memory {
+        push("memory", m.to_string());
+    }
+    if let Some(m) = s.swap {
+        push("swap", m.to_string());
+    }
+    if !s.rootfs.storage.is_empty() {
+        push(
+            "rootfs",
+            format!("{}:{}", s.rootfs.storage, s.rootfs.size_gib),
+        );
+    }
+    push("unprivileged", b01(s.unprivileged));
+    if !s.features.is_empty() {
+        push("features", s.features.to_property_string());
+    }
+    for (i, n) in &s.nets {
+        push(&format!("net{i}"), n.to_property_string());
+    }
+    if !s.nameservers.is_empty() {
+        push("nameserver", s.nameservers.join(" "));
+    }
+    if !s.searchdomains.is_empty() {
+        push("searchdomain", s.searchdomains.join(" "));
+    }
+    if let Some(st) = &s.startup {
+        push("startup", st.to_property_string());
+    }
+    if let Some(b) = s.onboot {
+        push("onboot", b01(b));
+    }
+    if let Some(t) = &s.ostype {
+        push("ostype", t.clone());
+    }
+    if let Some(b) = s.protection {
+        push("protection", b01(b));
+    }
+    for (i, m) in &s.mount_points {
+        let mut v = match &m.volume {
+            MountVolume::Storage { storage, size_gib } => format!("{storage}:{size_gib}"),
+            MountVolume::Bind { host_path } => host_path.clone(),
+        };
+        v.push_str(&format!(",mp={}", m.path));
+        if let Some(b) = m.backup {
+            v.push_str(&format!(",backup={}", b01(b)));
+        }
+        if !m.mount_options.is_empty() {
+            v.push_str(&format!(",mountoptions={}", m.mount_options.join(";")));
+        }
+        if let Some(b) = m.read_only {
+            v.push_str(&format!(",ro={}", b01(b)));
+        }
+        push(&format!("mp{i}"), v);
+    }
+    if !s.tags.is_empty() {
+        push("tags", s.tags.join(";"));
+    }
+    if let Some(d) = &s.description {
+        push("description", d.clone());
+    }
+    o
+}
+
+/// Serde for an operation's typed options: written as the `[key, value]` list of earlier agents, read from it.
+pub mod as_options {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use super::*;
+
+    pub fn serialize<S: Serializer>(spec: &CreateSpec, s: S) -> Result<S::Ok, S::Error> {
+        options_text(spec).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<CreateSpec, D::Error> {
+        let options = Vec::<(String, String)>::deserialize(d)?;
+        options_spec(&options).map_err(serde::de::Error::custom)
+    }
 }
 
 /// The options a [`CreateSpec`] sends to `pct create` (`key`, `value`, as pve's argv builder renders and checks

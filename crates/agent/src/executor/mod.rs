@@ -555,7 +555,3 @@ fn tag_list(tags: &[String]) -> Vec<String> {
     all.dedup();
     all
 }
-
-fn tags_with_mark(tags: &[String]) -> String {
-    tag_list(tags).join(";")
-}

@@ -3,7 +3,6 @@
 
 use super::*;
 use crate::node::ConfigChange;
-use crate::pve_options::desired_spec;
 
 impl<D: NodeApi> Executor<D> {
     /// `update`: an in-place `pct set` of what differs (the mark kept), pending changes reverted where the file
@@ -39,12 +38,9 @@ impl<D: NodeApi> Executor<D> {
             }
             _ => check_managed(*vmid, &cfg, expect.as_ref())?,
         };
-        let want = desired_spec(
-            *vmid,
-            desired,
-            tag_list(tags),
-            mark.description(description.as_deref()),
-        )?;
+        let mut want = desired.clone();
+        want.tags = tag_list(tags);
+        want.description = Some(mark.description(description.as_deref()));
         // `pct config` shows pending values merged in: where the file wants what is in effect now, the diff
         // drops the pending change (a `pct set` made by hand on the running container) instead of piling
         // another one on it.
@@ -121,13 +117,9 @@ mod tests {
                 "name=eth0,bridge=vmbr0,ip=dhcp,type=veth".to_string(),
             ),
         ];
-        let want = desired_spec(
-            100,
-            &desired,
-            tag_list(&["web".into()]),
-            mark.description(Some("hello")),
-        )
-        .unwrap();
+        let mut want = crate::pve_options::options_spec(&desired).unwrap();
+        want.tags = tag_list(&["web".into()]);
+        want.description = Some(mark.description(Some("hello")));
         let c = ConfigChange::diff(&cfg, &want, &[]);
         assert_eq!(c.keys(), vec!["cores", "description", "startup"]);
         assert_eq!(c.cores, Some(4));
