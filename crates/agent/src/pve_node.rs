@@ -1,6 +1,7 @@
 //! [`PveNode`]: the agent's [`NodeApi`] over crates/pve's node driver ([`pxfleet_pve::Node`]). Creates arrive as
-//! pve's typed [`CreateSpec`]; a `pct set`'s options become a [`ConfigChange`] through [`crate::pve_options`];
-//! pve's typed answers are turned into the agent's plain data. This is the only module that drives crates/pve.
+//! pve's typed [`CreateSpec`], changes as its [`ConfigChange`], configurations go back as its
+//! [`ContainerConfig`]; pve's other typed answers are turned into the agent's plain data. This is the only module
+//! that drives crates/pve.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -1,5 +1,5 @@
-//! The one place where PVE option lists (`key`, `value` as PVE stores them, as
-//! [`crate::convert::spec_options`] renders a spec) become pve's typed requests and back: [`options_spec`] (the
+//! The one place where PVE option lists (`key`, `value` as PVE stores them) become pve's typed requests and
+//! back: [`options_spec`] (the
 //! typed options operations carry), [`options_text`] and [`as_options`] (how the journal keeps them, the text of
 //! earlier agents), [`create_spec`] (a whole [`CreateSpec`], for in-memory nodes and tests) and the options an
 //! in-memory node stores for a typed create or change ([`create_options`], [`set_options`]).
@@ -146,7 +146,7 @@ fn apply_options(s: &mut CreateSpec, options: &[(String, String)]) -> Result<(),
     Ok(())
 }
 
-/// Options as an operation carries them (what [`crate::convert::spec_options`] renders), typed: a
+/// Options as earlier agents journaled them, typed: a
 /// [`CreateSpec`] whose `vmid` and `template` are left empty (they are the operation's) and whose `rootfs` has an
 /// empty storage when the options have none (a create then fails as it did with the text).
 pub fn options_spec(options: &[(String, String)]) -> Result<CreateSpec, PveError> {
@@ -169,8 +169,8 @@ fn b01(b: bool) -> String {
     if b { "1" } else { "0" }.to_string()
 }
 
-/// The text of [`options_spec`]'s input back from a [`CreateSpec`] (as [`crate::convert::spec_options`] renders
-/// it; `vmid`, `template` and SSH keys left out): what the journal keeps, readable by earlier agents.
+/// A [`CreateSpec`] as PVE options (`vmid`, `template` and SSH keys left out), as earlier agents rendered a spec:
+/// what the journal keeps, readable by earlier agents ([`options_spec`] reads it back).
 pub fn options_text(s: &CreateSpec) -> Vec<(String, String)> {
     let mut o: Vec<(String, String)> = Vec::new();
     let mut push = |k: &str, v: String| o.push((k.to_string(), v));

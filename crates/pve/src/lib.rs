@@ -5,6 +5,7 @@
 //!   answers from a script in tests.
 //! - [`parse`]: pure parsers for pct/pvesh/pvesm/pveam output and printers for PVE property strings.
 //! - [`spec`] and [`argv`]: typed create/set requests and the pure argv builders for them.
+//! - [`diff`]: [`ConfigChange::diff`], the in-place change from a stored configuration to a desired one.
 //! - [`node`]: [`Node`], async typed operations with failure detection and lock-contention retries.
 //! - [`error`]: [`PveError`], classification of PVE's error texts.
 //! - [`mark`]: [`ManagedMark`], how pxfleet labels the containers it manages.

@@ -1,7 +1,7 @@
-//! Conversions at the edge, proto <-> the agent's own types: protobuf (`pxfleet.v1`) operations into the
-//! agent's [`Operation`]s ([`operation`]), a `ContainerSpec` into PVE options ([`options`]), and back: a
-//! container's PVE config into an observed `ContainerSpec` ([`readback`]), results and inventory into protobuf
-//! messages ([`report`]).
+//! Conversions at the edge, proto <-> the agent's own and pve's types: protobuf (`pxfleet.v1`) operations into the
+//! agent's [`Operation`]s ([`operation`]), a `ContainerSpec` into pve's typed `CreateSpec` ([`options`]), and
+//! back: a container's typed PVE config into an observed `ContainerSpec` ([`readback`]), results and inventory
+//! into protobuf messages ([`report`]).
 
 mod operation;
 mod options;
@@ -18,7 +18,7 @@ use crate::observe::ObservedContainer;
 use crate::ops::{CreateOp, Digest, OpKind, OpUpdate, Operation, TemplateSource, TemplateSpec};
 
 pub use operation::{operation_from_proto, parse_template_volid};
-pub use options::{net_string, spec_options};
+pub use options::{create_spec, net_config};
 pub use readback::config_to_spec;
 pub use report::{inventory, observed_to_proto, storages, templates, update_to_proto};
 

@@ -2,7 +2,7 @@
 
 use super::*;
 
-use super::options::mark_of;
+use super::options::{create_spec, mark_of};
 use crate::node::CreateSpec;
 
 /// `STORAGE:vztmpl/FILE` into its parts.
@@ -15,12 +15,12 @@ pub fn parse_template_volid(volid: &str) -> Option<(String, String)> {
     Some((storage.to_string(), file.to_string()))
 }
 
-/// A spec's PVE options, typed with pve's parsers (a value PVE would refuse is refused here).
+/// A spec's PVE settings, typed.
 fn typed_options(op_id: &str, spec: &v1::ContainerSpec) -> Result<CreateSpec, ConvertError> {
-    crate::pve_options::options_spec(&spec_options(spec)).map_err(|e| ConvertError {
+    create_spec(spec).map_err(|message| ConvertError {
         op_id: op_id.to_string(),
         field: "spec",
-        message: e.to_string(),
+        message,
     })
 }
 
