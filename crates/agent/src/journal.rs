@@ -240,7 +240,8 @@ mod tests {
                     file_name: "t.tar.zst".into(),
                     source: TemplateSource::Existing,
                 },
-                options: vec![("memory".into(), "512".into())],
+                options: crate::pve_options::options_spec(&[("memory".into(), "512".into())])
+                    .unwrap(),
                 tags: vec![],
                 description: None,
                 ssh_public_keys: vec![],
@@ -305,6 +306,36 @@ mod tests {
             }
         }
         assert_eq!(j.entries().unwrap().len(), 1000);
+    }
+
+    /// An entry journaled by an earlier agent (options as text) still loads after an upgrade, and entries are
+    /// still written in that format.
+    #[test]
+    fn an_entry_of_an_earlier_agent_loads() {
+        let line = r#"{"op":{"id":"op-7","kind":{"Create":{"vmid":100,"mark":{"fleet":"dev","name":"web"},"template":{"storage":"local","file_name":"t.tar.zst","source":"Existing"},"options":[["hostname","web"],["memory","512"],["swap","0"],["rootfs","local-zfs:4"],["unprivileged","1"],["features","nesting=1"],["net0","name=eth0,bridge=vmbr0,ip=dhcp,type=veth"],["onboot","1"],["mp0","local-zfs:2,mp=/data,backup=1,mountoptions=noatime,ro=1"]],"tags":["web"],"description":null,"ssh_public_keys":[],"start":true}}},"state":"Running","updated":1700000000}"#;
+        let entry: JournalEntry = serde_json::from_str(line).unwrap();
+        let OpKind::Create(c) = &entry.op.kind else {
+            panic!("{entry:?}")
+        };
+        assert_eq!(c.options.memory, Some(512));
+        assert_eq!(c.options.rootfs.storage, "local-zfs");
+        assert!(c.options.features.nesting);
+        assert_eq!(c.options.nets[&0].bridge.as_deref(), Some("vmbr0"));
+        assert_eq!(c.options.mount_points[&0].mount_options, vec!["noatime"]);
+        // written back as the same text
+        let again = serde_json::to_value(&entry).unwrap();
+        let old: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(
+            again["op"]["kind"]["Create"]["options"],
+            old["op"]["kind"]["Create"]["options"]
+        );
+        let update = r#"{"id":"op-8","kind":{"Update":{"vmid":100,"expect":null,"desired":[["cores","2"],["nameserver","10.0.0.1 10.0.0.2"]],"tags":[],"description":null}}}"#;
+        let op: Operation = serde_json::from_str(update).unwrap();
+        let OpKind::Update { desired, .. } = &op.kind else {
+            panic!("{op:?}")
+        };
+        assert_eq!(desired.cores, Some(2));
+        assert_eq!(desired.nameservers, vec!["10.0.0.1", "10.0.0.2"]);
     }
 
     #[tokio::test]

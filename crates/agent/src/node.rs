@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 pub use pxfleet_pve::mark::{ManagedMark, MANAGED_LINE_PREFIX, MANAGED_TAG};
-pub use pxfleet_pve::{ConfigChange, CreateSpec, PveError};
+pub use pxfleet_pve::{ConfigChange, ContainerConfig, CreateSpec, PveError};
 
 /// One row of the node's container list.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -28,8 +28,20 @@ pub struct CtSummary {
     pub listing: String,
 }
 
-/// A container's configuration as key -> stored value (numbers rendered as decimal strings).
+/// A container's configuration as key -> stored value (numbers rendered as decimal strings): how an in-memory
+/// node keeps it; [`NodeApi::config`] hands it out typed ([`typed_config`]).
 pub type CtConfig = BTreeMap<String, String>;
+
+/// Types a stored key -> value configuration with pve's parser (what `pct config` would give).
+pub fn typed_config(raw: &CtConfig) -> Result<ContainerConfig, PveError> {
+    ContainerConfig::from_pairs(raw.iter().map(|(k, v)| (k.clone(), v.clone()))).map_err(|e| {
+        PveError::Parse {
+            argv: "config".into(),
+            what: e.what,
+            detail: e.detail,
+        }
+    })
+}
 
 /// One network interface as seen inside a running container.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -100,8 +112,12 @@ impl std::fmt::Debug for Secret {
 pub trait NodeApi: Send + Sync + 'static {
     /// All containers on this node.
     fn list(&self) -> impl Future<Output = Result<Vec<CtSummary>, PveError>> + Send;
-    /// A container's config, `None` when it does not exist on this node.
-    fn config(&self, vmid: u32) -> impl Future<Output = Result<Option<CtConfig>, PveError>> + Send;
+    /// A container's config, typed by pve's parser (every key also kept as text), `None` when it does not
+    /// exist on this node.
+    fn config(
+        &self,
+        vmid: u32,
+    ) -> impl Future<Output = Result<Option<ContainerConfig>, PveError>> + Send;
     /// Creates the container; `Ok(true)` when it was left running. `start_after`: the caller starts the
     /// container right after, so an implementation that has to start it anyway (to set the password inside)
     /// may leave it running instead of stopping it, and says so.

@@ -6,10 +6,11 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::node::{CtConfig, Interface, ManagedMark, NodeApi, PveError};
+use crate::node::{ContainerConfig, CtConfig, Interface, ManagedMark, NodeApi, PveError};
 
-/// One container as observed on the node.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// One container as observed on the node. Journaled with the operation's result: its configuration is written
+/// as the stored `key -> value` text (the format of earlier agents) and typed again when read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ObservedContainer {
     pub vmid: u32,
     pub name: String,
@@ -19,14 +20,35 @@ pub struct ObservedContainer {
     /// The pxfleet mark; `None` for containers the agent did not create (reported, never touched).
     pub managed: Option<ManagedMark>,
     pub tags: Vec<String>,
-    /// Stored config values (description included, digest left out).
-    pub config: CtConfig,
+    /// Its configuration, typed (description included, digest left out; every key also as text in `raw`).
+    #[serde(with = "as_text")]
+    pub config: ContainerConfig,
     /// Addresses seen inside the running container (`addr/prefix`), loopback and link-local left out.
     pub addresses: Vec<String>,
     /// The node's listing of it when its configuration was read ([`listing_key`]): a pass reads the
     /// configuration again only when the listing moved (or its turn came).
     #[serde(default)]
     pub listed_as: String,
+}
+
+/// A [`ContainerConfig`] (de)serialised as its stored text (`raw`).
+mod as_text {
+    use super::*;
+
+    pub fn serialize<S: serde::Serializer>(c: &ContainerConfig, s: S) -> Result<S::Ok, S::Error> {
+        c.raw.serialize(s)
+    }
+
+    /// A configuration pve's parser refuses still loads, as text only.
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(
+        d: D,
+    ) -> Result<ContainerConfig, D::Error> {
+        let raw = CtConfig::deserialize(d)?;
+        Ok(crate::node::typed_config(&raw).unwrap_or(ContainerConfig {
+            raw,
+            ..ContainerConfig::default()
+        }))
+    }
 }
 
 /// What the node's one-call listing says of a container; a change means its configuration changed.
@@ -38,7 +60,7 @@ pub fn listing_key(s: &crate::node::CtSummary) -> String {
 }
 
 /// A change between two snapshots.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Delta {
     /// New or changed containers.
     pub changed: Vec<ObservedContainer>,
@@ -271,19 +293,18 @@ pub async fn observe_changed<D: NodeApi>(
 
 fn build(
     summary: crate::node::CtSummary,
-    mut config: CtConfig,
+    mut config: ContainerConfig,
     addresses: Vec<String>,
 ) -> ObservedContainer {
-    config.remove("digest");
+    config.raw.remove("digest");
+    config.digest = None;
     let managed = config
-        .get("description")
-        .and_then(|d| ManagedMark::from_description(d));
-    let tags = config
-        .get("tags")
-        .map(|t| split_tags(t))
-        .unwrap_or_default();
+        .description
+        .as_deref()
+        .and_then(ManagedMark::from_description);
+    let tags = config.tags.clone();
     let listed_as = listing_key(&summary);
-    let lock = summary.lock.or_else(|| config.get("lock").cloned());
+    let lock = summary.lock.or_else(|| config.lock.clone());
     ObservedContainer {
         listed_as,
         vmid: summary.vmid,
@@ -315,7 +336,7 @@ mod tests {
             lock: None,
             managed: None,
             tags: vec![],
-            config: CtConfig::new(),
+            config: ContainerConfig::default(),
             addresses: vec![],
             listed_as: String::new(),
         }
@@ -345,6 +366,26 @@ mod tests {
         let d = s.update_pass(vec![ct(100, "stopped")], began);
         assert_eq!(d.changed, vec![ct(100, "stopped")]);
         assert_eq!(d.removed, vec![103]);
+    }
+
+    /// The journal keeps results of earlier agents: the configuration as a `key -> text` map.
+    #[test]
+    fn journaled_configuration_is_text_and_is_typed_when_read() {
+        let line = r#"{"vmid":100,"name":"web","status":"running","lock":null,"managed":null,"tags":["pxfleet"],"config":{"cores":"2","memory":"512","net0":"name=eth0,bridge=vmbr0,hwaddr=BC:24:11:00:00:01,ip=dhcp,type=veth"},"addresses":[]}"#;
+        let c: ObservedContainer = serde_json::from_str(line).unwrap();
+        assert_eq!(c.config.memory, Some(512));
+        assert_eq!(c.config.hwaddr(0), Some("BC:24:11:00:00:01"));
+        assert_eq!(c.config.raw["cores"], "2");
+        let again = serde_json::to_value(&c).unwrap();
+        assert_eq!(again["config"]["memory"], "512");
+        assert_eq!(
+            serde_json::from_value::<ObservedContainer>(again).unwrap(),
+            c
+        );
+        // a value pve's parser refuses still loads, as text
+        let odd = line.replace(r#""512""#, r#""lots""#);
+        let c: ObservedContainer = serde_json::from_str(&odd).unwrap();
+        assert_eq!(c.config.raw["memory"], "lots");
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::node::{ManagedMark, Secret};
+use crate::node::{CreateSpec, ManagedMark, Secret};
 use crate::observe::ObservedContainer;
 
 /// One operation, keyed by the controller's operation id (the idempotency key).
@@ -53,7 +53,10 @@ pub enum OpKind {
     Update {
         vmid: u32,
         expect: Option<ManagedMark>,
-        desired: Vec<(String, String)>,
+        /// Typed (its `vmid` and `template` unused, `tags` and `description` are the fields below); journaled
+        /// as the `[key, value]` option list of earlier agents ([`crate::pve_options::as_options`]).
+        #[serde(with = "crate::pve_options::as_options")]
+        desired: CreateSpec,
         tags: Vec<String>,
         description: Option<String>,
         /// Restart a running container when PVE left changes pending (`pct reboot`); without it they stay
@@ -103,9 +106,12 @@ pub struct CreateOp {
     pub vmid: u32,
     pub mark: ManagedMark,
     pub template: TemplateSpec,
-    /// PVE options (`hostname`, `cores`, `memory`, `swap`, `rootfs`, `net0`, `features`, ...); `tags` and
-    /// `description` are handled separately so the mark is always present.
-    pub options: Vec<(String, String)>,
+    /// What to create, typed (hostname, cores, memory, swap, rootfs, nets, features, ...); its `vmid`,
+    /// `template`, SSH keys, `tags` and `description` are unused: those are the fields of this operation, so the
+    /// mark is always present. Journaled as the `[key, value]` option list of earlier agents
+    /// ([`crate::pve_options::as_options`]).
+    #[serde(with = "crate::pve_options::as_options")]
+    pub options: CreateSpec,
     pub tags: Vec<String>,
     pub description: Option<String>,
     pub ssh_public_keys: Vec<String>,

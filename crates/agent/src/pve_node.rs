@@ -1,6 +1,7 @@
 //! [`PveNode`]: the agent's [`NodeApi`] over crates/pve's node driver ([`pxfleet_pve::Node`]). Creates arrive as
-//! pve's typed [`CreateSpec`]; a `pct set`'s options become a [`ConfigChange`] through [`crate::pve_options`];
-//! pve's typed answers are turned into the agent's plain data. This is the only module that drives crates/pve.
+//! pve's typed [`CreateSpec`], changes as its [`ConfigChange`], configurations go back as its
+//! [`ContainerConfig`]; pve's other typed answers are turned into the agent's plain data. This is the only module
+//! that drives crates/pve.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -11,7 +12,7 @@ use pxfleet_pve::{ConfigChange, CreateSpec, Node, ProcessRunner, PveError, Timeo
 
 use crate::config::AgentConfig;
 use crate::node::{
-    BridgeInfo, CtConfig, CtSummary, Interface, NodeApi, NodeFacts, Secret, StorageInfo,
+    BridgeInfo, ContainerConfig, CtSummary, Interface, NodeApi, NodeFacts, Secret, StorageInfo,
     TemplateFile,
 };
 
@@ -70,9 +71,9 @@ impl NodeApi for PveNode {
             .collect())
     }
 
-    async fn config(&self, vmid: u32) -> Result<Option<CtConfig>, PveError> {
+    async fn config(&self, vmid: u32) -> Result<Option<ContainerConfig>, PveError> {
         match self.node.config(vmid).await {
-            Ok(c) => Ok(Some(c.raw.into_iter().collect::<BTreeMap<_, _>>())),
+            Ok(c) => Ok(Some(c)),
             Err(PveError::NotFound { .. }) => Ok(None),
             Err(e) => Err(e),
         }

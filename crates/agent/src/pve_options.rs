@@ -1,6 +1,8 @@
-//! The one place where the agent's PVE option lists (`key`, `value` as PVE stores them, built by
-//! [`crate::convert::spec_options`] and planned by the executor's update) become pve's typed requests:
-//! [`create_spec`] (a [`CreateSpec`] for `pct create`) and [`config_change`] (a [`ConfigChange`] for `pct set`).
+//! The one place where PVE option lists (`key`, `value` as PVE stores them) become pve's typed requests and
+//! back: [`options_spec`] (the
+//! typed options operations carry), [`options_text`] and [`as_options`] (how the journal keeps them, the text of
+//! earlier agents), [`create_spec`] (a whole [`CreateSpec`], for in-memory nodes and tests) and the options an
+//! in-memory node stores for a typed create or change ([`create_options`], [`set_options`]).
 //! Values are read with pve's own parsers (booleans, property strings, sizes).
 
 use pxfleet_pve::parse::{parse_bool, Features, MountPoint, NetConfig, Startup};
@@ -103,7 +105,13 @@ pub fn create_spec(args: &CreateArgs) -> Result<CreateSpec, PveError> {
         })?;
     let mut s = CreateSpec::new(args.vmid, &args.ostemplate, rootfs);
     s.ssh_public_keys = args.ssh_public_keys.clone();
-    for (k, v) in &args.options {
+    apply_options(&mut s, &args.options)?;
+    Ok(s)
+}
+
+/// Reads `options` into `s` (`rootfs` is read by the caller).
+fn apply_options(s: &mut CreateSpec, options: &[(String, String)]) -> Result<(), PveError> {
+    for (k, v) in options {
         let (k, v) = (k.as_str(), v.as_str());
         match k {
             "rootfs" => {}
@@ -135,47 +143,126 @@ pub fn create_spec(args: &CreateArgs) -> Result<CreateSpec, PveError> {
             }
         }
     }
+    Ok(())
+}
+
+/// Options as earlier agents journaled them, typed: a
+/// [`CreateSpec`] whose `vmid` and `template` are left empty (they are the operation's) and whose `rootfs` has an
+/// empty storage when the options have none (a create then fails as it did with the text).
+pub fn options_spec(options: &[(String, String)]) -> Result<CreateSpec, PveError> {
+    let rootfs = options
+        .iter()
+        .find(|(k, _)| k == "rootfs")
+        .map(|(k, v)| storage_size(k, v, v.split(',').next().unwrap_or("")))
+        .transpose()?
+        .map(|(storage, size_gib)| RootfsSpec { storage, size_gib })
+        .unwrap_or(RootfsSpec {
+            storage: String::new(),
+            size_gib: 0,
+        });
+    let mut s = CreateSpec::new(0, "", rootfs);
+    apply_options(&mut s, options)?;
     Ok(s)
 }
 
-/// Maps agent options and deletions onto a typed `pct set`.
-pub fn config_change(
-    options: &[(String, String)],
-    delete: &[String],
-) -> Result<ConfigChange, PveError> {
-    let mut c = ConfigChange::default();
-    for (k, v) in options {
-        let (k, v) = (k.as_str(), v.as_str());
-        match k {
-            "hostname" => c.hostname = Some(v.to_string()),
-            "cores" => c.cores = Some(num(k, v)?),
-            "cpulimit" => c.cpulimit = Some(num(k, v)?),
-            "cpuunits" => c.cpuunits = Some(num(k, v)?),
-            "memory" => c.memory = Some(num(k, v)?),
-            "swap" => c.swap = Some(num(k, v)?),
-            "features" => c.features = Some(Features::parse(v).map_err(|e| bad(k, v, e))?),
-            "nameserver" => c.nameservers = Some(words(v)),
-            "searchdomain" => c.searchdomains = Some(words(v)),
-            "startup" => c.startup = Some(Startup::parse(v).map_err(|e| bad(k, v, e))?),
-            "onboot" => c.onboot = Some(flag(k, v)?),
-            "protection" => c.protection = Some(flag(k, v)?),
-            "ostype" => c.ostype = Some(v.to_string()),
-            "tags" => c.tags = Some(words(v)),
-            "description" => c.description = Some(v.to_string()),
-            _ => {
-                if let Some(i) = index(k, "net") {
-                    c.nets
-                        .insert(i, NetConfig::parse(v).map_err(|e| bad(k, v, e))?);
-                } else if let Some(i) = index(k, "mp") {
-                    c.mount_points.insert(i, mount_point(k, v)?);
-                } else {
-                    return Err(bad(k, v, "not an option pxagent changes in place"));
-                }
-            }
-        }
+fn b01(b: bool) -> String {
+    if b { "1" } else { "0" }.to_string()
+}
+
+/// A [`CreateSpec`] as PVE options (`vmid`, `template` and SSH keys left out), as earlier agents rendered a spec:
+/// what the journal keeps, readable by earlier agents ([`options_spec`] reads it back).
+pub fn options_text(s: &CreateSpec) -> Vec<(String, String)> {
+    let mut o: Vec<(String, String)> = Vec::new();
+    let mut push = |k: &str, v: String| o.push((k.to_string(), v));
+    if let Some(h) = &s.hostname {
+        push("hostname", h.clone());
     }
-    c.delete = delete.iter().cloned().collect();
-    Ok(c)
+    if let Some(c) = s.cores {
+        push("cores", c.to_string());
+    }
+    if let Some(l) = s.cpulimit {
+        push("cpulimit", l.to_string());
+    }
+    if let Some(u) = s.cpuunits {
+        push("cpuunits", u.to_string());
+    }
+    if let Some(m) = s.memory {
+        push("memory", m.to_string());
+    }
+    if let Some(m) = s.swap {
+        push("swap", m.to_string());
+    }
+    if !s.rootfs.storage.is_empty() {
+        push(
+            "rootfs",
+            format!("{}:{}", s.rootfs.storage, s.rootfs.size_gib),
+        );
+    }
+    push("unprivileged", b01(s.unprivileged));
+    if !s.features.is_empty() {
+        push("features", s.features.to_property_string());
+    }
+    for (i, n) in &s.nets {
+        push(&format!("net{i}"), n.to_property_string());
+    }
+    if !s.nameservers.is_empty() {
+        push("nameserver", s.nameservers.join(" "));
+    }
+    if !s.searchdomains.is_empty() {
+        push("searchdomain", s.searchdomains.join(" "));
+    }
+    if let Some(st) = &s.startup {
+        push("startup", st.to_property_string());
+    }
+    if let Some(b) = s.onboot {
+        push("onboot", b01(b));
+    }
+    if let Some(t) = &s.ostype {
+        push("ostype", t.clone());
+    }
+    if let Some(b) = s.protection {
+        push("protection", b01(b));
+    }
+    for (i, m) in &s.mount_points {
+        let mut v = match &m.volume {
+            MountVolume::Storage { storage, size_gib } => format!("{storage}:{size_gib}"),
+            MountVolume::Bind { host_path } => host_path.clone(),
+        };
+        v.push_str(&format!(",mp={}", m.path));
+        if let Some(b) = m.backup {
+            v.push_str(&format!(",backup={}", b01(b)));
+        }
+        if !m.mount_options.is_empty() {
+            v.push_str(&format!(",mountoptions={}", m.mount_options.join(";")));
+        }
+        if let Some(b) = m.read_only {
+            v.push_str(&format!(",ro={}", b01(b)));
+        }
+        push(&format!("mp{i}"), v);
+    }
+    if !s.tags.is_empty() {
+        push("tags", s.tags.join(";"));
+    }
+    if let Some(d) = &s.description {
+        push("description", d.clone());
+    }
+    o
+}
+
+/// Serde for an operation's typed options: written as the `[key, value]` list of earlier agents, read from it.
+pub mod as_options {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use super::*;
+
+    pub fn serialize<S: Serializer>(spec: &CreateSpec, s: S) -> Result<S::Ok, S::Error> {
+        options_text(spec).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<CreateSpec, D::Error> {
+        let options = Vec::<(String, String)>::deserialize(d)?;
+        options_spec(&options).map_err(serde::de::Error::custom)
+    }
 }
 
 /// The options a [`CreateSpec`] sends to `pct create` (`key`, `value`, as pve's argv builder renders and checks
@@ -277,21 +364,6 @@ mod tests {
         })
         .unwrap_err();
         assert!(e.to_string().contains("bogus"), "{e}");
-    }
-
-    #[test]
-    fn deletions_and_changes_map_onto_pct_set() {
-        let c = config_change(
-            &[
-                ("cores".into(), "4".into()),
-                ("description".into(), "x\n".into()),
-            ],
-            &["startup".into()],
-        )
-        .unwrap();
-        assert_eq!(c.cores, Some(4));
-        assert_eq!(c.description.as_deref(), Some("x\n"));
-        assert!(c.delete.contains("startup"));
     }
 
     #[test]

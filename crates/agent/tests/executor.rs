@@ -11,6 +11,7 @@ use pxfleet_agent::node::{ManagedMark, Secret};
 use pxfleet_agent::ops::{
     CreateOp, Digest, OpKind, OpUpdate, Operation, TemplateSource, TemplateSpec,
 };
+use pxfleet_agent::pve_options::options_spec;
 use pxfleet_agent::{Executor, ExecutorSettings, Journal, Seeder};
 
 use common::FakeNode;
@@ -33,7 +34,7 @@ fn create(id: &str, vmid: u32, name: &str) -> Operation {
                 file_name: "t.tar.zst".into(),
                 source: TemplateSource::Existing,
             },
-            options: vec![
+            options: options_spec(&[
                 ("hostname".into(), name.into()),
                 ("memory".into(), "512".into()),
                 ("rootfs".into(), "local-zfs:4".into()),
@@ -41,7 +42,8 @@ fn create(id: &str, vmid: u32, name: &str) -> Operation {
                     "net0".into(),
                     "name=eth0,bridge=vmbr0,ip=dhcp,type=veth".into(),
                 ),
-            ],
+            ])
+            .unwrap(),
             tags: vec!["web".into()],
             description: Some("Web server".into()),
             ssh_public_keys: vec![],
@@ -113,7 +115,7 @@ async fn create_marks_starts_and_reports_addresses_once() {
     assert!(ct.tags.contains(&"pxfleet".to_string()) && ct.tags.contains(&"web".to_string()));
     assert_eq!(ct.addresses, vec!["10.77.0.50/24".to_string()]);
     assert_eq!(
-        ct.config["description"],
+        ct.config.description.as_deref().unwrap(),
         "managed-by: pxfleet fleet=dev name=dev-web\nWeb server\n"
     );
     assert_eq!(
@@ -264,14 +266,15 @@ async fn update_and_resize_change_only_what_differs() {
         kind: OpKind::Update {
             vmid: 400,
             expect: Some(mark("dev-u")),
-            desired: vec![
+            desired: options_spec(&[
                 ("hostname".into(), "dev-u".into()),
                 ("memory".into(), "1024".into()),
                 (
                     "net0".into(),
                     "name=eth0,bridge=vmbr0,ip=dhcp,type=veth".into(),
                 ),
-            ],
+            ])
+            .unwrap(),
             tags: vec!["web".into()],
             description: Some("Web server".into()),
             restart: false,
@@ -469,10 +472,7 @@ async fn observation_passes_read_only_what_moved() {
         .insert(105, "stopped", &[("hostname", "ct105"), ("memory", "1024")]);
     let d = r.exec.observe_pass().await.unwrap();
     assert_eq!(d.changed.len(), 1);
-    assert_eq!(
-        d.changed[0].config.get("memory").map(String::as_str),
-        Some("1024")
-    );
+    assert_eq!(d.changed[0].config.memory, Some(1024));
     assert!(config_reads(&r.node) <= 4);
 
     // a key the listing does not show: seen within ten passes

@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pxfleet_agent::node::{
-    BridgeInfo, ConfigChange, CreateSpec, CtConfig, CtSummary, Interface, NodeApi, NodeFacts,
-    PveError, Secret, StorageInfo, TemplateFile,
+    typed_config, BridgeInfo, ConfigChange, ContainerConfig, CreateSpec, CtConfig, CtSummary,
+    Interface, NodeApi, NodeFacts, PveError, Secret, StorageInfo, TemplateFile,
 };
 use pxfleet_agent::pve_options::{create_options, set_options};
 
@@ -196,9 +196,9 @@ impl NodeApi for SimNode {
             .collect())
     }
 
-    async fn config(&self, vmid: u32) -> Result<Option<CtConfig>, PveError> {
+    async fn config(&self, vmid: u32) -> Result<Option<ContainerConfig>, PveError> {
         let cts = self.cts.lock().expect("cts lock");
-        Ok(cts.get(&vmid).map(|c| c.config.clone()))
+        cts.get(&vmid).map(|c| typed_config(&c.config)).transpose()
     }
 
     async fn create(
@@ -480,8 +480,8 @@ mod tests {
         let n = node(Duration::ZERO);
         n.create(&args(1000), None, true).await.unwrap();
         let cfg = n.config(1000).await.unwrap().unwrap();
-        assert_eq!(cfg["rootfs"], "local-lvm:vm-1000-disk-0,size=1G");
-        assert!(cfg["net0"].contains("hwaddr=BC:24:11:00:03:E8"), "{cfg:?}");
+        assert_eq!(cfg.raw["rootfs"], "local-lvm:vm-1000-disk-0,size=1G");
+        assert_eq!(cfg.hwaddr(0), Some("BC:24:11:00:03:E8"), "{cfg:?}");
         assert!(n.interfaces(1000).await.unwrap().is_none());
         n.start(1000).await.unwrap();
         assert_eq!(n.counts(), (1, 1));

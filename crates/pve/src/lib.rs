@@ -5,6 +5,7 @@
 //!   answers from a script in tests.
 //! - [`parse`]: pure parsers for pct/pvesh/pvesm/pveam output and printers for PVE property strings.
 //! - [`spec`] and [`argv`]: typed create/set requests and the pure argv builders for them.
+//! - [`diff`]: [`ConfigChange::diff`], the in-place change from a stored configuration to a desired one.
 //! - [`node`]: [`Node`], async typed operations with failure detection and lock-contention retries.
 //! - [`error`]: [`PveError`], classification of PVE's error texts.
 //! - [`mark`]: [`ManagedMark`], how pxfleet labels the containers it manages.
@@ -12,6 +13,7 @@
 //! See `crates/pve/README.md` for which command backs which operation and why.
 
 pub mod argv;
+pub mod diff;
 pub mod error;
 pub mod mark;
 pub mod node;
@@ -24,6 +26,7 @@ pub mod spec;
 pub use error::PveError;
 pub use mark::{ManagedMark, MANAGED_LINE_PREFIX, MANAGED_TAG};
 pub use node::{Node, PendingKey, RetryPolicy, ShutdownOutcome, Timeouts};
+pub use parse::ContainerConfig;
 pub use runner::{Command, Output, ProcessRunner, RunError, Runner};
 pub use scripted::ScriptedRunner;
 pub use secret::Secret;

@@ -1,7 +1,7 @@
-//! Conversions at the edge, proto <-> the agent's own types: protobuf (`pxfleet.v1`) operations into the
-//! agent's [`Operation`]s ([`operation`]), a `ContainerSpec` into PVE options ([`options`]), and back: a
-//! container's PVE config into an observed `ContainerSpec` ([`readback`]), results and inventory into protobuf
-//! messages ([`report`]).
+//! Conversions at the edge, proto <-> the agent's own and pve's types: protobuf (`pxfleet.v1`) operations into the
+//! agent's [`Operation`]s ([`operation`]), a `ContainerSpec` into pve's typed `CreateSpec` ([`options`]), and
+//! back: a container's typed PVE config into an observed `ContainerSpec` ([`readback`]), results and inventory
+//! into protobuf messages ([`report`]).
 
 mod operation;
 mod options;
@@ -12,14 +12,13 @@ use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use pxfleet_proto::v1;
-use pxfleet_pve::parse::{disk_size, parse_bool};
 
-use crate::node::{CtConfig, ManagedMark, NodeFacts, Secret};
+use crate::node::{ContainerConfig, ManagedMark, NodeFacts, Secret};
 use crate::observe::ObservedContainer;
 use crate::ops::{CreateOp, Digest, OpKind, OpUpdate, Operation, TemplateSource, TemplateSpec};
 
 pub use operation::{operation_from_proto, parse_template_volid};
-pub use options::{keep_hwaddr, net_string, same_net, spec_options};
+pub use options::{create_spec, net_config};
 pub use readback::config_to_spec;
 pub use report::{inventory, observed_to_proto, storages, templates, update_to_proto};
 

@@ -2,7 +2,8 @@
 
 use super::*;
 
-use super::options::mark_of;
+use super::options::{create_spec, mark_of};
+use crate::node::CreateSpec;
 
 /// `STORAGE:vztmpl/FILE` into its parts.
 pub fn parse_template_volid(volid: &str) -> Option<(String, String)> {
@@ -12,6 +13,15 @@ pub fn parse_template_volid(volid: &str) -> Option<(String, String)> {
         return None;
     }
     Some((storage.to_string(), file.to_string()))
+}
+
+/// A spec's PVE settings, typed.
+fn typed_options(op_id: &str, spec: &v1::ContainerSpec) -> Result<CreateSpec, ConvertError> {
+    create_spec(spec).map_err(|message| ConvertError {
+        op_id: op_id.to_string(),
+        field: "spec",
+        message,
+    })
 }
 
 /// Converts a controller operation into the agent's own.
@@ -66,7 +76,7 @@ pub fn operation_from_proto(op: v1::Operation) -> Result<Operation, ConvertError
                     file_name,
                     source: TemplateSource::Existing,
                 },
-                options: spec_options(&spec),
+                options: typed_options(&op_id, &spec)?,
                 tags: spec.tags.clone(),
                 description: Some(spec.description.clone()).filter(|d| !d.is_empty()),
                 ssh_public_keys: spec.ssh_public_keys.clone(),
@@ -87,7 +97,7 @@ pub fn operation_from_proto(op: v1::Operation) -> Result<Operation, ConvertError
                     need_vmid()?
                 },
                 expect: mark_of(&spec),
-                desired: spec_options(&spec),
+                desired: typed_options(&op_id, &spec)?,
                 tags: spec.tags.clone(),
                 description: Some(spec.description.clone()).filter(|d| !d.is_empty()),
                 restart: u.restart_allowed,

@@ -1,240 +1,146 @@
-//! A `ContainerSpec` as the PVE options `pct create` / `pct set` take (`net0=name=eth0,bridge=...`), and the
-//! comparisons of `netN` values an update needs.
+//! A `ContainerSpec` as pve's typed [`CreateSpec`] (what `pct create` takes, and what an update is diffed
+//! against).
+
+use pxfleet_pve::parse::{Features, NetConfig, Startup};
+use pxfleet_pve::spec::MountVolume;
+use pxfleet_pve::{CreateSpec, MountPointSpec, RootfsSpec};
 
 use super::*;
 
-fn bool01(b: bool) -> String {
-    if b { "1" } else { "0" }.to_string()
+/// A field of the spec that does not fit PVE's type for it.
+fn too_big(field: &str, value: impl std::fmt::Display) -> String {
+    format!("{field}: {value} is out of range")
 }
 
-/// Renders one interface as PVE stores it: `name=...,<other keys alphabetical>,type=veth`.
-pub fn net_string(i: &v1::NetworkInterface) -> String {
-    let mut kv: BTreeMap<&str, String> = BTreeMap::new();
-    if !i.bridge.is_empty() {
-        kv.insert("bridge", i.bridge.clone());
-    }
-    if i.firewall {
-        kv.insert("firewall", "1".into());
-    }
-    if !i.mac.is_empty() {
-        kv.insert("hwaddr", i.mac.to_ascii_uppercase());
-    }
-    if let Some(ip) = &i.ipv4 {
-        match v1::IpMode::try_from(ip.mode).unwrap_or(v1::IpMode::Unspecified) {
-            v1::IpMode::Dhcp => {
-                kv.insert("ip", "dhcp".into());
-            }
-            v1::IpMode::Static => {
-                kv.insert("ip", ip.address.clone());
-            }
-            v1::IpMode::Manual => {
-                kv.insert("ip", "manual".into());
-            }
-            _ => {}
-        }
-        if !ip.gateway.is_empty() {
-            kv.insert("gw", ip.gateway.clone());
-        }
-    }
-    if let Some(ip) = &i.ipv6 {
-        match v1::IpMode::try_from(ip.mode).unwrap_or(v1::IpMode::Unspecified) {
-            v1::IpMode::Dhcp => {
-                kv.insert("ip6", "dhcp".into());
-            }
-            v1::IpMode::Static => {
-                kv.insert("ip6", ip.address.clone());
-            }
-            v1::IpMode::Manual => {
-                kv.insert("ip6", "manual".into());
-            }
-            v1::IpMode::Auto => {
-                kv.insert("ip6", "auto".into());
-            }
-            _ => {}
-        }
-        if !ip.gateway.is_empty() {
-            kv.insert("gw6", ip.gateway.clone());
-        }
-    }
-    if let Some(m) = i.mtu {
-        kv.insert("mtu", m.to_string());
-    }
-    if let Some(r) = i.rate_mbps {
-        kv.insert("rate", r.to_string());
-    }
-    if let Some(t) = i.vlan_id {
-        kv.insert("tag", t.to_string());
-    }
-    let mut out = format!("name={}", i.name);
-    for (k, v) in kv {
-        out.push_str(&format!(",{k}={v}"));
-    }
-    out.push_str(",type=veth");
-    out
+fn ip(c: Option<&v1::IpConfig>, v6: bool) -> (Option<String>, Option<String>) {
+    let Some(c) = c else {
+        return (None, None);
+    };
+    let mode = match v1::IpMode::try_from(c.mode).unwrap_or(v1::IpMode::Unspecified) {
+        v1::IpMode::Dhcp => Some("dhcp".to_string()),
+        v1::IpMode::Static => Some(c.address.clone()),
+        v1::IpMode::Manual => Some("manual".to_string()),
+        v1::IpMode::Auto if v6 => Some("auto".to_string()),
+        _ => None,
+    };
+    (mode, Some(c.gateway.clone()).filter(|g| !g.is_empty()))
 }
 
-/// A PVE boolean that is set: `1/yes/on/true` as PVE reads it (pve's parser, the only one).
-pub(super) fn is_true(v: &str) -> bool {
-    parse_bool(v.trim()) == Some(true)
+/// One interface as pve's typed `netN` (`type=veth`; no MAC: PVE generates one).
+pub fn net_config(i: &v1::NetworkInterface) -> Result<NetConfig, String> {
+    let (ip4, gw) = ip(i.ipv4.as_ref(), false);
+    let (ip6, gw6) = ip(i.ipv6.as_ref(), true);
+    Ok(NetConfig {
+        name: i.name.clone(),
+        bridge: Some(i.bridge.clone()).filter(|b| !b.is_empty()),
+        hwaddr: Some(i.mac.to_ascii_uppercase()).filter(|m| !m.is_empty()),
+        ip: ip4,
+        gw,
+        ip6,
+        gw6,
+        firewall: i.firewall.then_some(true),
+        tag: i
+            .vlan_id
+            .map(|t| u16::try_from(t).map_err(|_| too_big("vlan_id", t)))
+            .transpose()?,
+        mtu: i.mtu,
+        rate: i.rate_mbps,
+        kind: Some("veth".into()),
+        ..NetConfig::default()
+    })
 }
 
-pub(super) fn prop_map(s: &str) -> BTreeMap<String, String> {
-    s.split(',')
-        .filter_map(|p| p.split_once('='))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
+fn u32_of(field: &str, v: u64) -> Result<u32, String> {
+    u32::try_from(v).map_err(|_| too_big(field, v))
+}
+
+/// Splits a list PVE keeps as one string (`a b`, also `,` or `;`).
+fn words<'a>(items: impl IntoIterator<Item = &'a String>) -> Vec<String> {
+    items
+        .into_iter()
+        .flat_map(|s| s.split([' ', ',', ';']))
+        .filter(|s| !s.is_empty())
+        .map(String::from)
         .collect()
 }
 
-fn normalise_net(s: &str, ignore_hwaddr: bool) -> BTreeMap<String, String> {
-    let mut m = prop_map(s);
-    if ignore_hwaddr {
-        m.remove("hwaddr");
-    }
-    m.entry("type".into()).or_insert_with(|| "veth".into());
-    for k in ["firewall", "link_down"] {
-        if m.get(k).map(String::as_str) == Some("0") {
-            m.remove(k);
+/// A spec's PVE settings as pve's typed [`CreateSpec`] (create and update): `vmid` and `template` left empty
+/// (the operation's), tags, description, password and keys left out (the operation's own fields); `rootfs`
+/// with an empty storage when the spec has no datastore or size.
+pub fn create_spec(spec: &v1::ContainerSpec) -> Result<CreateSpec, String> {
+    let rootfs = if !spec.datastore_id.is_empty() && spec.disk_size_gib > 0 {
+        RootfsSpec {
+            storage: spec.datastore_id.clone(),
+            size_gib: u32_of("disk_size_gib", spec.disk_size_gib)?,
         }
-    }
-    if let Some(h) = m.get_mut("hwaddr") {
-        *h = h.to_ascii_uppercase();
-    }
-    m
-}
-
-/// Whether a stored `netN` and a desired one mean the same (a desired value without `hwaddr`
-/// accepts whatever MAC PVE generated).
-pub fn same_net(current: &str, desired: &str) -> bool {
-    let ignore = !prop_map(desired).contains_key("hwaddr");
-    normalise_net(current, ignore) == normalise_net(desired, ignore)
-}
-
-/// A desired `netN` without `hwaddr` takes the current one, so `pct set` keeps the MAC.
-pub fn keep_hwaddr(current: &str, desired: &str) -> String {
-    if prop_map(desired).contains_key("hwaddr") {
-        return desired.to_string();
-    }
-    match prop_map(current).get("hwaddr") {
-        Some(mac) => {
-            let mut m = prop_map(desired);
-            m.insert("hwaddr".into(), mac.clone());
-            let name = m.remove("name").unwrap_or_default();
-            let ty = m.remove("type").unwrap_or_else(|| "veth".into());
-            let mut out = format!("name={name}");
-            for (k, v) in m {
-                out.push_str(&format!(",{k}={v}"));
-            }
-            out.push_str(&format!(",type={ty}"));
-            out
+    } else {
+        RootfsSpec {
+            storage: String::new(),
+            size_gib: 0,
         }
-        None => desired.to_string(),
-    }
-}
-
-/// The PVE options for a spec (create and update), without tags, description, password and keys.
-pub fn spec_options(spec: &v1::ContainerSpec) -> Vec<(String, String)> {
-    let mut o: Vec<(String, String)> = Vec::new();
-    let mut push = |k: &str, v: String| o.push((k.to_string(), v));
-    if !spec.hostname.is_empty() {
-        push("hostname", spec.hostname.clone());
-    }
-    if let Some(c) = spec.cores {
-        push("cores", c.to_string());
-    }
-    if let Some(l) = spec.cpu_limit {
-        if l > 0.0 {
-            push("cpulimit", l.to_string());
-        }
-    }
-    if let Some(u) = spec.cpu_units {
-        push("cpuunits", u.to_string());
-    }
+    };
+    let mut s = CreateSpec::new(0, "", rootfs);
+    s.hostname = Some(spec.hostname.clone()).filter(|h| !h.is_empty());
+    s.cores = spec.cores;
+    s.cpulimit = spec.cpu_limit.filter(|l| *l > 0.0);
+    s.cpuunits = spec.cpu_units;
     if spec.memory_mib > 0 {
-        push("memory", spec.memory_mib.to_string());
+        s.memory = Some(u32_of("memory_mib", spec.memory_mib)?);
     }
-    push("swap", spec.swap_mib.to_string());
-    if !spec.datastore_id.is_empty() && spec.disk_size_gib > 0 {
-        push(
-            "rootfs",
-            format!("{}:{}", spec.datastore_id, spec.disk_size_gib),
-        );
-    }
-    push("unprivileged", bool01(spec.unprivileged));
+    s.swap = Some(u32_of("swap_mib", spec.swap_mib)?);
+    s.unprivileged = spec.unprivileged;
     if let Some(f) = &spec.features {
-        let mut parts = Vec::new();
-        if f.fuse {
-            parts.push("fuse=1".to_string());
-        }
-        if f.keyctl {
-            parts.push("keyctl=1".to_string());
-        }
-        if f.mknod {
-            parts.push("mknod=1".to_string());
-        }
-        if !f.mount.is_empty() {
-            parts.push(format!("mount={}", f.mount.join(";")));
-        }
-        if f.nesting {
-            parts.push("nesting=1".to_string());
-        }
-        if !parts.is_empty() {
-            push("features", parts.join(","));
-        }
+        s.features = Features {
+            nesting: f.nesting,
+            fuse: f.fuse,
+            keyctl: f.keyctl,
+            mknod: f.mknod,
+            force_rw_sys: false,
+            mount: words(&f.mount),
+        };
     }
     for i in &spec.interfaces {
-        push(&format!("net{}", i.index), net_string(i));
+        s.nets.insert(i.index, net_config(i)?);
     }
     if let Some(dns) = &spec.dns {
-        if !dns.servers.is_empty() {
-            push("nameserver", dns.servers.join(" "));
-        }
-        if !dns.domain.is_empty() {
-            push("searchdomain", dns.domain.clone());
-        }
+        s.nameservers = words(&dns.servers);
+        s.searchdomains = words([&dns.domain]);
     }
-    if let Some(s) = &spec.startup {
-        let mut parts = Vec::new();
-        if let Some(x) = s.order {
-            parts.push(format!("order={x}"));
-        }
-        if let Some(x) = s.up_delay {
-            parts.push(format!("up={x}"));
-        }
-        if let Some(x) = s.down_delay {
-            parts.push(format!("down={x}"));
-        }
-        if !parts.is_empty() {
-            push("startup", parts.join(","));
-        }
-    }
-    if spec.onboot {
-        push("onboot", "1".into());
-    }
-    if !spec.ostype.is_empty() {
-        push("ostype", spec.ostype.clone());
-    }
-    if spec.protection {
-        push("protection", "1".into());
-    }
+    s.startup = spec
+        .startup
+        .as_ref()
+        .map(|st| Startup {
+            order: st.order,
+            up: st.up_delay,
+            down: st.down_delay,
+        })
+        .filter(|st| *st != Startup::default());
+    s.onboot = spec.onboot.then_some(true);
+    s.protection = spec.protection.then_some(true);
+    s.ostype = Some(spec.ostype.clone()).filter(|o| !o.is_empty());
     for m in &spec.mount_points {
-        let mut v = if m.host_path.is_empty() {
-            format!("{}:{}", m.datastore_id, m.size_gib)
+        let volume = if m.host_path.is_empty() {
+            MountVolume::Storage {
+                storage: m.datastore_id.clone(),
+                size_gib: u32_of("mount_points.size_gib", m.size_gib)?,
+            }
         } else {
-            m.host_path.clone()
+            MountVolume::Bind {
+                host_path: m.host_path.clone(),
+            }
         };
-        v.push_str(&format!(",mp={}", m.path));
-        if m.backup {
-            v.push_str(",backup=1");
-        }
-        if !m.mount_options.is_empty() {
-            v.push_str(&format!(",mountoptions={}", m.mount_options.join(";")));
-        }
-        if m.read_only {
-            v.push_str(",ro=1");
-        }
-        push(&format!("mp{}", m.index), v);
+        s.mount_points.insert(
+            m.index,
+            MountPointSpec {
+                volume,
+                path: m.path.clone(),
+                backup: m.backup.then_some(true),
+                read_only: m.read_only.then_some(true),
+                mount_options: words(&m.mount_options),
+            },
+        );
     }
-    o
+    Ok(s)
 }
 
 pub(super) fn mark_of(spec: &v1::ContainerSpec) -> Option<ManagedMark> {

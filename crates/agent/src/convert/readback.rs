@@ -1,10 +1,11 @@
-//! A container's stored PVE configuration read back into an observed `ContainerSpec`.
+//! A container's PVE configuration, as pve's typed [`ContainerConfig`], read back into an observed
+//! `ContainerSpec`.
 
 use super::*;
 
-use super::options::{is_true, prop_map};
+use pxfleet_pve::parse::{MountPoint, NetConfig};
 
-fn parse_ip(v: Option<&String>, gw: Option<&String>) -> Option<v1::IpConfig> {
+fn ip_config(v: Option<&String>, gw: Option<&String>) -> Option<v1::IpConfig> {
     let v = v?;
     let mode = match v.as_str() {
         "dhcp" => v1::IpMode::Dhcp,
@@ -23,13 +24,59 @@ fn parse_ip(v: Option<&String>, gw: Option<&String>) -> Option<v1::IpConfig> {
     })
 }
 
+fn gib(bytes: Option<u64>) -> u64 {
+    bytes.map(|b| b.div_ceil(1 << 30)).unwrap_or(0)
+}
+
+fn interface(index: u32, n: &NetConfig) -> v1::NetworkInterface {
+    v1::NetworkInterface {
+        name: n.name.clone(),
+        bridge: n.bridge.clone().unwrap_or_default(),
+        ipv4: ip_config(n.ip.as_ref(), n.gw.as_ref()),
+        ipv6: ip_config(n.ip6.as_ref(), n.gw6.as_ref()),
+        vlan_id: n.tag.map(u32::from),
+        mtu: n.mtu,
+        mac: n.hwaddr.clone().unwrap_or_default(),
+        firewall: n.firewall.unwrap_or(false),
+        rate_mbps: n.rate,
+        index,
+    }
+}
+
+fn mount_point(index: u32, m: &MountPoint) -> v1::MountPoint {
+    let bind = m.volume.starts_with('/');
+    let (datastore_id, host_path, volume) = if bind {
+        (String::new(), m.volume.clone(), String::new())
+    } else {
+        let ds = m.volume.split(':').next().unwrap_or("").to_string();
+        (ds, String::new(), m.volume.clone())
+    };
+    v1::MountPoint {
+        index,
+        datastore_id,
+        size_gib: gib(m.size),
+        path: m.mp.clone().unwrap_or_default(),
+        host_path,
+        backup: m.backup.unwrap_or(false),
+        read_only: m.ro.unwrap_or(false),
+        mount_options: m
+            .mountoptions
+            .as_ref()
+            .map(|v| v.split(';').map(String::from).collect())
+            .unwrap_or_default(),
+        volume,
+    }
+}
+
 /// Reads a container's PVE config back into a `ContainerSpec` (no password, no template).
-pub fn config_to_spec(vmid: u32, cfg: &CtConfig) -> v1::ContainerSpec {
+pub fn config_to_spec(vmid: u32, cfg: &ContainerConfig) -> v1::ContainerSpec {
     let mark = cfg
-        .get("description")
-        .and_then(|d| ManagedMark::from_description(d));
+        .description
+        .as_deref()
+        .and_then(ManagedMark::from_description);
     let description = cfg
-        .get("description")
+        .description
+        .as_deref()
         .map(|d| {
             d.lines()
                 .filter(|l| ManagedMark::from_description(l).is_none())
@@ -37,136 +84,71 @@ pub fn config_to_spec(vmid: u32, cfg: &CtConfig) -> v1::ContainerSpec {
                 .join("\n")
         })
         .unwrap_or_default();
-    let num = |k: &str| cfg.get(k).and_then(|v| v.parse::<u64>().ok());
-    let flag = |k: &str| cfg.get(k).is_some_and(|v| is_true(v));
     let (datastore_id, disk_size_gib) = cfg
-        .get("rootfs")
+        .rootfs
+        .as_ref()
         .map(|r| {
-            let ds = r.split(':').next().unwrap_or("").to_string();
-            let gib = disk_size(r).map(|b| b.div_ceil(1 << 30)).unwrap_or(0);
-            (ds, gib)
+            let ds = r.volume.split(':').next().unwrap_or("").to_string();
+            (ds, gib(r.size))
         })
         .unwrap_or_default();
-    let features = cfg.get("features").map(|f| {
-        let m = prop_map(f);
-        v1::Features {
-            nesting: m.get("nesting").is_some_and(|v| is_true(v)),
-            keyctl: m.get("keyctl").is_some_and(|v| is_true(v)),
-            fuse: m.get("fuse").is_some_and(|v| is_true(v)),
-            mknod: m.get("mknod").is_some_and(|v| is_true(v)),
-            mount: m
-                .get("mount")
-                .map(|v| v.split(';').map(String::from).collect())
-                .unwrap_or_default(),
-        }
+    // Present (even with every flag off) when the key is.
+    let features = cfg.raw.contains_key("features").then(|| v1::Features {
+        nesting: cfg.features.nesting,
+        keyctl: cfg.features.keyctl,
+        fuse: cfg.features.fuse,
+        mknod: cfg.features.mknod,
+        mount: cfg.features.mount.clone(),
     });
-    let mut interfaces = Vec::new();
-    let mut mount_points = Vec::new();
-    for (k, v) in cfg {
-        if let Some(n) = k.strip_prefix("net").and_then(|n| n.parse::<u32>().ok()) {
-            let m = prop_map(v);
-            interfaces.push(v1::NetworkInterface {
-                name: m.get("name").cloned().unwrap_or_default(),
-                bridge: m.get("bridge").cloned().unwrap_or_default(),
-                ipv4: parse_ip(m.get("ip"), m.get("gw")),
-                ipv6: parse_ip(m.get("ip6"), m.get("gw6")),
-                vlan_id: m.get("tag").and_then(|t| t.parse().ok()),
-                mtu: m.get("mtu").and_then(|t| t.parse().ok()),
-                mac: m.get("hwaddr").cloned().unwrap_or_default(),
-                firewall: m.get("firewall").is_some_and(|v| is_true(v)),
-                rate_mbps: m.get("rate").and_then(|t| t.parse().ok()),
-                index: n,
-            });
-        } else if let Some(n) = k.strip_prefix("mp").and_then(|n| n.parse::<u32>().ok()) {
-            let first = v.split(',').next().unwrap_or("");
-            let m = prop_map(v);
-            let bind = first.starts_with('/');
-            mount_points.push(v1::MountPoint {
-                index: n,
-                datastore_id: if bind {
-                    String::new()
-                } else {
-                    first.split(':').next().unwrap_or("").to_string()
-                },
-                size_gib: disk_size(v).map(|b| b.div_ceil(1 << 30)).unwrap_or(0),
-                path: m.get("mp").cloned().unwrap_or_default(),
-                host_path: if bind {
-                    first.to_string()
-                } else {
-                    String::new()
-                },
-                backup: m.get("backup").is_some_and(|v| is_true(v)),
-                read_only: m.get("ro").is_some_and(|v| is_true(v)),
-                mount_options: m
-                    .get("mountoptions")
-                    .map(|v| v.split(';').map(String::from).collect())
-                    .unwrap_or_default(),
-                volume: if bind {
-                    String::new()
-                } else {
-                    first.to_string()
-                },
-            });
-        }
-    }
-    let dns = if cfg.contains_key("nameserver") || cfg.contains_key("searchdomain") {
-        Some(v1::Dns {
-            servers: cfg
-                .get("nameserver")
-                .map(|s| s.split_whitespace().map(String::from).collect())
-                .unwrap_or_default(),
-            domain: cfg.get("searchdomain").cloned().unwrap_or_default(),
-        })
-    } else {
-        None
-    };
-    let startup = cfg.get("startup").map(|s| {
-        let mut st = v1::Startup::default();
-        for part in s.split(',') {
-            match part.split_once('=') {
-                Some(("order", v)) => st.order = v.parse().ok(),
-                Some(("up", v)) => st.up_delay = v.parse().ok(),
-                Some(("down", v)) => st.down_delay = v.parse().ok(),
-                None => st.order = part.parse().ok(),
-                _ => {}
+    let interfaces = cfg.nets.iter().map(|(i, n)| interface(*i, n)).collect();
+    let mount_points = cfg
+        .mount_points
+        .iter()
+        .map(|(i, m)| mount_point(*i, m))
+        .collect();
+    let dns =
+        (cfg.raw.contains_key("nameserver") || cfg.raw.contains_key("searchdomain")).then(|| {
+            v1::Dns {
+                servers: cfg.nameserver.clone(),
+                domain: cfg.searchdomain.join(" "),
             }
-        }
-        st
+        });
+    let startup = cfg.startup.as_ref().map(|s| v1::Startup {
+        order: s.order,
+        up_delay: s.up,
+        down_delay: s.down,
     });
     v1::ContainerSpec {
         fleet: mark.as_ref().map(|m| m.fleet.clone()).unwrap_or_default(),
         name: mark.as_ref().map(|m| m.name.clone()).unwrap_or_default(),
         vm_id: vmid,
-        hostname: cfg.get("hostname").cloned().unwrap_or_default(),
-        cores: cfg.get("cores").and_then(|v| v.parse().ok()),
-        cpu_limit: cfg.get("cpulimit").and_then(|v| v.parse().ok()),
-        cpu_units: cfg.get("cpuunits").and_then(|v| v.parse().ok()),
-        memory_mib: num("memory").unwrap_or(512),
-        swap_mib: num("swap").unwrap_or(0),
+        hostname: cfg.hostname.clone().unwrap_or_default(),
+        cores: cfg.cores,
+        cpu_limit: cfg.cpulimit,
+        cpu_units: cfg.cpuunits,
+        memory_mib: cfg.memory.unwrap_or(512),
+        swap_mib: cfg.swap.unwrap_or(0),
         disk_size_gib,
         datastore_id,
         template_volid: String::new(),
-        unprivileged: flag("unprivileged"),
+        unprivileged: cfg.unprivileged,
         features,
         interfaces,
         dns,
         ssh_public_keys: vec![],
         password: None,
         startup,
-        onboot: flag("onboot"),
-        protection: flag("protection"),
+        onboot: cfg.onboot,
+        protection: cfg.protection,
         tags: cfg
-            .get("tags")
-            .map(|t| {
-                crate::observe::split_tags(t)
-                    .into_iter()
-                    .filter(|t| t != crate::node::MANAGED_TAG)
-                    .collect()
-            })
-            .unwrap_or_default(),
+            .tags
+            .iter()
+            .filter(|t| *t != crate::node::MANAGED_TAG)
+            .cloned()
+            .collect(),
         description,
         mount_points,
         template: String::new(),
-        ostype: cfg.get("ostype").cloned().unwrap_or_default(),
+        ostype: cfg.ostype.clone().unwrap_or_default(),
     }
 }

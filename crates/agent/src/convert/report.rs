@@ -19,6 +19,7 @@ pub fn observed_to_proto(o: &ObservedContainer, node: &str) -> v1::ObservedConta
         disk_used_bytes: None,
         raw_config: o
             .config
+            .raw
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),

@@ -45,7 +45,9 @@ fn spec() -> v1::ContainerSpec {
 
 #[test]
 fn spec_renders_as_pve_stores_it() {
-    let o: BTreeMap<_, _> = spec_options(&spec()).into_iter().collect();
+    let o: BTreeMap<_, _> = crate::pve_options::options_text(&create_spec(&spec()).unwrap())
+        .into_iter()
+        .collect();
     assert_eq!(
         o["net0"],
         "name=eth0,bridge=vmbr0,gw=192.168.7.1,ip=192.168.7.100/24,type=veth"
@@ -56,6 +58,96 @@ fn spec_renders_as_pve_stores_it() {
     assert_eq!(o["unprivileged"], "1");
     assert_eq!(o["swap"], "0");
     assert!(!o.contains_key("password"));
+}
+
+/// Every kind of field, as the option text earlier agents built from a spec (and journaled).
+#[test]
+fn a_full_spec_renders_as_the_option_text_of_earlier_agents() {
+    let mut s = spec();
+    s.cpu_limit = Some(1.5);
+    s.ostype = "debian".into();
+    s.onboot = true;
+    s.protection = true;
+    s.dns = Some(v1::Dns {
+        servers: vec!["1.1.1.1".into(), "8.8.8.8".into()],
+        domain: "example.com".into(),
+    });
+    s.interfaces.push(v1::NetworkInterface {
+        name: "eth1".into(),
+        bridge: "vmbr1".into(),
+        ipv6: Some(v1::IpConfig {
+            mode: v1::IpMode::Static as i32,
+            address: "fd00::5/64".into(),
+            gateway: "fd00::1".into(),
+        }),
+        vlan_id: Some(20),
+        mtu: Some(1400),
+        mac: "bc:24:11:aa:bb:cc".into(),
+        firewall: true,
+        rate_mbps: Some(10.5),
+        index: 1,
+        ..Default::default()
+    });
+    s.mount_points = vec![
+        v1::MountPoint {
+            index: 0,
+            datastore_id: "local-zfs".into(),
+            size_gib: 8,
+            path: "/data".into(),
+            backup: true,
+            read_only: true,
+            mount_options: vec!["noatime".into(), "nodev".into()],
+            ..Default::default()
+        },
+        v1::MountPoint {
+            index: 1,
+            host_path: "/srv/x".into(),
+            path: "/x".into(),
+            ..Default::default()
+        },
+    ];
+    let text = crate::pve_options::options_text(&create_spec(&s).unwrap());
+    let want: Vec<(String, String)> = [
+        ("hostname", "dev-web"),
+        ("cores", "4"),
+        ("cpulimit", "1.5"),
+        ("memory", "4096"),
+        ("swap", "0"),
+        ("rootfs", "local-zfs:16"),
+        ("unprivileged", "1"),
+        ("features", "nesting=1"),
+        (
+            "net0",
+            "name=eth0,bridge=vmbr0,gw=192.168.7.1,ip=192.168.7.100/24,type=veth",
+        ),
+        (
+            "net1",
+            "name=eth1,bridge=vmbr1,firewall=1,gw6=fd00::1,hwaddr=BC:24:11:AA:BB:CC,ip6=fd00::5/64,mtu=1400,rate=10.5,tag=20,type=veth",
+        ),
+        ("nameserver", "1.1.1.1 8.8.8.8"),
+        ("searchdomain", "example.com"),
+        ("startup", "order=3,up=60,down=60"),
+        ("onboot", "1"),
+        ("ostype", "debian"),
+        ("protection", "1"),
+        (
+            "mp0",
+            "local-zfs:8,mp=/data,backup=1,mountoptions=noatime;nodev,ro=1",
+        ),
+        ("mp1", "/srv/x,mp=/x"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    assert_eq!(text, want);
+    // and the journal reads it back to the same typed value
+    assert_eq!(
+        crate::pve_options::options_spec(&text).unwrap(),
+        create_spec(&s).unwrap()
+    );
+    let mut bad = spec();
+    bad.interfaces[0].vlan_id = Some(70_000);
+    assert!(create_spec(&bad).unwrap_err().contains("vlan_id"));
 }
 
 #[test]
@@ -143,7 +235,10 @@ fn bad_operations_name_the_field() {
 #[test]
 fn config_reads_back_into_the_same_spec() {
     let s = spec();
-    let mut cfg: CtConfig = spec_options(&s).into_iter().collect();
+    let mut cfg: crate::node::CtConfig =
+        crate::pve_options::options_text(&create_spec(&s).unwrap())
+            .into_iter()
+            .collect();
     cfg.insert(
         "rootfs".into(),
         "local-zfs:subvol-2100-disk-0,size=16G".into(),
@@ -153,7 +248,7 @@ fn config_reads_back_into_the_same_spec() {
         "managed-by: pxfleet fleet=dev name=dev-web\n".into(),
     );
     cfg.insert("tags".into(), "pxfleet;web".into());
-    let back = config_to_spec(2100, &cfg);
+    let back = config_to_spec(2100, &crate::node::typed_config(&cfg).unwrap());
     assert_eq!(back.fleet, "dev");
     assert_eq!(back.name, "dev-web");
     assert_eq!(back.disk_size_gib, 16);
@@ -167,19 +262,8 @@ fn config_reads_back_into_the_same_spec() {
 }
 
 #[test]
-fn nets_compare_without_generated_mac() {
-    let cur = "name=eth0,bridge=vmbr0,hwaddr=BC:24:11:00:00:01,ip=dhcp,type=veth";
-    assert!(same_net(cur, "name=eth0,bridge=vmbr0,ip=dhcp,type=veth"));
-    assert!(!same_net(cur, "name=eth0,bridge=vmbr1,ip=dhcp,type=veth"));
-    assert_eq!(
-        keep_hwaddr(cur, "name=eth0,bridge=vmbr1,ip=dhcp,type=veth"),
-        "name=eth0,bridge=vmbr1,hwaddr=BC:24:11:00:00:01,ip=dhcp,type=veth"
-    );
-}
-
-#[test]
 fn pve_booleans_read_back_like_pve_reads_them() {
-    let mut cfg = CtConfig::new();
+    let mut cfg = crate::node::CtConfig::new();
     cfg.insert("onboot".into(), "yes".into());
     cfg.insert("protection".into(), "on".into());
     cfg.insert("unprivileged".into(), "true".into());
@@ -192,7 +276,7 @@ fn pve_booleans_read_back_like_pve_reads_them() {
         "mp0".into(),
         "local-lvm:vm-1-disk-1,mp=/data,backup=on,ro=yes,mountoptions=noatime;nodev,size=4G".into(),
     );
-    let s = config_to_spec(100, &cfg);
+    let s = config_to_spec(100, &crate::node::typed_config(&cfg).unwrap());
     assert!(s.onboot && s.protection && s.unprivileged);
     let f = s.features.unwrap();
     assert!(f.nesting && !f.keyctl);

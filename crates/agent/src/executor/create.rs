@@ -2,7 +2,7 @@
 //! a half-created leftover of an earlier attempt is removed first.
 
 use super::*;
-use crate::pve_options::{create_spec, CreateArgs};
+use crate::node::CreateSpec;
 
 impl<D: NodeApi> Executor<D> {
     pub(super) async fn create(&self, op_id: &str, c: &CreateOp) -> Outcome {
@@ -16,14 +16,15 @@ impl<D: NodeApi> Executor<D> {
                 );
                 self.cleanup(vmid).await?;
             } else {
-                match cfg.get("description").and_then(|s| ManagedMark::from_description(s)) {
+                match cfg.description.as_deref().and_then(ManagedMark::from_description) {
                     Some(m) if m == c.mark => {
                         // Created by an earlier attempt of this (or an equivalent) operation.
                         if c.start && self.status(vmid).await? != "running" {
                             d.start(vmid).await?;
                         }
                         if c.start {
-                            self.wait_for_addresses(op_id, vmid, &cfg).await;
+                            self.wait_for_addresses(op_id, vmid, !cfg.nets.is_empty())
+                                .await;
                         }
                         return ok("already created", self.observed(vmid).await);
                     }
@@ -43,24 +44,23 @@ impl<D: NodeApi> Executor<D> {
         }
         self.progress(op_id, format!("ensuring template {}", c.template.volid()));
         let (ostemplate, _) = self.ensure_template(op_id, &c.template).await?;
-        let mut options: Vec<(String, String)> = c
-            .options
-            .iter()
-            .filter(|(k, _)| k != "tags" && k != "description")
-            .cloned()
-            .collect();
-        options.push(("tags".into(), tags_with_mark(&c.tags)));
-        options.push((
-            "description".into(),
-            c.mark.description(c.description.as_deref()),
-        ));
-        let args = CreateArgs {
+        if c.options.rootfs.storage.is_empty() {
+            return Err(PveError::Invalid {
+                vmid: Some(vmid),
+                field: "rootfs".into(),
+                value: "<none>".into(),
+                expected: "a rootfs option".into(),
+            }
+            .into());
+        }
+        let spec = CreateSpec {
             vmid,
-            ostemplate,
-            options,
+            template: ostemplate,
+            tags: tag_list(&c.tags),
+            description: Some(c.mark.description(c.description.as_deref())),
             ssh_public_keys: c.ssh_public_keys.clone(),
+            ..c.options.clone()
         };
-        let spec = create_spec(&args)?;
         self.progress(op_id, format!("creating CT {vmid}"));
         let running = match d.create(&spec, c.password.as_ref(), c.start).await {
             Ok(running) => running,
@@ -75,13 +75,13 @@ impl<D: NodeApi> Executor<D> {
             }
         };
         // What was asked for is what was created (pct create fails otherwise): no need to read it back here.
-        let cfg: CtConfig = args.options.iter().cloned().collect();
+        let has_net = !spec.nets.is_empty();
         if c.start {
             if !running {
                 self.progress(op_id, format!("starting CT {vmid}"));
                 d.start(vmid).await?;
             }
-            self.wait_for_addresses(op_id, vmid, &cfg).await;
+            self.wait_for_addresses(op_id, vmid, has_net).await;
         }
         ok("created", self.observed(vmid).await)
     }

@@ -20,11 +20,10 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use pxfleet_pve::parse::disk_size;
 use tokio::sync::{mpsc, Semaphore};
 
 use crate::journal::{Journal, JournalError, OpState};
-use crate::node::{CtConfig, ManagedMark, NodeApi, PveError, MANAGED_TAG};
+use crate::node::{ContainerConfig, ManagedMark, NodeApi, PveError, MANAGED_TAG};
 use crate::observe::{self, Delta, ObservedContainer, Snapshot};
 use crate::ops::{
     CreateOp, OpFailure, OpKind, OpResult, OpUpdate, Operation, TemplateSource, TemplateSpec,
@@ -203,7 +202,7 @@ impl<D: NodeApi> Executor<D> {
             if let Some(vmid) = op.vmid() {
                 match self.inner.node.config(vmid).await {
                     Ok(Some(cfg)) if is_half_made(&cfg) => {
-                        tracing::warn!(vmid, op_id = %op.id, lock = ?cfg.get("lock"), "cleaning up a container left half-made by an interrupted operation");
+                        tracing::warn!(vmid, op_id = %op.id, lock = ?cfg.lock, "cleaning up a container left half-made by an interrupted operation");
                         if let Err(e) = self.cleanup(vmid).await {
                             tracing::error!(vmid, error = %e, "cleanup failed; the re-sent operation will retry it");
                         }
@@ -457,7 +456,7 @@ impl<D: NodeApi> Executor<D> {
         }
     }
 
-    async fn existing(&self, vmid: u32) -> Result<CtConfig, OpFailure> {
+    async fn existing(&self, vmid: u32) -> Result<ContainerConfig, OpFailure> {
         self.inner
             .node
             .config(vmid)
@@ -491,8 +490,7 @@ impl<D: NodeApi> Executor<D> {
     }
 
     /// Bounded wait until a started container that has a network shows an address.
-    async fn wait_for_addresses(&self, op_id: &str, vmid: u32, cfg: &CtConfig) {
-        let has_net = cfg.keys().any(|k| k.starts_with("net"));
+    async fn wait_for_addresses(&self, op_id: &str, vmid: u32, has_net: bool) {
         if !has_net {
             return;
         }
@@ -520,21 +518,19 @@ impl<D: NodeApi> Executor<D> {
 }
 
 /// `lock: create` or `lock: destroyed`: left behind by a cut-short create or destroy.
-fn is_half_made(cfg: &CtConfig) -> bool {
-    matches!(
-        cfg.get("lock").map(String::as_str),
-        Some("create") | Some("destroyed")
-    )
+fn is_half_made(cfg: &ContainerConfig) -> bool {
+    matches!(cfg.lock.as_deref(), Some("create") | Some("destroyed"))
 }
 
 fn check_managed(
     vmid: u32,
-    cfg: &CtConfig,
+    cfg: &ContainerConfig,
     expect: Option<&ManagedMark>,
 ) -> Result<ManagedMark, OpFailure> {
     let Some(mark) = cfg
-        .get("description")
-        .and_then(|d| ManagedMark::from_description(d))
+        .description
+        .as_deref()
+        .and_then(ManagedMark::from_description)
     else {
         return Err(fail(format!(
             "CT {vmid} is not managed by pxfleet (no `managed-by: pxfleet` line in its description); refusing to touch it"
@@ -551,10 +547,11 @@ fn check_managed(
     Ok(mark)
 }
 
-fn tags_with_mark(tags: &[String]) -> String {
+/// The tags with pxfleet's own: lower-case, sorted, de-duplicated (as PVE stores them).
+fn tag_list(tags: &[String]) -> Vec<String> {
     let mut all: Vec<String> = tags.iter().map(|t| t.to_ascii_lowercase()).collect();
     all.push(MANAGED_TAG.into());
     all.sort();
     all.dedup();
-    all.join(";")
+    all
 }

@@ -16,7 +16,8 @@ impl<D: NodeApi> Executor<D> {
         if self.status(vmid).await? != "running" {
             d.start(vmid).await?;
         }
-        self.wait_for_addresses(op_id, vmid, &cfg).await;
+        self.wait_for_addresses(op_id, vmid, !cfg.nets.is_empty())
+            .await;
         ok("running", self.observed(vmid).await)
     }
 

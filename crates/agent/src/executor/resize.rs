@@ -15,9 +15,10 @@ impl<D: NodeApi> Executor<D> {
         let cfg = self.existing(vmid).await?;
         check_managed(vmid, &cfg, expect)?;
         let current = cfg
+            .raw
             .get(disk)
             .ok_or_else(|| fail(format!("CT {vmid} has no disk `{disk}`")))?;
-        let current_bytes = disk_size(current).ok_or_else(|| {
+        let current_bytes = cfg.disk_size(disk).ok_or_else(|| {
             fail(format!(
                 "CT {vmid}: cannot read the size of {disk} from `{current}`"
             ))

@@ -12,7 +12,8 @@ use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 use pxfleet_agent::node::{
-    ConfigChange, CreateSpec, CtConfig, CtSummary, Interface, NodeApi, NodeFacts, PveError, Secret,
+    typed_config, ConfigChange, ContainerConfig, CreateSpec, CtConfig, CtSummary, Interface,
+    NodeApi, NodeFacts, PveError, Secret,
 };
 use pxfleet_agent::pve_options::{create_options, set_options};
 
@@ -134,15 +135,15 @@ impl NodeApi for FakeNode {
             })
             .collect())
     }
-    async fn config(&self, vmid: u32) -> Result<Option<CtConfig>, PveError> {
+    async fn config(&self, vmid: u32) -> Result<Option<ContainerConfig>, PveError> {
         self.call(format!("config {vmid}"));
-        Ok(self
-            .state
+        self.state
             .lock()
             .unwrap()
             .cts
             .get(&vmid)
-            .map(|c| c.1.clone()))
+            .map(|c| typed_config(&c.1))
+            .transpose()
     }
     async fn create(
         &self,
