@@ -72,16 +72,35 @@ pub struct Journal {
 impl Journal {
     /// Opens (creating if needed) the journal in `dir`.
     pub fn open(dir: &Path) -> Result<Self, JournalError> {
-        let db = sled::Config::new()
-            .path(dir)
-            .mode(sled::Mode::LowSpace)
-            // The journal holds a few hundred small entries; sled's default 1 GiB cache is for databases.
-            .cache_capacity(8 << 20)
-            .open()
-            .map_err(|source| JournalError::Open {
-                path: dir.to_path_buf(),
-                source,
-            })?;
+        // sled's lock on the directory outlives the last handle of a closed journal by a moment (its I/O
+        // threads let go last): a journal reopened at once, by a restart in the same process, waits for it
+        // rather than failing with `could not acquire lock ... WouldBlock`. Another agent really holding it is
+        // still refused, after LOCK_WAIT.
+        const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+        let deadline = std::time::Instant::now() + LOCK_WAIT;
+        let db = loop {
+            let opened = sled::Config::new()
+                .path(dir)
+                .mode(sled::Mode::LowSpace)
+                // The journal holds a few hundred small entries; sled's default 1 GiB cache is for databases.
+                .cache_capacity(8 << 20)
+                .open();
+            match opened {
+                Ok(db) => break db,
+                Err(e)
+                    if e.to_string().contains("could not acquire lock")
+                        && std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                Err(source) => {
+                    return Err(JournalError::Open {
+                        path: dir.to_path_buf(),
+                        source,
+                    })
+                }
+            }
+        };
         let ops = db.open_tree("ops").map_err(|source| JournalError::Open {
             path: dir.to_path_buf(),
             source,
