@@ -1,5 +1,5 @@
-//! Helpers of the day-2 scenarios (tests/tests/day2.rs and day2b.rs): submit through pxctl, wait for an empty
-//! plan, read a node's pending config changes.
+//! Helpers of the day-2 scenarios (tests/tests/day2.rs, day2b.rs and adopt_cli.rs): submit through pxctl, wait
+//! for an empty plan, read a node's pending config changes, make a container by hand.
 
 use std::time::Duration;
 
@@ -39,4 +39,26 @@ pub fn pending(c: &Cluster, node: &str, vmid: u32) -> Vec<String> {
         .filter(|l| l.starts_with("new ") || l.starts_with("del "))
         .map(str::to_string)
         .collect()
+}
+
+/// The Debian 13 template as `pct create` names it (pvesim's appliance list has it).
+pub const HAND_TEMPLATE: &str = "local:vztmpl/debian-13-standard_13.6-1_amd64.tar.zst";
+
+/// Makes container `vmid` on `node` by hand, as an operator would outside pxfleet (no mark): downloads the
+/// template if needed, then `pct create VMID TEMPLATE ARGS...`, which must succeed.
+pub fn create_by_hand(c: &Cluster, node: &str, vmid: u32, args: &[&str]) {
+    let _ = c.pve(
+        node,
+        "pveam",
+        &[
+            "download",
+            "local",
+            "debian-13-standard_13.6-1_amd64.tar.zst",
+        ],
+    );
+    let vmid = vmid.to_string();
+    let mut argv = vec!["create", vmid.as_str(), HAND_TEMPLATE];
+    argv.extend_from_slice(args);
+    let out = c.pve(node, "pct", &argv);
+    assert_eq!(out.code, 0, "pct create {vmid}: {}", out.stderr);
 }

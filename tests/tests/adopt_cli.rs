@@ -3,32 +3,17 @@
 //! vm_id, same MAC, same memory, nothing recreated, and the plan is empty afterwards. Real controller, real
 //! agents, pvesim nodes.
 
-use std::time::Duration;
-
+use pxfleet_tests::day2::{create_by_hand, plan_is_empty, UP};
 use pxfleet_tests::{fleet_yaml, wait_until, Cluster};
-
-const UP: Duration = Duration::from_secs(120);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn adopt_writes_the_container_into_the_file_and_takes_it_over_unchanged() {
     let c = Cluster::start(1).await.expect("cluster");
-    let tmpl = "local:vztmpl/debian-13-standard_13.6-1_amd64.tar.zst";
-    let _ = c.pve(
+    create_by_hand(
+        &c,
         "mk33",
-        "pveam",
+        2100,
         &[
-            "download",
-            "local",
-            "debian-13-standard_13.6-1_amd64.tar.zst",
-        ],
-    );
-    let out = c.pve(
-        "mk33",
-        "pct",
-        &[
-            "create",
-            "2100",
-            tmpl,
             "--hostname",
             "legacy",
             "--memory",
@@ -49,7 +34,6 @@ async fn adopt_writes_the_container_into_the_file_and_takes_it_over_unchanged() 
             "name=eth0,bridge=vmbr0,ip=10.20.0.50/24,gw=10.20.0.1,type=veth",
         ],
     );
-    assert_eq!(out.code, 0, "pct create: {}", out.stderr);
     assert_eq!(c.pve("mk33", "pct", &["start", "2100"]).code, 0);
     let before = c.pct_config("mk33", 2100);
 
@@ -137,15 +121,7 @@ async fn adopt_writes_the_container_into_the_file_and_takes_it_over_unchanged() 
     vmids.sort();
     assert_eq!(vmids.len(), 2, "nothing created: {vmids:?}");
     assert!(vmids.contains(&2100));
-    wait_until("plan --detailed-exitcode exits 0", UP, || async {
-        let (code, out, err) = c.pxctl(&["plan", &path, "--detailed-exitcode"]).await;
-        if code == 0 {
-            Ok(())
-        } else {
-            Err(format!("exit {code}: {out}\n{err}"))
-        }
-    })
-    .await;
+    plan_is_empty(&c, &path).await;
     // No longer unmanaged.
     let v = c.pxctl_json(&["get", "unmanaged", "--node", "mk33"]).await;
     assert_eq!(v.as_array().map(Vec::len), Some(0), "{v}");

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use pxfleet_tests::day2::{pending, plan_is_empty, submit, UP};
+use pxfleet_tests::day2::{create_by_hand, pending, plan_is_empty, submit, UP};
 use pxfleet_tests::{describe, fleet_yaml, v1 as pb, wait_until, Cluster};
 
 fn revisions(v: serde_json::Value) -> usize {
@@ -148,23 +148,11 @@ async fn a_failed_apply_converges_once_fixed_or_retried() {
 async fn adopt_takes_an_existing_container_under_management_where_it_is() {
     let c = Cluster::start(1).await.expect("cluster");
     // Made by hand: no pxfleet mark, 256 MiB.
-    let tmpl = "local:vztmpl/debian-13-standard_13.6-1_amd64.tar.zst";
-    let _ = c.pve(
+    create_by_hand(
+        &c,
         "mk33",
-        "pveam",
+        2000,
         &[
-            "download",
-            "local",
-            "debian-13-standard_13.6-1_amd64.tar.zst",
-        ],
-    );
-    let out = c.pve(
-        "mk33",
-        "pct",
-        &[
-            "create",
-            "2000",
-            tmpl,
             "--hostname",
             "legacy",
             "--memory",
@@ -179,7 +167,6 @@ async fn adopt_takes_an_existing_container_under_management_where_it_is() {
             "name=eth0,bridge=vmbr0,ip=dhcp,type=veth",
         ],
     );
-    assert_eq!(out.code, 0, "pct create: {}", out.stderr);
     assert_eq!(c.pve("mk33", "pct", &["start", "2000"]).code, 0);
     let before = c.pct_config("mk33", 2000);
     let mac = |cfg: &std::collections::BTreeMap<String, String>| {
@@ -264,13 +251,11 @@ async fn adopt_takes_an_existing_container_under_management_where_it_is() {
     plan_is_empty(&c, &path).await;
 
     // Something that cannot change in place is refused, not a replacement of the adopted container.
-    let other = c.pve(
+    create_by_hand(
+        &c,
         "mk33",
-        "pct",
+        2001,
         &[
-            "create",
-            "2001",
-            tmpl,
             "--hostname",
             "priv",
             "--rootfs",
@@ -279,7 +264,6 @@ async fn adopt_takes_an_existing_container_under_management_where_it_is() {
             "0",
         ],
     );
-    assert_eq!(other.code, 0, "{}", other.stderr);
     let yaml2 = yaml.replace(
         "containers:\n",
         "allow_privileged: false\ncontainers:\n  priv: {node: mk33, vm_id: 2001, adopt: true, disk_size: 4}\n",
