@@ -127,20 +127,33 @@ pub fn prune(state: &State, now: Millis) -> Result<usize, StoreError> {
     Ok(old.len())
 }
 
-/// The runs in the order they started, optionally only one fleet's, one node's, or those still attempting.
+/// How far back a run may still be attempting: past this, `active_only` listings stop reading (a hook's
+/// attempts, retries and DHCP wait end within minutes).
+const ACTIVE_WITHIN_MS: i64 = 24 * 3_600_000;
+
+/// The newest `limit` runs (all when 0), in the order they started, optionally only one fleet's, one node's, or
+/// those still attempting. Reads from the newest run back, so a listing costs what it returns, not the history.
 pub fn list(
     state: &State,
     fleet: &str,
     node: &str,
     active_only: bool,
+    limit: usize,
 ) -> Result<Vec<HookRun>, StoreError> {
     let tree = state.store.hook_runs_tree()?;
+    let oldest_active = crate::model::now_ms() as i64 - ACTIVE_WITHIN_MS;
     let mut out = Vec::new();
-    for kv in tree.iter() {
+    for kv in tree.iter().rev() {
+        if limit > 0 && out.len() >= limit {
+            break;
+        }
         let (_, v) = kv?;
         let Ok(run) = serde_json::from_slice::<HookRun>(&v) else {
             continue;
         };
+        if active_only && run.started_ms < oldest_active {
+            break;
+        }
         if (fleet.is_empty() || run.result.fleet == fleet)
             && (node.is_empty() || run.node == node)
             && (!active_only || run.is_active())
@@ -148,6 +161,7 @@ pub fn list(
             out.push(run);
         }
     }
+    out.reverse();
     Ok(out)
 }
 
@@ -193,21 +207,24 @@ mod tests {
         record(&state, &cx("b"), 2_000, &result("b", "running"));
         record(&state, &cx("a"), 1_000, &result("a", "succeeded"));
         record(&state, &cx("b"), 2_000, &result("b", "failed"));
-        let runs = list(&state, "", "", false).unwrap();
+        let runs = list(&state, "", "", false, 0).unwrap();
         let names: Vec<(&str, &str)> = runs
             .iter()
             .map(|r| (r.result.container.as_str(), r.result.status.as_str()))
             .collect();
         assert_eq!(names, [("a", "succeeded"), ("b", "failed")]);
-        assert!(list(&state, "", "", true).unwrap().is_empty());
-        assert!(list(&state, "other", "", false).unwrap().is_empty());
+        assert!(list(&state, "", "", true, 0).unwrap().is_empty());
+        let newest = list(&state, "", "", false, 1).unwrap();
+        assert_eq!(newest.len(), 1);
+        assert_eq!(newest[0].result.container, "b");
+        assert!(list(&state, "other", "", false, 0).unwrap().is_empty());
         let row = runs[1].to_operation_info();
         assert_eq!(row.kind, pb::OperationKind::Hook as i32);
         assert_eq!(row.state, pb::OperationState::Failed as i32);
         assert_eq!(row.reason, "hook dns on ready");
 
         assert_eq!(prune(&state, 1_500 + KEEP_MS).unwrap(), 1);
-        let left = list(&state, "", "", false).unwrap();
+        let left = list(&state, "", "", false, 0).unwrap();
         assert_eq!(left.len(), 1);
         assert_eq!(left[0].result.container, "b");
     }
