@@ -35,19 +35,8 @@ pub(crate) const TOP_FIELDS: &[&str] = &[
 ];
 pub(crate) const TEMPLATE_FIELDS: &[&str] =
     &["url", "sha256", "sha512", "storage", "pveam", "seed"];
-pub(crate) const EXTRA_NET_FIELDS: &[&str] = &[
-    "name",
-    "bridge",
-    "ip_address",
-    "gateway",
-    "ipv6",
-    "gateway6",
-    "vlan_id",
-    "mtu",
-    "mac_address",
-    "firewall",
-    "rate_limit",
-];
+/// The fields of an entry of `extra_interfaces`: every interface field (the planner compares the same ones).
+pub(crate) const EXTRA_NET_FIELDS: &[&str] = &crate::plan::diff::field::IFACE_FIELDS;
 pub(crate) const CONTAINER_FIELDS: &[&str] = &[
     "vm_id",
     "hostname",

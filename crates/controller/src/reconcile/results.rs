@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use pxfleet_spec::TemplateSource;
+use pxfleet_spec::{Container, Template, TemplateSource};
 
 use super::emit;
 use crate::convert;
@@ -119,6 +119,18 @@ fn record_template_digest(
     Ok(digest_conflict(&nodes, node, url).map(|c| c.message(name, url)))
 }
 
+/// What a created or updated container now is, as the store keeps it.
+fn applied_of(op: &Operation, container: &Container, template: &Template) -> AppliedContainer {
+    AppliedContainer {
+        fleet: op.fleet.clone(),
+        name: op.container.clone(),
+        node: op.node.clone(),
+        vm_id: op.vm_id,
+        container: container.clone(),
+        template: template.clone(),
+    }
+}
+
 fn apply_success(state: &State, op: &Operation, observed_sent: bool) -> Result<(), StoreError> {
     let store = &state.store;
     match &op.kind {
@@ -126,14 +138,7 @@ fn apply_success(state: &State, op: &Operation, observed_sent: bool) -> Result<(
             container,
             template,
         } => {
-            store.put_applied(&AppliedContainer {
-                fleet: op.fleet.clone(),
-                name: op.container.clone(),
-                node: op.node.clone(),
-                vm_id: op.vm_id,
-                container: (**container).clone(),
-                template: template.clone(),
-            })?;
+            store.put_applied(&applied_of(op, container, template))?;
             crate::hooks::on_created(state, op, container);
             if !observed_sent {
                 // Until the next observation, assume it is as created, so the next pass does not create again.
@@ -160,14 +165,7 @@ fn apply_success(state: &State, op: &Operation, observed_sent: bool) -> Result<(
             template,
             ..
         } => {
-            store.put_applied(&AppliedContainer {
-                fleet: op.fleet.clone(),
-                name: op.container.clone(),
-                node: op.node.clone(),
-                vm_id: op.vm_id,
-                container: (**container).clone(),
-                template: template.clone(),
-            })?;
+            store.put_applied(&applied_of(op, container, template))?;
         }
         OperationKind::Destroy => {
             crate::hooks::on_destroyed(state, op);

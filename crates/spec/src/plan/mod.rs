@@ -20,7 +20,7 @@
 //! order, then creates by startup order. Startup order is `startup.order` ascending, containers without one last
 //! (as PVE starts them), ties by name.
 
-mod diff;
+pub(crate) mod diff;
 mod error;
 pub mod simulate;
 mod types;
