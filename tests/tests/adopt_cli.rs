@@ -46,12 +46,13 @@ async fn adopt_writes_the_container_into_the_file_and_takes_it_over_unchanged() 
 
     // Listed as unmanaged (not the fleet's own container).
     let listed = wait_until(
-        "the hand-made container listed as unmanaged",
+        "the hand-made container listed as unmanaged and running",
         UP,
         || async {
             let v = c.pxctl_json(&["get", "unmanaged", "--node", "mk33"]).await;
             let rows = v.as_array().cloned().unwrap_or_default();
-            if rows.len() == 1 && rows[0]["vm_id"] == 2100 {
+            // Running: created stopped, then started, so an observation in between lists it stopped.
+            if rows.len() == 1 && rows[0]["vm_id"] == 2100 && rows[0]["state"] == "running" {
                 Ok(rows[0].clone())
             } else {
                 Err(v.to_string())

@@ -182,11 +182,18 @@ async fn adopt_takes_an_existing_container_under_management_where_it_is() {
         "  legacy: {node: mk33, vm_id: 2000, memory: 512, disk_size: 4}\n",
     );
     wait_until(
-        "the hand-made container is reported and holds vm_id 2000",
+        "the hand-made container is reported running and holds vm_id 2000",
         UP,
         || async {
             let plan = c.plan(&plain).await.map_err(|e| e.to_string())?;
-            if plan.diagnostics.iter().any(|d| d.message.contains("2000")) {
+            // Observed running too: it was created stopped and then started, and an observation taken in
+            // between would make the adopt plan below start it.
+            let v = c.pxctl_json(&["get", "unmanaged", "--node", "mk33"]).await;
+            let running = v.as_array().is_some_and(|rows| {
+                rows.iter()
+                    .any(|r| r["vm_id"] == 2000 && r["state"] == "running")
+            });
+            if running && plan.diagnostics.iter().any(|d| d.message.contains("2000")) {
                 Ok(())
             } else {
                 Err(format!("{:?}", plan.diagnostics))
