@@ -9,11 +9,8 @@ use pxfleet_proto::v1 as pb;
 use pxfleet_proto::v1::fleet_service_client::FleetServiceClient;
 use tonic::transport::Channel;
 
+use crate::error::grpc;
 use crate::{describe, wait_until, HarnessError, Result};
-
-fn grpc(call: &'static str) -> impl FnOnce(tonic::Status) -> HarnessError {
-    move |status| HarnessError::Grpc { call, status }
-}
 
 /// Every container of `fleet` as the controller reports it.
 pub async fn containers(

@@ -7,6 +7,8 @@ pub mod convert;
 pub mod executor;
 pub mod join;
 pub mod journal;
+#[cfg(feature = "test-node")]
+pub mod mem_node;
 pub mod node;
 pub mod observe;
 pub mod ops;

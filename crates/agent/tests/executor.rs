@@ -14,7 +14,7 @@ use pxfleet_agent::ops::{
 use pxfleet_agent::pve_options::options_spec;
 use pxfleet_agent::{Executor, ExecutorSettings, Journal, Seeder};
 
-use common::FakeNode;
+use pxfleet_agent::mem_node::MemNode;
 
 fn mark(name: &str) -> ManagedMark {
     ManagedMark {
@@ -62,8 +62,8 @@ fn settings(parallelism: usize) -> ExecutorSettings {
 }
 
 struct Rig {
-    node: Arc<FakeNode>,
-    exec: Executor<FakeNode>,
+    node: Arc<MemNode>,
+    exec: Executor<MemNode>,
     _events: tokio::sync::mpsc::UnboundedReceiver<pxfleet_agent::Event>,
     tmpl: tempfile::TempDir,
     state: tempfile::TempDir,
@@ -73,7 +73,7 @@ fn rig(parallelism: usize, delay: Duration) -> Rig {
     let tmpl = tempfile::tempdir().unwrap();
     std::fs::write(tmpl.path().join("t.tar.zst"), b"t").unwrap();
     let state = tempfile::tempdir().unwrap();
-    let node = FakeNode::with_delay(tmpl.path().to_path_buf(), delay);
+    let node = common::fake_node(tmpl.path().to_path_buf(), delay);
     let journal = Journal::open(&state.path().join("journal")).unwrap();
     let (exec, events) = Executor::new(
         node.clone(),
@@ -113,7 +113,8 @@ async fn create_marks_starts_and_reports_addresses_once() {
     assert_eq!(ct.status, "running");
     assert_eq!(ct.managed, Some(mark("dev-web")));
     assert!(ct.tags.contains(&"pxfleet".to_string()) && ct.tags.contains(&"web".to_string()));
-    assert_eq!(ct.addresses, vec!["10.77.0.50/24".to_string()]);
+    // a DHCP lease the node derives from the vm_id (101)
+    assert_eq!(ct.addresses, vec!["10.0.0.101/8".to_string()]);
     assert_eq!(
         ct.config.description.as_deref().unwrap(),
         "managed-by: pxfleet fleet=dev name=dev-web\nWeb server\n"
@@ -285,7 +286,7 @@ async fn update_and_resize_change_only_what_differs() {
     let (_, cfg) = r.node.get(400).unwrap();
     assert_eq!(cfg["memory"], "1024");
     assert!(
-        cfg["net0"].contains("hwaddr=BC:24:11:00:00:01"),
+        cfg["net0"].contains("hwaddr=BC:24:11:00:01:90"),
         "MAC kept: {}",
         cfg["net0"]
     );
@@ -443,7 +444,7 @@ async fn seed_template_without_checksum_reports_the_sha256() {
     );
 }
 
-fn config_reads(node: &FakeNode) -> usize {
+fn config_reads(node: &MemNode) -> usize {
     let n = node.calls("config ");
     node.state.lock().unwrap().calls.clear();
     n

@@ -153,7 +153,7 @@ async fn join_then_stream_executes_heartbeats_and_resyncs() {
     // --- run against an in-memory node ---
     let tmpl = tempfile::tempdir().unwrap();
     std::fs::write(tmpl.path().join("t.tar.zst"), b"t").unwrap();
-    let node = common::FakeNode::new(tmpl.path().to_path_buf());
+    let node = common::fake_node(tmpl.path().to_path_buf(), Duration::ZERO);
     node.insert(150, "stopped", &[("hostname", "legacy"), ("memory", "256")]);
     let bundle = pxfleet_tls::Bundle::read(&pxfleet_tls::BundlePaths {
         ca: config.ca.clone(),
@@ -266,9 +266,10 @@ async fn join_then_stream_executes_heartbeats_and_resyncs() {
     })
     .await;
     assert!(hb.seq >= 1);
+    // the node's memory less what its two containers have (256 + 512 MiB)
     assert_eq!(
         hb.memory_free_bytes,
-        16 << 30,
+        pxfleet_agent::mem_node::NODE_MEMORY_BYTES - (768 << 20),
         "heartbeats carry free memory"
     );
 

@@ -8,8 +8,8 @@ use pxfleet_agent::AgentConfig;
 use pxfleet_tls::{Ca, Identity};
 use tokio::task::JoinHandle;
 
-use super::{node_names, BenchError, BenchOptions, TEMPLATE_FILE};
-use crate::sim::SimNode;
+use super::{node_names, BenchError, BenchOptions};
+use crate::sim::sim_node;
 
 /// The agents running in this process; dropping it (or [`Agents::stop`]) ends them.
 pub(super) struct Agents {
@@ -48,12 +48,7 @@ pub(super) fn start_agents(
         config.state_dir = dir;
         config.parallelism = opts.parallelism;
         config.address_wait_secs = 5;
-        let driver = SimNode::new(
-            &name,
-            opts.latency,
-            template_dir.to_path_buf(),
-            vec![TEMPLATE_FILE.to_string()],
-        );
+        let driver = sim_node(&name, opts.latency, template_dir.to_path_buf());
         let mut rx = stop_rx.clone();
         tasks.push(tokio::spawn(async move {
             let shutdown = async move {

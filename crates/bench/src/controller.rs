@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
+use pxfleet_pve::runner::{ProcessRunner, Runner};
 use tokio::process::{Child, Command};
 
 use crate::BenchError;
@@ -41,36 +42,28 @@ pub fn free_port() -> Result<u16, BenchError> {
     Ok(l.local_addr().map_err(io(Path::new("127.0.0.1:0")))?.port())
 }
 
-/// `pxcontroller init --data-dir DIR`.
-// the bench runs `pxcontroller init` as a user would
-#[allow(clippy::disallowed_methods)]
+/// `pxcontroller init --data-dir DIR`, through crates/pve's process runner (argv, timeout, output kept).
 pub async fn init(bin: &Path, data_dir: &Path) -> Result<(), BenchError> {
-    let argv = vec![
-        "init".to_string(),
-        "--data-dir".into(),
-        data_dir.display().to_string(),
-    ];
-    let mut cmd = Command::new(bin);
-    cmd.args(&argv)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    let shown = format!("{} {}", bin.display(), argv.join(" "));
-    let out = tokio::time::timeout(INIT_TIMEOUT, cmd.output())
+    let cmd = pxfleet_pve::runner::Command::new(bin.display().to_string())
+        .args(["init", "--data-dir"])
+        .arg(data_dir.display().to_string())
+        .timeout(INIT_TIMEOUT);
+    let shown = cmd.to_string();
+    let out = ProcessRunner::new()
+        .run(cmd)
         .await
-        .map_err(|_| BenchError::Setup {
+        .map_err(|e| BenchError::Setup {
             what: shown.clone(),
-            message: format!("did not finish within {} s", INIT_TIMEOUT.as_secs()),
-        })?
-        .map_err(io(bin))?;
-    if !out.status.success() {
+            message: e.to_string(),
+        })?;
+    if !out.success() {
         return Err(BenchError::Setup {
             what: shown,
             message: format!(
                 "exited with {}: {}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr)
+                out.status
+                    .map_or_else(|| "a signal".to_string(), |c| format!("status {c}")),
+                out.stderr_str()
             ),
         });
     }
@@ -80,7 +73,9 @@ pub async fn init(bin: &Path, data_dir: &Path) -> Result<(), BenchError> {
 impl Controller {
     /// Writes `dir/controller.toml` and starts `pxcontroller run` on fresh loopback ports; returns once its
     /// gRPC port accepts connections (the caller then waits for the API itself).
-    // the bench starts a long-running pxcontroller it measures and stops
+    // The bench starts a long-running pxcontroller it measures and stops. crates/pve's runner only runs a
+    // command to completion and hands back its output (it owns the child for that one call), so a daemon whose
+    // handle the bench keeps, signals and reaps is spawned here.
     #[allow(clippy::disallowed_methods)]
     pub async fn start(bin: &Path, dir: &Path, data_dir: &Path) -> Result<Controller, BenchError> {
         let config = dir.join("controller.toml");

@@ -16,6 +16,7 @@ use crate::agents::ToAgent;
 use crate::authz::check_node;
 use crate::convert;
 use crate::convert_streams;
+use crate::error::{Error, Result};
 use crate::model::{now_ms, AuditEntry};
 use crate::reconcile;
 use crate::state::State;
@@ -30,10 +31,13 @@ pub struct AgentApi {
     pub state: Arc<State>,
 }
 
-type ConnectStream = Pin<Box<dyn Stream<Item = Result<pb::ControllerMessage, Status>> + Send>>;
+type ConnectStream =
+    Pin<Box<dyn Stream<Item = std::result::Result<pb::ControllerMessage, Status>> + Send>>;
 
-fn refused() -> Status {
-    Status::permission_denied("join token is unknown, already used, expired, or for another node")
+fn refused() -> Error {
+    Error::PermissionDenied(
+        "join token is unknown, already used, expired, or for another node".into(),
+    )
 }
 
 #[tonic::async_trait]
@@ -41,10 +45,14 @@ impl AgentService for AgentApi {
     async fn enroll(
         &self,
         req: Request<pb::EnrollRequest>,
-    ) -> Result<Response<pb::EnrollResponse>, Status> {
+    ) -> std::result::Result<Response<pb::EnrollResponse>, Status> {
         let peer = req.remote_addr().map(|a| a.ip());
         self.state.limiter.enroll_allowed(peer)?;
-        let result = self.enroll_checked(req.into_inner()).await;
+        let result = self
+            .enroll_checked(req.into_inner())
+            .await
+            .map(Response::new)
+            .map_err(Status::from);
         if let Err(e) = &result {
             if e.code() != tonic::Code::Internal && e.code() != tonic::Code::Unavailable {
                 self.state.limiter.enroll_failed(peer);
@@ -59,27 +67,24 @@ impl AgentService for AgentApi {
     async fn connect(
         &self,
         req: Request<Streaming<pb::AgentMessage>>,
-    ) -> Result<Response<Self::ConnectStream>, Status> {
-        self.connect_checked(req).await
+    ) -> std::result::Result<Response<Self::ConnectStream>, Status> {
+        Ok(self.connect_checked(req).await?)
     }
 
     async fn renew(
         &self,
         req: Request<pb::RenewRequest>,
-    ) -> Result<Response<pb::EnrollResponse>, Status> {
+    ) -> std::result::Result<Response<pb::EnrollResponse>, Status> {
         crate::identities::renew(&self.state, req).await
     }
 }
 
 impl AgentApi {
     /// Enrolment once the rate limit let it through (every error counts as a failure).
-    async fn enroll_checked(
-        &self,
-        r: pb::EnrollRequest,
-    ) -> Result<Response<pb::EnrollResponse>, Status> {
+    async fn enroll_checked(&self, r: pb::EnrollRequest) -> Result<pb::EnrollResponse> {
         let token: JoinToken = r.token.parse().map_err(|_| refused())?;
         let identity =
-            Identity::node(&r.node).map_err(|e| Status::invalid_argument(e.to_string()))?;
+            Identity::node(&r.node).map_err(|e| Error::InvalidArgument(e.to_string()))?;
         let st = &self.state;
         let fingerprint = st.ca.fingerprint_sha256();
         let explain = |st: &State| {
@@ -92,7 +97,7 @@ impl AgentApi {
                 &fingerprint,
             );
             tracing::warn!(node = %r.node, token = %token.id, %reason, "enrolment refused");
-            Status::permission_denied(reason)
+            Error::PermissionDenied(reason)
         };
         if token.ca_fingerprint != fingerprint {
             return Err(explain(st));
@@ -103,13 +108,13 @@ impl AgentApi {
             })
             .map_err(|e| match e {
                 StoreError::TokenRefused => explain(st),
-                e => Status::from(e),
+                e => Error::Store(e),
             })?;
         let validity = std::time::Duration::from_secs(st.config.tls.node_cert_validity_secs);
         let cert = st
             .ca
             .sign_csr(&r.csr_pem, &identity, validity)
-            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+            .map_err(|e| Error::InvalidArgument(e.to_string()))?;
         st.store
             .put_serial(&crate::identities::serial_record(&cert, &identity))?;
         st.store
@@ -123,18 +128,18 @@ impl AgentApi {
         })?;
         st.store.flush().await?;
         tracing::info!(node = %r.node, serial = cert.serial.as_str(), "node enrolled");
-        Ok(Response::new(pb::EnrollResponse {
+        Ok(pb::EnrollResponse {
             cert_pem: cert.cert_pem,
             ca_pem: st.ca.cert_pem().to_string(),
             serial: cert.serial.as_str().to_string(),
             not_after_unix_ms: cert.not_after.unix_timestamp() * 1000,
-        }))
+        })
     }
 
     async fn connect_checked(
         &self,
         req: Request<Streaming<pb::AgentMessage>>,
-    ) -> Result<Response<ConnectStream>, Status> {
+    ) -> Result<Response<ConnectStream>> {
         let cert = pxfleet_tls::peer_cert_info(&req);
         let id = cert.as_ref().and_then(|c| c.identity.clone());
         let node = check_node(id.as_ref(), "")?.to_string();
@@ -145,9 +150,12 @@ impl AgentApi {
         let first = inbound
             .next()
             .await
-            .ok_or_else(|| Status::invalid_argument("stream ended before Hello"))??;
+            .ok_or_else(|| Error::InvalidArgument("stream ended before Hello".into()))?
+            .map_err(Error::Stream)?;
         let Some(pb::agent_message::Msg::Hello(hello)) = first.msg else {
-            return Err(Status::invalid_argument("the first message must be Hello"));
+            return Err(Error::InvalidArgument(
+                "the first message must be Hello".into(),
+            ));
         };
         check_node(id.as_ref(), &hello.node)?;
         let st = self.state.clone();
@@ -233,7 +241,7 @@ fn handle_hello(
     node: &str,
     hello: &pb::Hello,
     cert_serial: &str,
-) -> Result<Vec<String>, Status> {
+) -> Result<Vec<String>> {
     let now = now_ms();
     let inv = hello.inventory.clone().unwrap_or_default();
     let inventory = convert::inventory_from_pb(&inv);

@@ -35,6 +35,29 @@ pub fn diagnostic_pb(d: &pxfleet_spec::Diagnostic) -> pb::Diagnostic {
     }
 }
 
+/// Spec diagnostics as the PlanResponse and SubmitResponse carry them.
+pub fn diagnostics_pb(ds: &[pxfleet_spec::Diagnostic]) -> Vec<pb::Diagnostic> {
+    ds.iter().map(diagnostic_pb).collect()
+}
+
+/// What the fleet's policies found, as pxctl shows it.
+pub fn policy_report_pb(r: &crate::policy::PolicyReport) -> pb::PolicyReport {
+    pb::PolicyReport {
+        policies: r.policies.clone(),
+        findings: r
+            .findings
+            .iter()
+            .map(|f| pb::PolicyFinding {
+                deny: f.level == pxfleet_policy::Level::Deny,
+                policy: f.policy.clone(),
+                rule: f.rule.clone(),
+                container: f.container.clone().unwrap_or_default(),
+                message: f.message.clone(),
+            })
+            .collect(),
+    }
+}
+
 /// The volume id a template has on a node: `<storage>:vztmpl/<file>`.
 pub fn template_volid(t: &Template) -> String {
     format!("{}:vztmpl/{}", t.storage, t.file_name())

@@ -17,6 +17,9 @@ pub enum Error {
     /// The request itself is wrong (a bad role, serial, CSR, action, or a fleet over a limit).
     #[error("{0}")]
     InvalidArgument(String),
+    /// The caller may not do this (a join token that is unknown, used, expired or for another node).
+    #[error("{0}")]
+    PermissionDenied(String),
     /// The fleet, container or node named does not exist.
     #[error("{0}")]
     NotFound(String),
@@ -29,6 +32,10 @@ pub enum Error {
     /// A bug or an unreadable stored value.
     #[error("{0}")]
     Internal(String),
+    /// The caller's own request stream failed (an agent's Connect stream before its Hello): answered with the
+    /// status the stream ended with.
+    #[error("{0}")]
+    Stream(tonic::Status),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -49,10 +56,12 @@ impl From<Error> for tonic::Status {
                 AuthzError::Denied { .. } => Status::permission_denied(e.to_string()),
             },
             Error::InvalidArgument(m) => Status::invalid_argument(m),
+            Error::PermissionDenied(m) => Status::permission_denied(m),
             Error::NotFound(m) => Status::not_found(m),
             Error::FailedPrecondition(m) => Status::failed_precondition(m),
             Error::ResourceExhausted(m) => Status::resource_exhausted(m),
             Error::Internal(m) => Status::internal(m),
+            Error::Stream(s) => s,
         }
     }
 }
@@ -80,6 +89,10 @@ mod tests {
     fn each_variant_has_its_code_and_keeps_its_message() {
         let cases = [
             (Error::InvalidArgument("bad".into()), Code::InvalidArgument),
+            (
+                Error::PermissionDenied("token used".into()),
+                Code::PermissionDenied,
+            ),
             (Error::NotFound("no fleet x".into()), Code::NotFound),
             (
                 Error::FailedPrecondition("plan again".into()),

@@ -113,9 +113,9 @@ impl FleetService for FleetApi {
             fleet: p.fleet,
             base_revision: p.base_revision,
             plan_json: p.plan_json,
-            diagnostics: p.diagnostics,
+            diagnostics: convert::diagnostics_pb(&p.diagnostics),
             has_changes: p.has_changes,
-            policy: p.policy,
+            policy: p.policy.as_ref().map(convert::policy_report_pb),
         }))
     }
 
@@ -149,9 +149,9 @@ impl FleetService for FleetApi {
             fleet: s.fleet,
             revision: s.revision,
             operations: operation_infos(&s.operations),
-            diagnostics: s.diagnostics,
+            diagnostics: convert::diagnostics_pb(&s.diagnostics),
             plan_json: s.plan_json,
-            policy: s.policy,
+            policy: s.policy.as_ref().map(convert::policy_report_pb),
         }))
     }
 

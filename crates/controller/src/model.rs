@@ -441,6 +441,40 @@ pub struct Operation {
     pub reason: String,
 }
 
+impl Operation {
+    /// A new operation (fresh id) for `container` of `fleet` on `node`, waiting to be sent from `now` on: the
+    /// first attempt, revision 0, no reason, never dispatched. Callers set what differs with `..` update syntax
+    /// (attempt and backoff, revision, reason, or a failed state).
+    pub fn pending(
+        fleet: &str,
+        container: &str,
+        node: &str,
+        vm_id: u32,
+        kind: OperationKind,
+        now: Millis,
+    ) -> Operation {
+        Operation {
+            id: new_id(),
+            fleet: fleet.to_string(),
+            container: container.to_string(),
+            node: node.to_string(),
+            vm_id,
+            kind,
+            attempt: 1,
+            state: OpState::Pending,
+            created_ms: now,
+            not_before_ms: now,
+            dispatched_ms: None,
+            dispatched_conn: 0,
+            deadline_ms: None,
+            finished_ms: None,
+            last_error: None,
+            revision: 0,
+            reason: String::new(),
+        }
+    }
+}
+
 /// A unique 128-bit hex id that sorts in creation order: 64 bits of a strictly increasing clock (nanoseconds
 /// since the epoch, bumped by one when two ids are made in the same nanosecond) then 64 random bits. Operations
 /// made in the same millisecond therefore still sort in the order they were made (the store orders operations by

@@ -3,9 +3,11 @@
 //! so nothing is applied.
 
 use pxfleet_policy::{evaluate, Level, Policy, PolicyError};
-use pxfleet_proto::v1 as pb;
 use pxfleet_spec::plan::Plan;
-use pxfleet_spec::{Fleet, MemFiles};
+use pxfleet_spec::{Diagnostic, Fleet, MemFiles};
+
+/// What the fleet's policies found: the policies evaluated and their findings (warnings and denials).
+pub use pxfleet_policy::Outcome as PolicyReport;
 
 /// `None` when the fleet names no policy.
 pub fn check(
@@ -14,17 +16,13 @@ pub fn check(
     files: &MemFiles,
     fleet: &Fleet,
     plan: &Plan,
-) -> Result<Option<pb::PolicyReport>, Vec<pb::Diagnostic>> {
+) -> Result<Option<PolicyReport>, Vec<Diagnostic>> {
     let name = if file_name.is_empty() {
         "fleet.yaml"
     } else {
         file_name
     };
-    let policies = pxfleet_spec::read_policies(name, source, files).map_err(|d| {
-        d.iter()
-            .map(crate::convert::diagnostic_pb)
-            .collect::<Vec<_>>()
-    })?;
+    let policies = pxfleet_spec::read_policies(name, source, files).map_err(|d| d.0)?;
     if policies.is_empty() {
         return Ok(None);
     }
@@ -40,20 +38,7 @@ pub fn check(
         })
         .collect();
     match evaluate(&list, &input) {
-        Ok(out) => Ok(Some(pb::PolicyReport {
-            policies: out.policies,
-            findings: out
-                .findings
-                .into_iter()
-                .map(|f| pb::PolicyFinding {
-                    deny: f.level == Level::Deny,
-                    policy: f.policy,
-                    rule: f.rule,
-                    container: f.container.unwrap_or_default(),
-                    message: f.message,
-                })
-                .collect(),
-        })),
+        Ok(out) => Ok(Some(out)),
         Err(e) => {
             let (file, line, column) = match &e {
                 PolicyError::Invalid {
@@ -78,45 +63,48 @@ pub fn check(
                     format!("policy evaluation failed: {message}{named}")
                 }
             };
-            Err(vec![pb::Diagnostic {
-                severity: pb::Severity::Error as i32,
-                message,
+            Err(vec![Diagnostic {
                 file,
                 line,
                 column,
-                field: "policies".into(),
+                path: "policies".into(),
+                message,
+                hint: None,
             }])
         }
     }
 }
 
 /// Denials as diagnostics (the submit's refusal): each names the policy, the rule and the container.
-pub fn denials(report: &pb::PolicyReport) -> Vec<pb::Diagnostic> {
+pub fn denials(report: &PolicyReport) -> Vec<Diagnostic> {
     report
         .findings
         .iter()
-        .filter(|f| f.deny)
-        .map(|f| pb::Diagnostic {
-            severity: pb::Severity::Error as i32,
-            message: format!(
-                "denied by policy {} (rule {}){}: {}",
-                f.policy,
-                f.rule,
-                if f.container.is_empty() {
-                    String::new()
+        .filter(|f| f.level == Level::Deny)
+        .map(|f| {
+            let container = f.container.as_deref().unwrap_or_default();
+            Diagnostic {
+                file: f.policy.clone(),
+                line: 0,
+                column: 0,
+                path: if container.is_empty() {
+                    "policies".into()
                 } else {
-                    format!(", container {}", f.container)
+                    format!("containers.{container}")
                 },
-                f.message
-            ),
-            file: f.policy.clone(),
-            line: 0,
-            column: 0,
-            field: if f.container.is_empty() {
-                "policies".into()
-            } else {
-                format!("containers.{}", f.container)
-            },
+                message: format!(
+                    "denied by policy {} (rule {}){}: {}",
+                    f.policy,
+                    f.rule,
+                    if container.is_empty() {
+                        String::new()
+                    } else {
+                        format!(", container {container}")
+                    },
+                    f.message
+                ),
+                hint: None,
+            }
         })
         .collect()
 }

@@ -121,27 +121,15 @@ pub fn plan(
                 }
                 _ => (1, now),
             };
+            let kind = OperationKind::SeedTemplate {
+                name: name.clone(),
+                template: t.clone(),
+            };
             let op = Operation {
-                id: crate::model::new_id(),
-                fleet: fleet.clone(),
-                container: String::new(),
-                node: n.name.clone(),
-                vm_id: 0,
-                kind: OperationKind::SeedTemplate {
-                    name: name.clone(),
-                    template: t.clone(),
-                },
                 attempt,
-                state: OpState::Pending,
-                created_ms: now,
                 not_before_ms: not_before,
-                dispatched_ms: None,
-                dispatched_conn: 0,
-                deadline_ms: None,
-                finished_ms: None,
-                last_error: None,
-                revision: 0,
                 reason: format!("template {name} is kept on every node (seed: all_nodes)"),
+                ..Operation::pending(fleet, "", &n.name, 0, kind, now)
             };
             tracing::info!(op = %op.id, fleet = %op.fleet, node = %op.node, template = %name, attempt,
                 "template pre-seed planned");

@@ -6,15 +6,14 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use pxfleet_proto::v1 as pb;
-use pxfleet_spec::{Fleet, MemFiles};
+use pxfleet_spec::{Diagnostic, Fleet, MemFiles};
 use pxfleet_tls::Identity;
 use sha2::Digest as _;
 
-use crate::convert;
 use crate::error::{Error, Result};
 use crate::model::{now_ms, ContainerStatus, DesiredContainer, Operation, Revision};
 use crate::planning::{prepare, Prepared, Snapshot};
+use crate::policy::PolicyReport;
 use crate::state::State;
 use crate::store::{StoreError, SubmitTx};
 use crate::{query, reconcile};
@@ -48,21 +47,20 @@ impl Source<'_> {
     }
 
     /// The parsed fleet, or the diagnostics that refuse it.
-    fn parse(&self) -> std::result::Result<Fleet, Vec<pb::Diagnostic>> {
+    fn parse(&self) -> std::result::Result<Fleet, Vec<Diagnostic>> {
         let name = if self.file_name.is_empty() {
             "fleet.yaml"
         } else {
             self.file_name
         };
-        pxfleet_spec::parse_fleet(name, self.text, &self.mem_files())
-            .map_err(|d| d.iter().map(convert::diagnostic_pb).collect())
+        pxfleet_spec::parse_fleet(name, self.text, &self.mem_files()).map_err(|d| d.0)
     }
 
     /// The fleet's policies against the prepared fleet and its plan (`None`: the fleet names none).
     fn policy(
         &self,
         prepared: &Prepared,
-    ) -> std::result::Result<Option<pb::PolicyReport>, Vec<pb::Diagnostic>> {
+    ) -> std::result::Result<Option<PolicyReport>, Vec<Diagnostic>> {
         crate::policy::check(
             self.file_name,
             self.text,
@@ -90,8 +88,8 @@ pub struct Planned {
     /// The plan as pxfleet's JSON plan document (empty when refused).
     pub plan_json: String,
     pub has_changes: bool,
-    pub diagnostics: Vec<pb::Diagnostic>,
-    pub policy: Option<pb::PolicyReport>,
+    pub diagnostics: Vec<Diagnostic>,
+    pub policy: Option<PolicyReport>,
 }
 
 /// What `submit` answers: the revision stored (or kept, when nothing changed) and its operations, or the
@@ -101,9 +99,9 @@ pub struct Submitted {
     pub fleet: String,
     pub revision: u64,
     pub operations: Vec<Operation>,
-    pub diagnostics: Vec<pb::Diagnostic>,
+    pub diagnostics: Vec<Diagnostic>,
     pub plan_json: String,
-    pub policy: Option<pb::PolicyReport>,
+    pub policy: Option<PolicyReport>,
 }
 
 /// What a submit asks for besides the fleet.
@@ -151,10 +149,9 @@ fn prepare_now(
     state: &State,
     file: &str,
     fleet: Fleet,
-) -> Result<(Snapshot, std::result::Result<Prepared, Vec<pb::Diagnostic>>)> {
+) -> Result<(Snapshot, std::result::Result<Prepared, Vec<Diagnostic>>)> {
     let snap = snapshot(state, &fleet.name)?;
-    let prepared = prepare(file, fleet, &snap, state.config.vm_ids, snap.revision + 1)
-        .map_err(|d| d.iter().map(convert::diagnostic_pb).collect());
+    let prepared = prepare(file, fleet, &snap, state.config.vm_ids, snap.revision + 1);
     Ok((snap, prepared))
 }
 
@@ -177,7 +174,7 @@ fn parse_checked(
     state: &State,
     source: &Source<'_>,
     may_change: impl Fn(&str) -> Result<()>,
-) -> Result<std::result::Result<Fleet, Vec<pb::Diagnostic>>> {
+) -> Result<std::result::Result<Fleet, Vec<Diagnostic>>> {
     source.check_size(state)?;
     let fleet = match source.parse() {
         Ok(f) => f,
@@ -278,10 +275,7 @@ pub async fn submit(
             })
         }
     };
-    if let Some(report) = policy
-        .as_ref()
-        .filter(|p| p.findings.iter().any(|f| f.deny))
-    {
+    if let Some(report) = policy.as_ref().filter(|p| p.denied()) {
         tracing::info!(fleet = %name, "submit refused by policy");
         return Ok(Submitted {
             fleet: name,

@@ -228,23 +228,11 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
             _ => (1, now),
         };
         let op = Operation {
-            id: crate::model::new_id(),
-            fleet: k.0.clone(),
-            container: k.1.clone(),
-            node: next.node,
-            vm_id: next.vm_id,
-            kind: next.kind,
             attempt,
-            state: OpState::Pending,
-            created_ms: now,
             not_before_ms: not_before,
-            dispatched_ms: None,
-            dispatched_conn: 0,
-            deadline_ms: None,
-            finished_ms: None,
-            last_error: None,
             revision,
             reason: next.reason,
+            ..Operation::pending(&k.0, &k.1, &next.node, next.vm_id, next.kind, now)
         };
         tracing::info!(op = %op.id, fleet = %op.fleet, container = %op.container, node = %op.node,
             kind = op.kind.name(), attempt, reason = %op.reason, "operation planned");
@@ -338,27 +326,18 @@ fn fail_for_template(
     error: String,
     now: Millis,
 ) -> Result<(), StoreError> {
+    let kind = OperationKind::SeedTemplate {
+        name: d.container.template.clone(),
+        template: d.template.clone(),
+    };
     let op = Operation {
-        id: crate::model::new_id(),
-        fleet: k.0.clone(),
-        container: k.1.clone(),
-        node: d.node.clone(),
-        vm_id: 0,
-        kind: OperationKind::SeedTemplate {
-            name: d.container.template.clone(),
-            template: d.template.clone(),
-        },
         attempt: state.config.reconciler.max_attempts,
         state: OpState::Failed,
-        created_ms: now,
-        not_before_ms: now,
-        dispatched_ms: None,
-        dispatched_conn: 0,
-        deadline_ms: None,
         finished_ms: Some(now),
         last_error: Some(error),
         revision: d.revision,
         reason: format!("template {} differs between nodes", d.container.template),
+        ..Operation::pending(&k.0, &k.1, &d.node, 0, kind, now)
     };
     tracing::warn!(fleet = %op.fleet, container = %op.container, node = %op.node,
         error = op.last_error.as_deref().unwrap_or(""), "template digest conflict");

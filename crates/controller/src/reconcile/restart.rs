@@ -1,7 +1,7 @@
 //! `pxctl restart`: stop operations the reconcile loop follows with a start (the desired state being running).
 
 use super::emit;
-use crate::model::{now_ms, OpState, Operation, OperationKind};
+use crate::model::{now_ms, Operation, OperationKind};
 use crate::query::{load, pick};
 use crate::state::State;
 use crate::store::StoreError;
@@ -29,23 +29,9 @@ pub fn queue_restarts(
             continue;
         }
         let op = Operation {
-            id: crate::model::new_id(),
-            fleet: fleet.to_string(),
-            container: name.clone(),
-            node: o.node.clone(),
-            vm_id: o.vm_id,
-            kind: OperationKind::Stop,
-            attempt: 1,
-            state: OpState::Pending,
-            created_ms: now,
-            not_before_ms: now,
-            dispatched_ms: None,
-            dispatched_conn: 0,
-            deadline_ms: None,
-            finished_ms: None,
-            last_error: None,
             revision,
             reason: "restart: stop, then start".into(),
+            ..Operation::pending(fleet, name, &o.node, o.vm_id, OperationKind::Stop, now)
         };
         state.store.put_op(&op)?;
         emit(state, &op, "planned");

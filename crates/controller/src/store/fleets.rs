@@ -8,7 +8,7 @@ use std::sync::Arc;
 use sled::transaction::{ConflictableTransactionError, Transactional, TransactionalTree};
 
 use super::{
-    abort, enc, key2, prefix, revision_key, tx_dec, unwrap_tx, Store, StoreError, SubmitTx,
+    abort, enc, key2, prefix, revision_key, tx_get, unwrap_tx, Store, StoreError, SubmitTx,
 };
 use crate::model::{Allocation, AuditEntry, DesiredContainer, FleetRecord, Revision};
 
@@ -96,14 +96,12 @@ impl Store {
     ) -> Result<(), ConflictableTransactionError<StoreError>> {
         for d in &tx.desired {
             let key = key2(&d.fleet, &d.name);
-            let mut a: Allocation = match allocations.get(&key)? {
-                Some(v) => tx_dec("allocations", &key, &v)?,
-                None => Allocation {
+            let mut a: Allocation =
+                tx_get(allocations, "allocations", &key)?.unwrap_or_else(|| Allocation {
                     fleet: d.fleet.clone(),
                     name: d.name.clone(),
                     ..Allocation::default()
-                },
-            };
+                });
             let before = a.clone();
             a.vm_id = Some(d.vm_id);
             for (i, iface) in d.container.interfaces.iter().enumerate() {
@@ -127,10 +125,7 @@ impl Store {
         audit: &TransactionalTree,
     ) -> Result<u64, ConflictableTransactionError<StoreError>> {
         let key = tx.fleet.as_bytes();
-        let head: Option<FleetRecord> = match fleets.get(key)? {
-            Some(v) => Some(tx_dec("fleets", key, &v)?),
-            None => None,
-        };
+        let head: Option<FleetRecord> = tx_get(fleets, "fleets", key)?;
         let current = head.as_ref().map(|h| h.revision).unwrap_or(0);
         if let Some(expected) = tx.expected_revision {
             if expected != current {
@@ -158,10 +153,7 @@ impl Store {
             }
         }
         let revision = current + 1;
-        let old: Vec<DesiredContainer> = match desired.get(key)? {
-            Some(v) => tx_dec("desired", key, &v)?,
-            None => Vec::new(),
-        };
+        let old: Vec<DesiredContainer> = tx_get(desired, "desired", key)?.unwrap_or_default();
         let new: Vec<DesiredContainer> = tx
             .desired
             .iter()
@@ -233,40 +225,43 @@ impl Store {
         node: &str,
         datastore_id: Option<&str>,
     ) -> Result<bool, StoreError> {
-        let r = self.desired.transaction(|t| {
-            let Some(v) = t.get(fleet.as_bytes())? else {
-                return Ok(false);
-            };
-            let mut all: Vec<DesiredContainer> = tx_dec("desired", fleet.as_bytes(), &v)?;
-            let Some(d) = all.iter_mut().find(|d| d.name == name) else {
-                return Ok(false);
-            };
+        self.update_desired(fleet, name, |d| {
             d.node = node.to_string();
             d.container.node = Some(node.to_string());
             if let Some(ds) = datastore_id {
                 d.container.datastore_id = Some(ds.to_string());
             }
-            t.insert(fleet.as_bytes(), enc(&all))?;
-            Ok(true)
-        });
-        unwrap_tx(r)
+        })
     }
 
     /// `pxctl node drain`: the desired node of `fleet`/`name` becomes `node`, held there (`node_pinned`) until the
     /// next submit places it again, so the reconciler migrates it instead of taking it for moved by hand.
     pub fn move_desired(&self, fleet: &str, name: &str, node: &str) -> Result<bool, StoreError> {
-        let r = self.desired.transaction(|t| {
-            let Some(v) = t.get(fleet.as_bytes())? else {
-                return Ok(false);
-            };
-            let mut all: Vec<DesiredContainer> = tx_dec("desired", fleet.as_bytes(), &v)?;
-            let Some(d) = all.iter_mut().find(|d| d.name == name) else {
-                return Ok(false);
-            };
+        self.update_desired(fleet, name, |d| {
             d.node = node.to_string();
             d.container.node = Some(node.to_string());
             d.node_pinned = true;
-            t.insert(fleet.as_bytes(), enc(&all))?;
+        })
+    }
+
+    /// Changes desired container `name` of `fleet` with `change`, in one transaction; false when the fleet has
+    /// no such container.
+    fn update_desired(
+        &self,
+        fleet: &str,
+        name: &str,
+        change: impl Fn(&mut DesiredContainer),
+    ) -> Result<bool, StoreError> {
+        let key = fleet.as_bytes();
+        let r = self.desired.transaction(|t| {
+            let Some(mut all) = tx_get::<Vec<DesiredContainer>>(t, "desired", key)? else {
+                return Ok(false);
+            };
+            let Some(d) = all.iter_mut().find(|d| d.name == name) else {
+                return Ok(false);
+            };
+            change(d);
+            t.insert(key, enc(&all))?;
             Ok(true)
         });
         unwrap_tx(r)

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use sled::transaction::{ConflictableTransactionError, TransactionError};
+use sled::transaction::{ConflictableTransactionError, TransactionError, TransactionalTree};
 
 use crate::model::{
     AppliedContainer, DesiredContainer, Millis, NodeRecord, ObservedContainer, Operation,
@@ -185,6 +185,18 @@ fn tx_dec<T: DeserializeOwned>(
     v: &[u8],
 ) -> Result<T, ConflictableTransactionError<StoreError>> {
     dec(tree, key, v).map_err(ConflictableTransactionError::Abort)
+}
+
+/// The value at `key` of `tree` (named `name` in errors) inside a transaction, decoded.
+fn tx_get<T: DeserializeOwned>(
+    tree: &TransactionalTree,
+    name: &'static str,
+    key: &[u8],
+) -> Result<Option<T>, ConflictableTransactionError<StoreError>> {
+    match tree.get(key)? {
+        Some(v) => Ok(Some(tx_dec(name, key, &v)?)),
+        None => Ok(None),
+    }
 }
 
 fn unwrap_tx<T>(r: Result<T, TransactionError<StoreError>>) -> Result<T, StoreError> {

@@ -1,0 +1,106 @@
+//! The FleetService API of a [`Cluster`] as its admin (or as another certificate): clients, user
+//! certificates, submit and plan, listings, and the waits for nodes and containers.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use pxfleet_proto::v1 as pb;
+use pxfleet_proto::v1::fleet_service_client::FleetServiceClient;
+use pxfleet_tls::{Bundle, Ca, Identity, Role};
+use tonic::transport::Channel;
+
+use crate::api;
+use crate::cluster::Cluster;
+use crate::error::{grpc, io, Result};
+use crate::process::tail;
+
+impl Cluster {
+    /// A FleetService client with the admin certificate.
+    pub async fn api(&self) -> Result<FleetServiceClient<Channel>> {
+        self.api_as(&self.admin).await
+    }
+
+    /// A FleetService client presenting `bundle`.
+    pub async fn api_as(&self, bundle: &Bundle) -> Result<FleetServiceClient<Channel>> {
+        let tls = pxfleet_tls::client_config(bundle)?;
+        let channel = pxfleet_tls::connect(&self.url, tls).await?;
+        Ok(FleetServiceClient::new(channel))
+    }
+
+    /// A user certificate signed by this cluster's CA (as `pxctl`'s admin would issue one).
+    pub fn issue_user(&self, name: &str, role: Role) -> Result<Bundle> {
+        let pki = self.controller_dir.join("pki");
+        let read = |p: PathBuf| std::fs::read_to_string(&p).map_err(io(&p));
+        let ca_pem = read(pki.join("ca.pem"))?;
+        let ca = Ca::from_pem(&ca_pem, &read(pki.join("ca.key"))?)?;
+        let id = Identity::user(name, role, &[])?;
+        let creds = ca.issue_client(&id, pxfleet_tls::DEFAULT_CLIENT_VALIDITY)?;
+        Ok(creds.into_bundle(ca.cert_pem()))
+    }
+
+    /// Submit through the API as admin; diagnostics (validation errors) come back in the response.
+    pub async fn submit(&self, yaml: &str) -> Result<pb::SubmitResponse> {
+        let mut api = self.api().await?;
+        Ok(api
+            .submit(pb::SubmitRequest {
+                file_name: "fleet.yaml".into(),
+                source: yaml.into(),
+                ..Default::default()
+            })
+            .await
+            .map_err(grpc("Submit"))?
+            .into_inner())
+    }
+
+    /// Plan through the API as admin.
+    pub async fn plan(&self, yaml: &str) -> Result<pb::PlanResponse> {
+        let mut api = self.api().await?;
+        Ok(api
+            .plan(pb::PlanRequest {
+                file_name: "fleet.yaml".into(),
+                source: yaml.into(),
+                ..Default::default()
+            })
+            .await
+            .map_err(grpc("Plan"))?
+            .into_inner())
+    }
+
+    /// Every container of `fleet`, as the controller reports it.
+    pub async fn containers(&self, fleet: &str) -> Result<Vec<pb::ContainerInfo>> {
+        api::containers(self.api().await?, fleet).await
+    }
+
+    pub async fn nodes_info(&self) -> Result<Vec<pb::NodeInfo>> {
+        api::nodes(self.api().await?).await
+    }
+
+    pub async fn operations(&self, fleet: &str) -> Result<Vec<pb::OperationInfo>> {
+        api::operations(self.api().await?, fleet).await
+    }
+
+    /// Waits until every node of the cluster is `ready`.
+    pub async fn wait_nodes_ready(&self, timeout: Duration) -> Result<()> {
+        let names: Vec<String> = self.nodes.iter().map(|n| n.name.clone()).collect();
+        let logs = || {
+            self.nodes
+                .iter()
+                .map(|n| format!("--- {}:\n{}", n.name, tail(&n.log)))
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        api::wait_nodes_ready(&names, timeout, || self.api(), logs).await
+    }
+
+    /// Waits until the fleet has exactly `names` and each is running with a node, a vm_id and an address,
+    /// and does not differ from what was submitted (not drifted).
+    pub async fn wait_running(
+        &self,
+        fleet: &str,
+        names: &[&str],
+        timeout: Duration,
+    ) -> Vec<pb::ContainerInfo> {
+        let up = |c: &pb::ContainerInfo| api::is_up(c) && !c.drifted;
+        api::wait_running(fleet, names, timeout, up, || self.api()).await
+    }
+}
