@@ -13,7 +13,7 @@ use sha2::Digest as _;
 
 use crate::convert;
 use crate::error::{Error, Result};
-use crate::model::{now_ms, ContainerStatus, DesiredContainer, Operation, Revision};
+use crate::model::{ContainerStatus, DesiredContainer, Operation, Revision};
 use crate::planning::{prepare, Prepared, Snapshot};
 use crate::state::State;
 use crate::store::{StoreError, SubmitTx};
@@ -551,7 +551,7 @@ fn store_revision(
         fleet: name.clone(),
         expected_revision: expected,
         author: author.uri(),
-        time_ms: now_ms(),
+        time_ms: state.now_ms(),
         spec: serde_json::to_value(&prepared.fleet).map_err(|e| Error::Internal(e.to_string()))?,
         summary: if summary.is_empty() {
             "no changes".into()
@@ -568,7 +568,7 @@ fn store_revision(
         retry: crate::realise::failed_containers(state, name)?,
     };
     let rev = state.store.submit(&tx)?;
-    reconcile::pass(state, now_ms())?;
+    reconcile::pass(state, state.now_ms())?;
     state.changed();
     Ok(rev)
 }
