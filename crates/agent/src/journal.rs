@@ -381,7 +381,11 @@ mod tests {
         .unwrap();
         assert_eq!(j.prune(3600).unwrap(), 0, "fresh entries are kept");
         clock.advance(std::time::Duration::from_secs(3602));
-        assert_eq!(j.prune(3600).unwrap(), 1, "an hour later the finished one goes");
+        assert_eq!(
+            j.prune(3600).unwrap(),
+            1,
+            "an hour later the finished one goes"
+        );
         assert!(j.get("b").unwrap().is_none(), "finished entry removed");
         assert!(j.get("a").unwrap().is_some(), "running entry kept");
     }

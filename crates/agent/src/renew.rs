@@ -149,8 +149,9 @@ pub async fn keep_renewed(
                 if let RenewError::Tls(t) = &e {
                     log_refusal(t, &config.node);
                 }
-                let left = Duration::try_from(info.not_after - OffsetDateTime::from(clock.system_time()))
-                    .unwrap_or(Duration::ZERO);
+                let left =
+                    Duration::try_from(info.not_after - OffsetDateTime::from(clock.system_time()))
+                        .unwrap_or(Duration::ZERO);
                 let retry = (left / 10).clamp(Duration::from_secs(1), Duration::from_secs(30));
                 tracing::warn!(
                     error = %e,

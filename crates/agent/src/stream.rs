@@ -517,7 +517,12 @@ async fn hello<D: NodeApi>(
             },
             OpState::Interrupted => continue,
         };
-        operations.push(convert::update_to_proto(&u, vmid, &config.node, exec.now_ms()));
+        operations.push(convert::update_to_proto(
+            &u,
+            vmid,
+            &config.node,
+            exec.now_ms(),
+        ));
     }
     let msg = v1::AgentMessage {
         msg: Some(agent_message::Msg::Hello(v1::Hello {
@@ -570,7 +575,8 @@ mod tests {
             file_name: "u.tar.xz".into(),
             size_bytes: 7,
         });
-        let obs = inventory_delta(&facts, &mut sent, 1_700_000_000_000).expect("a new template is reported");
+        let obs = inventory_delta(&facts, &mut sent, 1_700_000_000_000)
+            .expect("a new template is reported");
         assert!(!obs.full);
         assert_eq!(obs.templates.len(), 1);
         assert_eq!(obs.templates[0].volid, "local:vztmpl/u.tar.xz");

@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Write;
 use std::time::Duration;
 
-use pxfleet_proto::v1 as pb;
 use pxfleet_common::Stopwatch;
+use pxfleet_proto::v1 as pb;
 
 use crate::client::Client;
 use crate::error::{CliError, Result};

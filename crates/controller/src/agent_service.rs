@@ -16,7 +16,7 @@ use crate::agents::ToAgent;
 use crate::authz::check_node;
 use crate::convert;
 use crate::convert_streams;
-use crate::model::{AuditEntry};
+use crate::model::AuditEntry;
 use crate::reconcile;
 use crate::state::State;
 use crate::store::StoreError;
@@ -110,8 +110,11 @@ impl AgentApi {
             .ca
             .sign_csr(&r.csr_pem, &identity, validity)
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
-        st.store
-            .put_serial(&crate::identities::serial_record(&cert, &identity, st.now_ms()))?;
+        st.store.put_serial(&crate::identities::serial_record(
+            &cert,
+            &identity,
+            st.now_ms(),
+        ))?;
         st.store
             .update_node(&r.node, |n| n.enrolled_ms = st.now_ms())?;
         st.store.audit(&AuditEntry {

@@ -103,9 +103,11 @@ pub fn issue_user_certificate(
         .ca
         .sign_csr(csr_pem, &identity, validity)
         .map_err(|e| Error::InvalidArgument(e.to_string()))?;
-    state
-        .store
-        .put_serial(&crate::identities::serial_record(&cert, &identity, state.now_ms()))?;
+    state.store.put_serial(&crate::identities::serial_record(
+        &cert,
+        &identity,
+        state.now_ms(),
+    ))?;
     state.store.audit(&AuditEntry {
         time_ms: state.now_ms(),
         actor: actor(by),

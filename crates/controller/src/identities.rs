@@ -168,7 +168,9 @@ pub async fn renew(
         .ca
         .sign_csr(&req.into_inner().csr_pem, &identity, validity)
         .map_err(|e| crate::error::Error::InvalidArgument(e.to_string()))?;
-    state.store.put_serial(&serial_record(&issued, &identity, state.now_ms()))?;
+    state
+        .store
+        .put_serial(&serial_record(&issued, &identity, state.now_ms()))?;
     state.store.audit(&AuditEntry {
         time_ms: state.now_ms(),
         actor: identity.uri(),

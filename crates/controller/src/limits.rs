@@ -330,7 +330,10 @@ mod tests {
         );
         // a minute later the failures are forgotten: both addresses are served again
         clock.advance(Duration::from_secs(55));
-        assert!(l.enroll_allowed(Some(a)).is_err(), "still within the minute");
+        assert!(
+            l.enroll_allowed(Some(a)).is_err(),
+            "still within the minute"
+        );
         clock.advance(Duration::from_secs(5));
         l.enroll_allowed(Some(a)).unwrap();
         l.enroll_allowed(Some(b)).unwrap();

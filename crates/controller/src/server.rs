@@ -50,7 +50,14 @@ pub async fn run(
     metrics_listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServerError> {
-    run_with_clock(config, Clock::system(), listener, metrics_listener, shutdown).await
+    run_with_clock(
+        config,
+        Clock::system(),
+        listener,
+        metrics_listener,
+        shutdown,
+    )
+    .await
 }
 
 /// [`run`] on `clock`: every timestamp, expiry and timeout of this controller reads it (tests pass a

@@ -171,9 +171,9 @@ struct ClockTime(Clock);
 
 impl rustls::time_provider::TimeProvider for ClockTime {
     fn current_time(&self) -> Option<UnixTime> {
-        Some(UnixTime::since_unix_epoch(std::time::Duration::from_millis(
-            self.0.now_ms(),
-        )))
+        Some(UnixTime::since_unix_epoch(
+            std::time::Duration::from_millis(self.0.now_ms()),
+        ))
     }
 }
 

@@ -30,6 +30,5 @@ pub struct ConvertError {
     pub message: String,
 }
 
-
 #[cfg(test)]
 mod tests;

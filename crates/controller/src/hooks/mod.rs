@@ -21,7 +21,7 @@ use pxfleet_spec::{Container, Ipv4Config, Ipv6Config};
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
-use crate::model::{Operation};
+use crate::model::Operation;
 use crate::state::State;
 use crate::store::StoreError;
 

@@ -2,8 +2,8 @@
 //! [`decide::next_action`] to every container and dispatches what is due ([`pass`]). Results from agents come
 //! in through [`on_update`]. Progress goes out to Watch as events ([`emit`]).
 
-use std::future::Future;
 use pxfleet_common::Stopwatch;
+use std::future::Future;
 
 use crate::model::{FleetEvent, Millis, OpEvent, Operation};
 use crate::state::State;

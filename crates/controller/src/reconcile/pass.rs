@@ -2,8 +2,8 @@
 //! next operation ([`super::decide::next_action`]), templates kept on every node are seeded, and pending
 //! operations are dispatched to connected agents within each node's window.
 
-use std::collections::{BTreeMap, BTreeSet};
 use pxfleet_common::Stopwatch;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::decide::{adopt_node, backoff_ms, next_action, View};
 use super::{emit, VANISHED_GRACE_MS};

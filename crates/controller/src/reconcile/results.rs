@@ -9,8 +9,8 @@ use pxfleet_spec::{Container, Template, TemplateSource};
 use super::emit;
 use crate::convert;
 use crate::model::{
-    AppliedContainer, ManagedBy, Millis, ObservedContainer, OpState, Operation,
-    OperationKind, OperationUpdate, TemplateDigest, UpdateState,
+    AppliedContainer, ManagedBy, Millis, ObservedContainer, OpState, Operation, OperationKind,
+    OperationUpdate, TemplateDigest, UpdateState,
 };
 use crate::state::State;
 use crate::store::StoreError;

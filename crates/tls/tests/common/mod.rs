@@ -9,9 +9,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use pxfleet_common::ManualClock;
 use pxfleet_proto::v1::agent_service_server::{AgentService, AgentServiceServer};
 use pxfleet_proto::v1::{AgentMessage, ControllerMessage, EnrollRequest, EnrollResponse};
-use pxfleet_common::ManualClock;
 use pxfleet_tls::{
     peer_cert_info, peer_identity, require_identity, serve_tls, server_config_with_client_cas,
     Bundle, Ca, Identity, RevocationCheck,
