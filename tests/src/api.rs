@@ -1,6 +1,8 @@
 //! FleetService queries and waits shared by both harnesses (the loopback [`crate::Cluster`] and the LXC
 //! [`crate::e2e::E2e`]): each takes an already connected admin client, so the two differ only in how they
 //! connect and what they print when something does not come up.
+// test code driving separate processes: real time
+#![allow(clippy::disallowed_methods)]
 
 use std::future::Future;
 use std::time::Duration;

@@ -2,6 +2,8 @@
 //! onto a small tmpfs of its own, which is then filled with a filler file or remounted read-only. Needs root
 //! (mount); every mount, umount and remount runs from an argv with a timeout, and a [`Mount`] guard unmounts
 //! on drop, so a failing test leaves no mount behind.
+// test code driving separate processes: real time
+#![allow(clippy::disallowed_methods)]
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -7,6 +7,8 @@
 //!
 //! Gate: the scenarios are `#[ignore]`d (scripts/e2e runs them with `--ignored`); [`require_lxc`] fails one run
 //! without root or LXC, naming what is missing.
+// test code driving separate processes: real time
+#![allow(clippy::disallowed_methods)]
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};

@@ -2,6 +2,8 @@
 //! controller's view) is compared with the fleet, `pxctl plan --detailed-exitcode` must exit 0 and the agents'
 //! logs must show no operation that succeeded twice. Each run gives a [`RunResult`]; [`Row`]s make the table
 //! `scripts/faults` prints.
+// test code driving separate processes: real time
+#![allow(clippy::disallowed_methods)]
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

@@ -4,6 +4,8 @@
 //! host's view of cgroups and uids. Root and LXC only: every scenario is `#[ignore]`d, scripts/e2e runs them with
 //! `--ignored` (a missing prerequisite then fails). The scenarios run one at a time (they share the bridge's
 //! addresses).
+// test code driving separate processes: real time
+#![allow(clippy::disallowed_methods)]
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

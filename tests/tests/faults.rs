@@ -2,6 +2,8 @@
 //! (seed printed), then the checks of [`pxfleet_tests::faults::check`] against the nodes themselves. Ignored in
 //! the default `cargo test`: `scripts/faults [--runs N]` runs them (`--ignored`) and prints the table.
 //! `PXFLEET_FAULT_RUNS`, `PXFLEET_FAULT_CONTAINERS`, `PXFLEET_FAULT_SEED` and `PXFLEET_FAULT_REPORT` steer them.
+// test code driving separate processes: real time
+#![allow(clippy::disallowed_methods)]
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

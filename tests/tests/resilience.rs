@@ -1,5 +1,7 @@
 //! Failures: an agent killed in the middle of an operation, the controller killed and restarted, a node that
 //! stops heartbeating and comes back. Everything must converge with nothing created twice.
+// test code driving separate processes: real time
+#![allow(clippy::disallowed_methods)]
 
 use std::time::{Duration, Instant};
 

@@ -4,8 +4,8 @@
 //! was running when the agent died is found here at start-up and cleaned up ([`crate::executor`]).
 
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
 
+use pxfleet_common::Clock;
 use serde::{Deserialize, Serialize};
 
 use crate::ops::{OpFailure, OpResult, Operation};
@@ -67,17 +67,19 @@ pub struct Journal {
     acked: sled::Tree,
     /// Group commit: never `flush_async` (concurrent calls deadlock in sled 0.34).
     flusher: pxfleet_common::Flusher,
+    /// The time of `updated` and of pruning.
+    clock: Clock,
 }
 
 impl Journal {
-    /// Opens (creating if needed) the journal in `dir`.
+    /// Opens (creating if needed) the journal in `dir`, on the system clock ([`Journal::with_clock`]).
     pub fn open(dir: &Path) -> Result<Self, JournalError> {
         // sled's lock on the directory outlives the last handle of a closed journal by a moment (its I/O
         // threads let go last): a journal reopened at once, by a restart in the same process, waits for it
         // rather than failing with `could not acquire lock ... WouldBlock`. Another agent really holding it is
         // still refused, after LOCK_WAIT.
         const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
-        let deadline = std::time::Instant::now() + LOCK_WAIT;
+        let waited = pxfleet_common::Stopwatch::start();
         let db = loop {
             let opened = sled::Config::new()
                 .path(dir)
@@ -89,7 +91,7 @@ impl Journal {
                 Ok(db) => break db,
                 Err(e)
                     if e.to_string().contains("could not acquire lock")
-                        && std::time::Instant::now() < deadline =>
+                        && waited.elapsed() < LOCK_WAIT =>
                 {
                     std::thread::sleep(std::time::Duration::from_millis(20));
                 }
@@ -114,7 +116,19 @@ impl Journal {
             ops,
             acked,
             flusher,
+            clock: Clock::system(),
         })
+    }
+
+    /// This journal reading the time from `clock`.
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Seconds since the epoch, as `updated` holds them.
+    fn now(&self) -> u64 {
+        self.clock.now_ms() / 1000
     }
 
     pub fn get(&self, op_id: &str) -> Result<Option<JournalEntry>, JournalError> {
@@ -137,7 +151,7 @@ impl Journal {
         let entry = JournalEntry {
             op: op.clone(),
             state,
-            updated: now(),
+            updated: self.now(),
         };
         let bytes = serde_json::to_vec(&entry).expect("journal entries always serialise");
         self.ops
@@ -208,7 +222,7 @@ impl Journal {
 
     /// Drops finished entries last changed more than `max_age_secs` ago; returns how many.
     pub fn prune(&self, max_age_secs: u64) -> Result<usize, JournalError> {
-        self.prune_before(now().saturating_sub(max_age_secs))
+        self.prune_before(self.now().saturating_sub(max_age_secs))
     }
 
     /// Drops finished entries last changed before `cutoff` (seconds since the epoch).
@@ -230,13 +244,6 @@ impl Journal {
         }
         Ok(removed)
     }
-}
-
-fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -358,9 +365,10 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn prune_keeps_unfinished_entries() {
+    async fn prune_drops_finished_entries_once_old_and_keeps_unfinished_ones() {
         let dir = tempfile::tempdir().unwrap();
-        let j = Journal::open(dir.path()).unwrap();
+        let clock = pxfleet_common::ManualClock::new();
+        let j = Journal::open(dir.path()).unwrap().with_clock(clock.clock());
         j.record(&create_op("a"), OpState::Running).await.unwrap();
         j.record(
             &create_op("b"),
@@ -372,7 +380,12 @@ mod tests {
         .await
         .unwrap();
         assert_eq!(j.prune(3600).unwrap(), 0, "fresh entries are kept");
-        assert_eq!(j.prune_before(u64::MAX).unwrap(), 1);
+        clock.advance(std::time::Duration::from_secs(3602));
+        assert_eq!(
+            j.prune(3600).unwrap(),
+            1,
+            "an hour later the finished one goes"
+        );
         assert!(j.get("b").unwrap().is_none(), "finished entry removed");
         assert!(j.get("a").unwrap().is_some(), "running entry kept");
     }

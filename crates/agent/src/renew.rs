@@ -7,6 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use pxfleet_common::Clock;
 use pxfleet_proto::v1;
 use pxfleet_tls::{Audience, Bundle, BundlePaths, CertInfo, ClientCertSlot, TlsError};
 use time::OffsetDateTime;
@@ -107,12 +108,13 @@ pub async fn renew_now(config: &AgentConfig) -> Result<CertInfo, RenewError> {
 }
 
 /// Runs until dropped: sleeps until [`renew_at`] of the current certificate, renews, repeats. Failures are
-/// logged and retried (every 30 s at most, sooner when the end is near).
+/// logged and retried (every 30 s at most, sooner when the end is near). "Now" is `clock`'s.
 pub async fn keep_renewed(
     config: AgentConfig,
     tls: Arc<rustls::ClientConfig>,
     slot: Arc<ClientCertSlot>,
     mut current: Bundle,
+    clock: Clock,
 ) {
     loop {
         let info = match CertInfo::from_pem(&current.cert_pem) {
@@ -122,7 +124,7 @@ pub async fn keep_renewed(
                 return;
             }
         };
-        let now = OffsetDateTime::now_utc();
+        let now = OffsetDateTime::from(clock.system_time());
         let at = renew_at(info.not_before, info.not_after);
         if at > now {
             let wait = Duration::try_from(at - now).unwrap_or(Duration::ZERO);
@@ -147,8 +149,9 @@ pub async fn keep_renewed(
                 if let RenewError::Tls(t) = &e {
                     log_refusal(t, &config.node);
                 }
-                let left = Duration::try_from(info.not_after - OffsetDateTime::now_utc())
-                    .unwrap_or(Duration::ZERO);
+                let left =
+                    Duration::try_from(info.not_after - OffsetDateTime::from(clock.system_time()))
+                        .unwrap_or(Duration::ZERO);
                 let retry = (left / 10).clamp(Duration::from_secs(1), Duration::from_secs(30));
                 tracing::warn!(
                     error = %e,

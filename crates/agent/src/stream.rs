@@ -87,6 +87,7 @@ pub async fn run(
         tls.clone(),
         slot,
         bundle,
+        pxfleet_common::Clock::system(),
     ));
     let node = Arc::new(PveNode::from_config(&config));
     let result = run_with(config, node, tls, shutdown).await;
@@ -102,13 +103,13 @@ pub async fn run_with<D: NodeApi>(
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), RunError> {
     std::fs::create_dir_all(&config.state_dir).ok();
-    let journal = Journal::open(&config.journal_dir())?;
-    let seeder = Seeder::with_limits(config.template_ca_file.clone(), config.template_limits());
     let settings = ExecutorSettings {
         parallelism: config.parallelism,
         address_wait: config.address_wait(),
         ..ExecutorSettings::default()
     };
+    let journal = Journal::open(&config.journal_dir())?.with_clock(settings.clock.clone());
+    let seeder = Seeder::with_limits(config.template_ca_file.clone(), config.template_limits());
     let (exec, mut events) = Executor::new(node, journal, seeder, settings);
     let interrupted = exec.recover().await?;
     if !interrupted.is_empty() {
@@ -285,7 +286,7 @@ async fn read_loop<D: NodeApi>(
                                 retryable: false,
                             },
                         };
-                        let m = convert::update_to_proto(&u, vmid, sh.node());
+                        let m = convert::update_to_proto(&u, vmid, sh.node(), sh.exec.now_ms());
                         // Not awaited here: the reply goes out through the queue without holding up reading.
                         if sh
                             .out
@@ -332,7 +333,7 @@ async fn event_loop<D: NodeApi>(
                     .get(u.op_id())
                     .copied()
                     .unwrap_or(0);
-                let m = convert::update_to_proto(&u, vmid, sh.node());
+                let m = convert::update_to_proto(&u, vmid, sh.node(), sh.exec.now_ms());
                 sh.out.send(agent_message::Msg::OperationUpdate(m)).await?;
                 if u.is_final() {
                     sh.inventory_dirty.notify_one();
@@ -350,7 +351,7 @@ async fn event_loop<D: NodeApi>(
                         removed_vm_ids: d.removed.clone(),
                         templates: vec![],
                         storages: vec![],
-                        unix_ms: convert::now_ms(),
+                        unix_ms: sh.exec.now_ms(),
                     }))
                     .await?;
             }
@@ -382,7 +383,7 @@ async fn heartbeat_loop<D: NodeApi>(sh: &Shared<'_, D>) -> Result<(), SessionErr
             sh.out
                 .send(agent_message::Msg::Heartbeat(v1::Heartbeat {
                     seq,
-                    unix_ms: convert::now_ms(),
+                    unix_ms: sh.exec.now_ms(),
                     running_operations: sh.exec.in_flight() as u32,
                     memory_free_bytes,
                 }))
@@ -410,7 +411,7 @@ async fn node_loop<D: NodeApi>(
                 tokio::time::sleep(INVENTORY_COALESCE).await;
                 match sh.exec.node().facts().await {
                     Ok(facts) => {
-                        if let Some(obs) = inventory_delta(&facts, &mut sent_inventory) {
+                        if let Some(obs) = inventory_delta(&facts, &mut sent_inventory, sh.exec.now_ms()) {
                             sh.out.send(agent_message::Msg::Observation(obs)).await?;
                         }
                     }
@@ -441,8 +442,13 @@ pub const FULL_RESYNC: Duration = Duration::from_secs(60);
 
 type InventoryView = (Vec<v1::CachedTemplate>, Vec<v1::Storage>);
 
-/// An observation carrying the node's templates and storages when they differ from `sent` (which is updated).
-pub fn inventory_delta(facts: &NodeFacts, sent: &mut InventoryView) -> Option<v1::Observation> {
+/// An observation carrying the node's templates and storages when they differ from `sent` (which is updated),
+/// stamped `unix_ms`.
+pub fn inventory_delta(
+    facts: &NodeFacts,
+    sent: &mut InventoryView,
+    unix_ms: i64,
+) -> Option<v1::Observation> {
     let now = (convert::templates(facts), convert::storages(facts));
     if now == *sent {
         return None;
@@ -454,7 +460,7 @@ pub fn inventory_delta(facts: &NodeFacts, sent: &mut InventoryView) -> Option<v1
         removed_vm_ids: vec![],
         templates: now.0,
         storages: now.1,
-        unix_ms: convert::now_ms(),
+        unix_ms,
     })
 }
 
@@ -479,7 +485,7 @@ async fn full_observation<D: NodeApi>(
             removed_vm_ids: vec![],
             templates: inv.0.clone(),
             storages: inv.1.clone(),
-            unix_ms: convert::now_ms(),
+            unix_ms: exec.now_ms(),
         },
         inv,
     ))
@@ -511,7 +517,12 @@ async fn hello<D: NodeApi>(
             },
             OpState::Interrupted => continue,
         };
-        operations.push(convert::update_to_proto(&u, vmid, &config.node));
+        operations.push(convert::update_to_proto(
+            &u,
+            vmid,
+            &config.node,
+            exec.now_ms(),
+        ));
     }
     let msg = v1::AgentMessage {
         msg: Some(agent_message::Msg::Hello(v1::Hello {
@@ -555,7 +566,7 @@ mod tests {
         let mut facts = NodeFacts::default();
         let mut sent = (convert::templates(&facts), convert::storages(&facts));
         assert!(
-            inventory_delta(&facts, &mut sent).is_none(),
+            inventory_delta(&facts, &mut sent, 1_700_000_000_000).is_none(),
             "nothing changed"
         );
         facts.templates.push(TemplateFile {
@@ -564,12 +575,13 @@ mod tests {
             file_name: "u.tar.xz".into(),
             size_bytes: 7,
         });
-        let obs = inventory_delta(&facts, &mut sent).expect("a new template is reported");
+        let obs = inventory_delta(&facts, &mut sent, 1_700_000_000_000)
+            .expect("a new template is reported");
         assert!(!obs.full);
         assert_eq!(obs.templates.len(), 1);
         assert_eq!(obs.templates[0].volid, "local:vztmpl/u.tar.xz");
         assert!(
-            inventory_delta(&facts, &mut sent).is_none(),
+            inventory_delta(&facts, &mut sent, 1_700_000_000_000).is_none(),
             "reported once"
         );
     }

@@ -58,6 +58,7 @@ fn settings(parallelism: usize) -> ExecutorSettings {
         parallelism,
         address_wait: Duration::from_secs(2),
         address_poll: Duration::from_millis(20),
+        ..ExecutorSettings::default()
     }
 }
 

@@ -200,6 +200,8 @@ pub async fn run(opts: &BenchOptions, progress: impl Fn(&str)) -> Result<Report,
     })
 }
 
+// the bench measures real time
+#[allow(clippy::disallowed_methods)]
 async fn run_in(
     opts: &BenchOptions,
     root: &Path,

@@ -442,7 +442,8 @@ pub struct AuditArgs {
 /// `--since`: a duration back from now (`2h`) or an RFC 3339 time.
 pub fn parse_since(s: &str) -> Result<std::time::SystemTime, String> {
     if let Ok(d) = parse_duration(s) {
-        return std::time::SystemTime::now()
+        return pxfleet_common::Clock::system()
+            .system_time()
             .checked_sub(d)
             .ok_or_else(|| format!("{s:?} reaches back before 1970"));
     }

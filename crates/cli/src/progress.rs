@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Write;
 use std::time::Duration;
 
+use pxfleet_common::Stopwatch;
 use pxfleet_proto::v1 as pb;
-use tokio::time::Instant;
 
 use crate::client::Client;
 use crate::error::{CliError, Result};
@@ -56,12 +56,12 @@ const QUIET_GRACE: Duration = Duration::from_secs(10);
 
 /// Polls until settled or `f.timeout`; writes progress lines and the summary to `out`.
 pub async fn follow(client: &mut Client, f: &Follow, out: &mut dyn Write) -> Result<Outcome> {
-    let start = Instant::now();
+    let start = Stopwatch::start();
     let mut last: BTreeMap<String, (String, Option<String>)> = BTreeMap::new();
     let mut op_msgs: HashMap<String, String> = HashMap::new();
     let mut seen_activity = !f.expect_activity;
     let mut vanished: BTreeSet<String> = BTreeSet::new();
-    let secs = |start: Instant| start.elapsed().as_secs();
+    let secs = |start: Stopwatch| start.elapsed().as_secs();
     loop {
         let containers = client
             .api

@@ -159,12 +159,12 @@ mod tests {
     /// Opens the database again once sled let go of its lock: after the last handle is dropped, sled's own I/O
     /// threads may still hold it for a moment (seen under load: `could not acquire lock ... WouldBlock`).
     fn reopen(path: &std::path::Path) -> sled::Db {
-        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let waited = crate::Stopwatch::start();
         loop {
             match sled::open(path) {
                 Ok(db) => return db,
                 Err(e)
-                    if std::time::Instant::now() < deadline
+                    if waited.elapsed() < Duration::from_secs(20)
                         && e.to_string().contains("WouldBlock") =>
                 {
                     std::thread::sleep(Duration::from_millis(20));

@@ -204,7 +204,7 @@ pub async fn backup(
     }
     if let Some(s3) = s3 {
         let data = std::fs::read(&file).map_err(io(file.display().to_string()))?;
-        let key = s3.key_for(crate::model::now_ms());
+        let key = s3.key_for(pxfleet_common::Clock::system().now_ms());
         let uploaded = s3.put(&key, &data).await;
         if out_file.is_none() {
             let _ = std::fs::remove_file(&file);

@@ -17,7 +17,7 @@ use crate::authz::check_node;
 use crate::convert;
 use crate::convert_streams;
 use crate::error::{Error, Result};
-use crate::model::{now_ms, AuditEntry};
+use crate::model::AuditEntry;
 use crate::reconcile;
 use crate::state::State;
 use crate::store::StoreError;
@@ -93,7 +93,7 @@ impl AgentApi {
                 rec.as_ref(),
                 &token,
                 &r.node,
-                now_ms(),
+                st.now_ms(),
                 &fingerprint,
             );
             tracing::warn!(node = %r.node, token = %token.id, %reason, "enrolment refused");
@@ -103,7 +103,7 @@ impl AgentApi {
             return Err(explain(st));
         }
         st.store
-            .consume_token(&token.id, now_ms(), |t| {
+            .consume_token(&token.id, st.now_ms(), |t| {
                 token.matches_hash(&t.hash) && (t.node.is_empty() || t.node == r.node)
             })
             .map_err(|e| match e {
@@ -115,12 +115,15 @@ impl AgentApi {
             .ca
             .sign_csr(&r.csr_pem, &identity, validity)
             .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        st.store.put_serial(&crate::identities::serial_record(
+            &cert,
+            &identity,
+            st.now_ms(),
+        ))?;
         st.store
-            .put_serial(&crate::identities::serial_record(&cert, &identity))?;
-        st.store
-            .update_node(&r.node, |n| n.enrolled_ms = now_ms())?;
+            .update_node(&r.node, |n| n.enrolled_ms = st.now_ms())?;
         st.store.audit(&AuditEntry {
-            time_ms: now_ms(),
+            time_ms: st.now_ms(),
             actor: identity.uri(),
             action: "enroll".into(),
             target: r.node.clone(),
@@ -242,7 +245,7 @@ fn handle_hello(
     hello: &pb::Hello,
     cert_serial: &str,
 ) -> Result<Vec<String>> {
-    let now = now_ms();
+    let now = st.now_ms();
     let inv = hello.inventory.clone().unwrap_or_default();
     let inventory = convert::inventory_from_pb(&inv);
     st.store.update_node(node, |n| {
@@ -275,7 +278,7 @@ fn handle_hello(
 }
 
 fn handle_message(st: &State, node: &str, msg: pb::AgentMessage) -> Result<(), StoreError> {
-    let now = now_ms();
+    let now = st.now_ms();
     match msg.msg {
         Some(pb::agent_message::Msg::Heartbeat(hb)) => {
             st.store.update_node(node, |n| {

@@ -215,7 +215,7 @@ pub async fn online_audited(
         .map_err(|e| crate::error::Error::Internal(format!("backup: {e}")))?;
     tracing::info!(bytes = bytes.len(), "online backup taken");
     state.store.audit(&crate::model::AuditEntry {
-        time_ms: crate::model::now_ms(),
+        time_ms: state.now_ms(),
         actor: by.map(|i| i.uri()).unwrap_or_default(),
         action: "backup".into(),
         target: "state".into(),
@@ -349,7 +349,7 @@ pub fn restore_bytes(
 }
 
 fn wait_released(db: &Path) -> Result<(), BackupError> {
-    let start = std::time::Instant::now();
+    let start = pxfleet_common::Stopwatch::start();
     while !crate::datadir::store_lock_free(db)? {
         if start.elapsed() > std::time::Duration::from_secs(30) {
             return Err(DataDirError::StillOpen {

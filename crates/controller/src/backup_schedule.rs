@@ -40,7 +40,7 @@ async fn run(
             _ = tokio::time::sleep(every) => {}
         }
         let Some(st) = state.upgrade() else { return };
-        let now = crate::model::now_ms();
+        let now = st.now_ms();
         let taken = crate::backup::online(&st).await;
         let s3 = st.config.backup.s3.clone();
         drop(st);
@@ -144,7 +144,13 @@ mod tests {
         config.backup.every = Some("1s".into());
         config.backup.dir = Some(d.path().join("b"));
         let ca = pxfleet_tls::Ca::generate("test").unwrap();
-        let state = State::new(config, store, ca, Default::default());
+        let state = State::new(
+            config,
+            store,
+            ca,
+            Default::default(),
+            pxfleet_common::Clock::system(),
+        );
         state
             .store
             .put_op(&crate::model::Operation {
@@ -172,7 +178,7 @@ mod tests {
             let _ = rx.await;
         });
         let dir = d.path().join("b");
-        let start = std::time::Instant::now();
+        let start = pxfleet_common::Stopwatch::start();
         let file = loop {
             let found = std::fs::read_dir(&dir).ok().and_then(|mut r| {
                 r.find_map(|e| {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use pxfleet_tls::{Identity, JoinToken, Role, Serial};
 
 use crate::error::{Error, Result};
-use crate::model::{now_ms, AuditEntry, Millis};
+use crate::model::{AuditEntry, Millis};
 use crate::state::State;
 use crate::store::{SerialRecord, TokenRecord};
 
@@ -49,7 +49,7 @@ pub async fn create_join_token(
     } else {
         ttl_secs
     };
-    let now = now_ms();
+    let now = state.now_ms();
     let rec = TokenRecord {
         id: token.id.clone(),
         hash: token.secret_hash(),
@@ -103,11 +103,13 @@ pub fn issue_user_certificate(
         .ca
         .sign_csr(csr_pem, &identity, validity)
         .map_err(|e| Error::InvalidArgument(e.to_string()))?;
-    state
-        .store
-        .put_serial(&crate::identities::serial_record(&cert, &identity))?;
+    state.store.put_serial(&crate::identities::serial_record(
+        &cert,
+        &identity,
+        state.now_ms(),
+    ))?;
     state.store.audit(&AuditEntry {
-        time_ms: now_ms(),
+        time_ms: state.now_ms(),
         actor: actor(by),
         action: "issue_user_certificate".into(),
         target: identity.uri(),
@@ -146,7 +148,7 @@ pub async fn revoke_certificate(
     state.store.put_serial(&rec)?;
     state.revocations.revoke(serial);
     state.store.audit(&AuditEntry {
-        time_ms: now_ms(),
+        time_ms: state.now_ms(),
         actor: actor(by),
         action: "revoke_certificate".into(),
         target: rec.serial.clone(),

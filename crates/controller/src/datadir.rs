@@ -7,7 +7,7 @@
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The lock file's name inside the data directory.
 pub const LOCK_FILE: &str = "pxcontroller.lock";
@@ -104,7 +104,7 @@ pub fn store_lock_free(db_dir: &Path) -> Result<bool, DataDirError> {
 /// Waits (polling, at most `limit`) until sled's lock on the database in `db_dir` is free, that is until the
 /// last handle on the store is dropped.
 pub async fn wait_store_released(db_dir: &Path, limit: Duration) -> Result<(), DataDirError> {
-    let start = Instant::now();
+    let start = pxfleet_common::Stopwatch::start();
     loop {
         if store_lock_free(db_dir)? {
             return Ok(());

@@ -36,7 +36,6 @@ use tokio::net::TcpListener;
 use tokio::process::{Child, Command};
 
 use crate::config::Config;
-use crate::model::now_ms;
 use crate::pki;
 use crate::store::{Store, TokenRecord};
 
@@ -310,6 +309,7 @@ pub async fn run(opts: DevOptions, shutdown: impl Future<Output = ()>) -> Result
         let ca_pem =
             std::fs::read_to_string(ctl_dir.join("pki").join("ca.pem")).map_err(io(&ctl_dir))?;
         let fp = pxfleet_tls::fingerprint_of_pem(&ca_pem)?;
+        let now = pxfleet_common::Clock::system().now_ms();
         for n in &to_join {
             let token = JoinToken::generate(&fp)?;
             store.put_token(&TokenRecord {
@@ -317,8 +317,8 @@ pub async fn run(opts: DevOptions, shutdown: impl Future<Output = ()>) -> Result
                 hash: token.secret_hash(),
                 node: n.name.clone(),
                 created_by: "pxcontroller dev".into(),
-                created_ms: now_ms(),
-                expires_ms: now_ms() + 600_000,
+                created_ms: now,
+                expires_ms: now + 600_000,
                 used_ms: None,
             })?;
             tokens.push((n.name.clone(), token.reveal()));
@@ -580,9 +580,9 @@ async fn wait_ready(
         "admin",
     ))?;
     let tls = pxfleet_tls::client_config(&bundle)?;
-    let deadline = tokio::time::Instant::now() + READY_TIMEOUT;
+    let waited = pxfleet_common::Stopwatch::start();
     let mut missing: Vec<String> = nodes.iter().map(|n| n.name.clone()).collect();
-    while tokio::time::Instant::now() < deadline {
+    while waited.elapsed() < READY_TIMEOUT {
         if let Ok(channel) = pxfleet_tls::connect(url, tls.clone()).await {
             let mut client = pb::fleet_service_client::FleetServiceClient::new(channel);
             if let Ok(resp) = client.get_nodes(pb::GetNodesRequest {}).await {

@@ -141,7 +141,7 @@ pub fn list(
     limit: usize,
 ) -> Result<Vec<HookRun>, StoreError> {
     let tree = state.store.hook_runs_tree()?;
-    let oldest_active = crate::model::now_ms() as i64 - ACTIVE_WITHIN_MS;
+    let oldest_active = state.now_ms() as i64 - ACTIVE_WITHIN_MS;
     let mut out = Vec::new();
     for kv in tree.iter().rev() {
         if limit > 0 && out.len() >= limit {
@@ -173,7 +173,13 @@ mod tests {
     fn test_state() -> std::sync::Arc<State> {
         let store = crate::store::Store::temporary().unwrap();
         let ca = pxfleet_tls::Ca::generate("test").unwrap();
-        State::new(crate::Config::default(), store, ca, Default::default())
+        State::new(
+            crate::Config::default(),
+            store,
+            ca,
+            Default::default(),
+            pxfleet_common::Clock::system(),
+        )
     }
 
     fn result(container: &str, status: &str) -> HookResult {

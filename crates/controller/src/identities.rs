@@ -9,7 +9,7 @@ use time::OffsetDateTime;
 use tonic::{Request, Response, Status};
 
 use crate::authz::check_node;
-use crate::model::{now_ms, AuditEntry, Millis};
+use crate::model::{AuditEntry, Millis};
 use crate::state::State;
 use crate::store::{SerialRecord, TokenRecord};
 
@@ -29,12 +29,12 @@ pub fn when(ms: Millis) -> String {
         .unwrap_or_else(|| format!("{ms} ms after the epoch"))
 }
 
-/// The store record of a certificate just issued for `identity`.
-pub fn serial_record(cert: &IssuedCert, identity: &Identity) -> SerialRecord {
+/// The store record of a certificate issued for `identity` at `now`.
+pub fn serial_record(cert: &IssuedCert, identity: &Identity, now: Millis) -> SerialRecord {
     SerialRecord {
         serial: cert.serial.as_str().to_string(),
         subject: identity.uri(),
-        issued_ms: now_ms(),
+        issued_ms: now,
         revoked: false,
         not_after_ms: millis(cert.not_after),
     }
@@ -168,9 +168,11 @@ pub async fn renew(
         .ca
         .sign_csr(&req.into_inner().csr_pem, &identity, validity)
         .map_err(|e| crate::error::Error::InvalidArgument(e.to_string()))?;
-    state.store.put_serial(&serial_record(&issued, &identity))?;
+    state
+        .store
+        .put_serial(&serial_record(&issued, &identity, state.now_ms()))?;
     state.store.audit(&AuditEntry {
-        time_ms: now_ms(),
+        time_ms: state.now_ms(),
         actor: identity.uri(),
         action: "renew_certificate".into(),
         target: node.clone(),

@@ -49,7 +49,7 @@ pub mod test_harness;
 pub mod watch;
 
 pub use config::Config;
-pub use server::run;
+pub use server::{run, run_with_clock};
 
 #[cfg(test)]
 mod testutil;

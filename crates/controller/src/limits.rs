@@ -6,7 +6,10 @@
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use pxfleet_common::Clock;
+use tokio::time::Instant;
 
 use crate::error::Error;
 use serde::Deserialize;
@@ -126,6 +129,8 @@ pub struct Limiter {
     closing: tokio::sync::watch::Sender<bool>,
     watches: Arc<Mutex<HashMap<String, u32>>>,
     enroll: Mutex<EnrollFailures>,
+    /// The enrolment failure windows' time.
+    clock: Clock,
 }
 
 #[derive(Debug, Default)]
@@ -162,8 +167,9 @@ impl Drop for WatchPermit {
 }
 
 impl Limiter {
-    pub fn new(config: LimitsConfig) -> Limiter {
+    pub fn new(config: LimitsConfig, clock: Clock) -> Limiter {
         Limiter {
+            clock,
             config,
             closing: tokio::sync::watch::channel(false).0,
             watches: Default::default(),
@@ -218,7 +224,7 @@ impl Limiter {
     /// Whether an enrolment from `peer` may be tried now: refused while `peer` (or everybody together) has
     /// used up its failures of the last minute.
     pub fn enroll_allowed(&self, peer: Option<IpAddr>) -> Result<(), Error> {
-        let now = Instant::now();
+        let now = self.clock.instant();
         let mut e = self.enroll.lock().expect("enrolment failures");
         trim(&mut e.all, now);
         if let Some(q) = peer.and_then(|p| e.per_peer.get_mut(&p)) {
@@ -249,7 +255,7 @@ impl Limiter {
 
     /// Counts a failed enrolment from `peer`.
     pub fn enroll_failed(&self, peer: Option<IpAddr>) {
-        let now = Instant::now();
+        let now = self.clock.instant();
         let mut e = self.enroll.lock().expect("enrolment failures");
         e.all.push_back(now);
         if let Some(p) = peer {
@@ -271,10 +277,13 @@ mod tests {
 
     #[test]
     fn watch_permits_are_counted_per_identity_and_freed_on_drop() {
-        let l = Limiter::new(LimitsConfig {
-            max_watch_streams_per_identity: 2,
-            ..LimitsConfig::default()
-        });
+        let l = Limiter::new(
+            LimitsConfig {
+                max_watch_streams_per_identity: 2,
+                ..LimitsConfig::default()
+            },
+            Clock::system(),
+        );
         let a = l.watch_permit("user/a").unwrap();
         let _b = l.watch_permit("user/a").unwrap();
         let err = tonic::Status::from(l.watch_permit("user/a").unwrap_err());
@@ -291,12 +300,16 @@ mod tests {
     }
 
     #[test]
-    fn enrolment_failures_are_limited_per_peer_and_overall() {
-        let l = Limiter::new(LimitsConfig {
-            enroll_failures_per_peer_per_minute: 3,
-            enroll_failures_per_minute: 5,
-            ..LimitsConfig::default()
-        });
+    fn enrolment_failures_are_limited_per_peer_and_overall_for_a_minute() {
+        let clock = pxfleet_common::ManualClock::new();
+        let l = Limiter::new(
+            LimitsConfig {
+                enroll_failures_per_peer_per_minute: 3,
+                enroll_failures_per_minute: 5,
+                ..LimitsConfig::default()
+            },
+            clock.clock(),
+        );
         let a: IpAddr = "192.0.2.1".parse().unwrap();
         let b: IpAddr = "192.0.2.2".parse().unwrap();
         for _ in 0..3 {
@@ -315,6 +328,15 @@ mod tests {
             err.message().contains("limits.enroll_failures_per_minute"),
             "{err:?}"
         );
+        // a minute later the failures are forgotten: both addresses are served again
+        clock.advance(Duration::from_secs(55));
+        assert!(
+            l.enroll_allowed(Some(a)).is_err(),
+            "still within the minute"
+        );
+        clock.advance(Duration::from_secs(5));
+        l.enroll_allowed(Some(a)).unwrap();
+        l.enroll_allowed(Some(b)).unwrap();
     }
 
     #[test]

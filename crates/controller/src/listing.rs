@@ -9,7 +9,7 @@ use pxfleet_tls::Identity;
 
 use crate::error::{Error, Result};
 use crate::hooks::HookResult;
-use crate::model::{now_ms, AuditEntry, FleetRecord, Operation, Revision};
+use crate::model::{AuditEntry, FleetRecord, Operation, Revision};
 use crate::query::{self, ContainerRow};
 use crate::state::State;
 
@@ -167,7 +167,7 @@ pub fn output(
     let secrets = state.store.secrets(fleet)?;
     if show_sensitive {
         state.store.audit(&AuditEntry {
-            time_ms: now_ms(),
+            time_ms: state.now_ms(),
             actor: by.map(|i| i.uri()).unwrap_or_default(),
             action: "output_sensitive".into(),
             target: fleet.to_string(),

@@ -11,14 +11,6 @@ use serde::{Deserialize, Serialize};
 /// Milliseconds since the Unix epoch.
 pub type Millis = u64;
 
-/// Wall-clock now in milliseconds since the epoch.
-pub fn now_ms() -> Millis {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
-
 /// A storage as the agent reports it (`pvesm status` / `pvesh get /nodes/N/storage`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct StorageInfo {
@@ -482,6 +474,9 @@ impl Operation {
 pub fn new_id() -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static LAST: AtomicU64 = AtomicU64::new(0);
+    // the real clock, not the injected one: ids must be unique and increasing across restarts whatever a
+    // test's clock says; the time an operation was made is its `created_ms`
+    #[allow(clippy::disallowed_methods)]
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)

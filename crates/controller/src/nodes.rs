@@ -7,7 +7,7 @@ use pxfleet_tls::Identity;
 
 use crate::drain::DrainPlan;
 use crate::error::{Error, Result};
-use crate::model::{now_ms, AuditEntry, NodeRecord, NodeStatus, ObservedContainer, Operation};
+use crate::model::{AuditEntry, NodeRecord, NodeStatus, ObservedContainer, Operation};
 use crate::planning::Snapshot;
 use crate::reconcile;
 use crate::state::State;
@@ -31,10 +31,10 @@ pub fn node_view(
     active: &[Operation],
 ) -> NodeView {
     let mine: Vec<&Operation> = active.iter().filter(|o| o.node == n.name).collect();
-    let (status, mut status_reason) = state.node_health(n, &mine, now_ms());
+    let (status, mut status_reason) = state.node_health(n, &mine, state.now_ms());
     if status == NodeStatus::Down {
         let serials = state.store.serials().unwrap_or_default();
-        if let Some(why) = crate::identities::node_cert_problem(&serials, &n.name, now_ms()) {
+        if let Some(why) = crate::identities::node_cert_problem(&serials, &n.name, state.now_ms()) {
             status_reason = why;
         }
     }
@@ -79,7 +79,7 @@ pub fn set_cordon(
         n.cordon_reason = cordon_reason.unwrap_or_default().to_string();
     })?;
     state.store.audit(&AuditEntry {
-        time_ms: now_ms(),
+        time_ms: state.now_ms(),
         actor: by.map(|i| i.uri()).unwrap_or_default(),
         action: if cordoned { "cordon" } else { "uncordon" }.into(),
         target: node.into(),
@@ -113,13 +113,13 @@ pub async fn drain(
         tracing::info!(node = %node, fleet = %m.fleet, container = %m.name, to = %m.to, "drain: moving");
     }
     state.store.audit(&AuditEntry {
-        time_ms: now_ms(),
+        time_ms: state.now_ms(),
         actor: by.map(|i| i.uri()).unwrap_or_default(),
         action: "drain".into(),
         target: node.to_string(),
         detail: format!("{} to move, {} left", plan.moves.len(), plan.stuck.len()),
     })?;
-    reconcile::pass(state, now_ms())?;
+    reconcile::pass(state, state.now_ms())?;
     state.changed();
     Ok((info, plan))
 }

@@ -4,10 +4,10 @@
 
 use std::path::{Path, PathBuf};
 
+use pxfleet_common::Clock;
 use pxfleet_tls::{Bundle, BundlePaths, Ca, Identity, Role};
 
 use crate::config::{Config, TlsConfig};
-use crate::model::now_ms;
 use crate::store::{SerialRecord, Store, StoreError};
 
 #[derive(Debug, thiserror::Error)]
@@ -99,7 +99,7 @@ pub fn init(
     store.put_serial(&SerialRecord {
         serial,
         subject: admin_id.uri(),
-        issued_ms: now_ms(),
+        issued_ms: Clock::system().now_ms(),
         revoked: false,
         not_after_ms: crate::identities::millis(admin_creds_not_after),
     })?;
@@ -241,7 +241,7 @@ pub fn rotate_ca_prepare(config: &Config) -> Result<RotationPaths, PkiError> {
     // the wrong one and report a bad signature.
     let next = Ca::generate(&format!(
         "pxfleet controller CA {}",
-        crate::identities::when(now_ms())
+        crate::identities::when(Clock::system().now_ms())
     ))?;
     pxfleet_tls::write_file(
         &paths.next_key,

@@ -158,7 +158,6 @@ impl SeedOf for Operation {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::now_ms;
     use crate::reconcile::pass;
     use crate::testutil::{
         node, on_update_pb, operations_sent, result, submit_dev, test_state, AgentRx,
@@ -171,7 +170,7 @@ mod tests {
 
     fn add_node(st: &State, name: &str, cordoned: bool) -> AgentRx {
         let mut n = node(name, 8000);
-        n.last_seen_ms = now_ms();
+        n.last_seen_ms = st.now_ms();
         n.cordoned = cordoned;
         st.store.update_node(name, |r| *r = n.clone()).unwrap();
         st.sessions.register(name).1
@@ -215,7 +214,7 @@ mod tests {
         let mut rx2 = add_node(&st, "n2", false);
         let mut rx3 = add_node(&st, "n3", true);
         submit(&st);
-        pass(&st, now_ms()).unwrap();
+        pass(&st, st.now_ms()).unwrap();
         let (s1, s2) = (seeds(&mut rx1), seeds(&mut rx2));
         assert_eq!((s1.len(), s2.len()), (1, 1), "one seed per ready node");
         assert!(seeds(&mut rx3).is_empty(), "a cordoned node is not seeded");
@@ -227,11 +226,11 @@ mod tests {
             "only the all_nodes template: {t:?}"
         );
         // in flight: not planned again
-        pass(&st, now_ms()).unwrap();
+        pass(&st, st.now_ms()).unwrap();
         assert!(seeds(&mut rx1).is_empty() && seeds(&mut rx2).is_empty());
         finish(&st, "n1", &s1[0], true);
         finish(&st, "n2", &s2[0], true);
-        pass(&st, now_ms()).unwrap();
+        pass(&st, st.now_ms()).unwrap();
         assert!(seeds(&mut rx1).is_empty() && seeds(&mut rx2).is_empty());
         for n in ["n1", "n2"] {
             let rec = st.store.node(n).unwrap().unwrap();
@@ -239,11 +238,11 @@ mod tests {
         }
         // a node that joins later gets it on the next pass
         let mut rx4 = add_node(&st, "n4", false);
-        pass(&st, now_ms()).unwrap();
+        pass(&st, st.now_ms()).unwrap();
         assert_eq!(seeds(&mut rx4).len(), 1);
         // uncordoning n3 seeds it too
         st.store.update_node("n3", |r| r.cordoned = false).unwrap();
-        pass(&st, now_ms()).unwrap();
+        pass(&st, st.now_ms()).unwrap();
         assert_eq!(seeds(&mut rx3).len(), 1);
     }
 
@@ -255,7 +254,7 @@ mod tests {
         let max = st.config.reconciler.max_attempts as usize;
         let mut tries = 0;
         for _ in 0..max + 2 {
-            pass(&st, now_ms()).unwrap();
+            pass(&st, st.now_ms()).unwrap();
             for op in seeds(&mut rx) {
                 tries += 1;
                 finish(&st, "n1", &op, false);

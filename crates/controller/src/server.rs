@@ -4,6 +4,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
+use pxfleet_common::Clock;
 use pxfleet_proto::v1::agent_service_server::AgentServiceServer;
 use pxfleet_proto::v1::fleet_service_server::FleetServiceServer;
 use pxfleet_tls::{RevocationList, Serial};
@@ -49,6 +50,25 @@ pub async fn run(
     metrics_listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServerError> {
+    run_with_clock(
+        config,
+        Clock::system(),
+        listener,
+        metrics_listener,
+        shutdown,
+    )
+    .await
+}
+
+/// [`run`] on `clock`: every timestamp, expiry and timeout of this controller reads it (tests pass a
+/// [`pxfleet_common::ManualClock`]'s and move it forward instead of sleeping).
+pub async fn run_with_clock(
+    config: Config,
+    clock: Clock,
+    listener: TcpListener,
+    metrics_listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServerError> {
     let dir_lock = DataDirLock::acquire(&config.data_dir)?;
     let db = config.db_path();
     let store =
@@ -56,7 +76,7 @@ pub async fn run(
             path: db.clone(),
             source,
         })?;
-    let result = serve(config, store, listener, metrics_listener, shutdown).await;
+    let result = serve(config, clock, store, listener, metrics_listener, shutdown).await;
     // `serve` dropped its state; tasks it spawned may still hold a clone for a moment.
     let released = datadir::wait_store_released(&db, RELEASE_LIMIT).await;
     drop(dir_lock);
@@ -67,6 +87,7 @@ pub async fn run(
 
 async fn serve(
     config: Config,
+    clock: Clock,
     store: Store,
     listener: TcpListener,
     metrics_listener: TcpListener,
@@ -85,8 +106,9 @@ async fn serve(
         &server_bundle,
         &extra_cas,
         revocations.clone(),
+        clock.clone(),
     )?;
-    let state = State::new(config, store, ca, revocations);
+    let state = State::new(config, store, ca, revocations, clock);
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let stop_tx = Arc::new(stop_tx);

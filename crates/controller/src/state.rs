@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use pxfleet_common::Clock;
 use pxfleet_tls::{Ca, RevocationList};
 use tokio::sync::{broadcast, Notify};
 
@@ -12,12 +13,15 @@ use crate::agents::Sessions;
 use crate::config::Config;
 use crate::metrics::{Gauges, Metrics};
 use crate::model::{
-    now_ms, ContainerStatus, FleetEvent, Millis, NodeRecord, NodeStatus, OpState, Operation,
+    ContainerStatus, FleetEvent, Millis, NodeRecord, NodeStatus, OpState, Operation,
 };
 use crate::store::{Store, StoreError};
 
 pub struct State {
     pub config: Config,
+    /// Where every timestamp, expiry and timeout of the controller reads the time ([`Clock::system`] in
+    /// production, a [`pxfleet_common::ManualClock`]'s in tests).
+    pub clock: Clock,
     pub store: Store,
     pub sessions: Sessions,
     /// Wakes the reconciler (after an observation, a result, a submit); see [`State::changed`].
@@ -56,10 +60,12 @@ impl State {
         store: Store,
         ca: Ca,
         revocations: Arc<RevocationList>,
+        clock: Clock,
     ) -> Arc<State> {
         let (events, _) = broadcast::channel(1024);
         Arc::new(State {
-            limiter: crate::limits::Limiter::new(config.limits.clone()),
+            limiter: crate::limits::Limiter::new(config.limits.clone(), clock.clone()),
+            clock,
             hooks: crate::hooks::Hooks::new(),
             config,
             store,
@@ -106,12 +112,17 @@ impl State {
             .clone()
     }
 
+    /// Wall time now, in Unix milliseconds, from [`State::clock`].
+    pub fn now_ms(&self) -> Millis {
+        self.clock.now_ms()
+    }
+
     pub fn heartbeat_timeout_ms(&self) -> u64 {
         self.config.reconciler.heartbeat_timeout_secs * 1000
     }
 
     pub fn node_status(&self, node: &crate::model::NodeRecord) -> NodeStatus {
-        node.status(now_ms(), self.heartbeat_timeout_ms())
+        node.status(self.now_ms(), self.heartbeat_timeout_ms())
     }
 
     /// What `get nodes` shows: the record's status, except that a node whose operations in flight (`ops`: the
@@ -178,7 +189,7 @@ impl State {
             g.nodes_by_status.insert(s.as_str(), 0);
         }
         let ops = self.store.ops()?;
-        let now = now_ms();
+        let now = self.now_ms();
         for n in self.store.nodes()? {
             let mine: Vec<&Operation> = ops.iter().filter(|o| o.node == n.name).collect();
             *g.nodes_by_status

@@ -11,7 +11,7 @@ use pxfleet_tls::Identity;
 use sha2::Digest as _;
 
 use crate::error::{Error, Result};
-use crate::model::{now_ms, ContainerStatus, DesiredContainer, Operation, Revision};
+use crate::model::{ContainerStatus, DesiredContainer, Operation, Revision};
 use crate::planning::{prepare, Prepared, Snapshot};
 use crate::policy::PolicyReport;
 use crate::state::State;
@@ -545,7 +545,7 @@ fn store_revision(
         fleet: name.clone(),
         expected_revision: expected,
         author: author.uri(),
-        time_ms: now_ms(),
+        time_ms: state.now_ms(),
         spec: serde_json::to_value(&prepared.fleet).map_err(|e| Error::Internal(e.to_string()))?,
         summary: if summary.is_empty() {
             "no changes".into()
@@ -562,7 +562,7 @@ fn store_revision(
         retry: crate::realise::failed_containers(state, name)?,
     };
     let rev = state.store.submit(&tx)?;
-    reconcile::pass(state, now_ms())?;
+    reconcile::pass(state, state.now_ms())?;
     state.changed();
     Ok(rev)
 }

@@ -1,12 +1,14 @@
 //! Test support (cargo feature `test-harness`, enabled from dev-dependencies only): a real controller in this
 //! process on 127.0.0.1:0 with real mutual TLS, on a temporary data directory initialised by [`pki::init`] (CA,
 //! server certificate, admin bundle). The one place the controller's, pxctl's and the workspace's tests start an
-//! in-process controller. Failures panic with what failed: this is test code's fixture.
+//! in-process controller. Its clock is a [`ManualClock`] that tests move forward (expired tokens, nodes gone
+//! down) instead of sleeping. Failures panic with what failed: this is test code's fixture.
 
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
+use pxfleet_common::ManualClock;
 use pxfleet_proto::v1::fleet_service_client::FleetServiceClient;
 use pxfleet_tls::{Bundle, BundlePaths};
 use tokio::net::TcpListener;
@@ -27,6 +29,8 @@ pub struct TestController {
     pub admin: Bundle,
     /// The CA's fingerprint, as join tokens carry it.
     pub ca_fingerprint: String,
+    /// The controller's clock: real time until a test advances it.
+    pub clock: ManualClock,
     stop: Option<oneshot::Sender<()>>,
     server: Option<tokio::task::JoinHandle<()>>,
 }
@@ -79,8 +83,10 @@ impl TestController {
         );
         let metrics = metrics_listener.local_addr().expect("local address");
         let (tx, rx) = oneshot::channel::<()>();
+        let clock = ManualClock::new();
+        let server_clock = clock.clock();
         let server = tokio::spawn(async move {
-            crate::run(config, listener, metrics_listener, async {
+            crate::run_with_clock(config, server_clock, listener, metrics_listener, async {
                 let _ = rx.await;
             })
             .await
@@ -92,6 +98,7 @@ impl TestController {
             metrics,
             admin,
             ca_fingerprint: fingerprint,
+            clock,
             stop: Some(tx),
             server: Some(server),
         }

@@ -11,6 +11,7 @@ use pxfleet_spec::{
 
 use std::sync::Arc;
 
+use pxfleet_common::Clock;
 use pxfleet_proto::v1 as pb;
 
 use crate::config::Config;
@@ -150,7 +151,7 @@ pub fn test_state() -> Arc<State> {
     config.reconciler.backoff_max_ms = 0;
     let store = Store::temporary().unwrap();
     let ca = pxfleet_tls::Ca::generate("test").unwrap();
-    State::new(config, store, ca, Default::default())
+    State::new(config, store, ca, Default::default(), Clock::system())
 }
 
 /// Submits fleet `dev` (its next revision) with `spec`, `desired` and `secrets`.

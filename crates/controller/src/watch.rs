@@ -5,9 +5,11 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::model::{now_ms, ContainerStatus, FleetEvent};
+use tokio::time::Instant;
+
+use crate::model::{ContainerStatus, FleetEvent};
 use crate::query;
 use crate::state::State;
 use crate::store::StoreError;
@@ -39,10 +41,10 @@ where
             },
             _ = tick.tick() => {
                 let generation = state.generation();
-                if seen.is_some_and(|(g, at)| g == generation && at.elapsed() < Duration::from_secs(5)) {
+                if seen.is_some_and(|(g, at)| g == generation && state.clock.instant().saturating_duration_since(at) < Duration::from_secs(5)) {
                     continue;
                 }
-                seen = Some((generation, Instant::now()));
+                seen = Some((generation, state.clock.instant()));
                 let rows = match query::container_rows(&state) {
                     Ok(r) => r,
                     Err(e) => {
@@ -67,7 +69,7 @@ where
                     if last.get(&row.name) != Some(&row.status) {
                         last.insert(row.name.clone(), row.status);
                         let ev = FleetEvent {
-                            unix_ms: now_ms(),
+                            unix_ms: state.now_ms(),
                             fleet: fleet.clone(),
                             container: row.name.clone(),
                             vm_id: row.vm_id(),
@@ -85,7 +87,7 @@ where
                 }
                 if until_settled && settled {
                     send(Ok(FleetEvent {
-                        unix_ms: now_ms(),
+                        unix_ms: state.now_ms(),
                         fleet: fleet.clone(),
                         revision,
                         settled: true,

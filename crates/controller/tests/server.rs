@@ -520,7 +520,7 @@ async fn roles_and_certificates_are_enforced() {
         .await
         .unwrap()
         .into_inner();
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    env.clock.advance(Duration::from_millis(1100)); // the controller's clock, past the token's second
     let kc = pxfleet_tls::generate_key_and_csr("n3").unwrap();
     let e = AgentServiceClient::new(env.anonymous().await)
         .enroll(pb::EnrollRequest {
@@ -552,10 +552,10 @@ async fn down_node_gets_its_operations_when_it_returns_and_restart_keeps_state()
     let mut admin = env.admin().await;
     assert_eq!(node_status(&mut admin).await, pb::NodeStatus::Ready as i32);
     drop(agent);
-    // no heartbeat for longer than the timeout (1 s here, 30 s by default): down
+    // no heartbeat for longer than the timeout (1 s here, 30 s by default) on the controller's clock: down
     let mut down = false;
     for _ in 0..40 {
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        env.clock.advance(Duration::from_millis(500));
         if node_status(&mut admin).await == pb::NodeStatus::Down as i32 {
             down = true;
             break;

@@ -6,6 +6,8 @@
 //! and `pct unlock`; each `pct` subcommand group has its own submodule: `create`, `config` (set,
 //! resize), `power`, `destroy`, `migrate`, `status`, `guest` (chpasswd, interfaces), and `values`
 //! (normalisation of option values and disk plans).
+// pvesim simulates PVE: its timestamps and lock timeouts are the simulated node's real time
+#![allow(clippy::disallowed_methods)]
 
 use std::collections::BTreeMap;
 use std::fs;

@@ -1,5 +1,7 @@
 //! Worker tasks: UPIDs, task log files (`tasks/<hex>/<UPID>`, last line `TASK OK|WARNINGS: n|ERROR: msg`),
 //! the synchronous CLI behaviour (log lines on stdout, the error as one line on stderr) and task status.
+// pvesim simulates PVE: its timestamps and lock timeouts are the simulated node's real time
+#![allow(clippy::disallowed_methods)]
 
 use std::fs;
 use std::path::PathBuf;

@@ -9,6 +9,7 @@ use std::collections::HashSet;
 use std::fmt;
 use std::sync::{Arc, RwLock};
 
+use pxfleet_common::Clock;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
 use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
@@ -117,16 +118,18 @@ pub fn server_config(
     server: &Bundle,
     revocation: Arc<dyn RevocationCheck>,
 ) -> Result<Arc<ServerConfig>, TlsError> {
-    server_config_with_client_cas(server, &[], revocation)
+    server_config_with_client_cas(server, &[], revocation, Clock::system())
 }
 
 /// [`server_config`] that also accepts client certificates issued by `extra_client_cas` (PEM CA
 /// certificates): during a CA rotation, nodes and users still holding certificates of the old CA keep
-/// working until they have new ones (docs/security.md, "CA rotation").
+/// working until they have new ones (docs/security.md, "CA rotation"). Client certificates are checked for
+/// expiry against `clock` (the controller's injected clock; a manual one in tests).
 pub fn server_config_with_client_cas(
     server: &Bundle,
     extra_client_cas: &[String],
     revocation: Arc<dyn RevocationCheck>,
+    clock: Clock,
 ) -> Result<Arc<ServerConfig>, TlsError> {
     let provider = provider();
     let mut client_roots = RootCertStore::empty();
@@ -154,11 +157,24 @@ pub fn server_config_with_client_cas(
         .with_single_cert(chain, key_from_pem(&server.key_pem, "server key")?)
         .map_err(TlsError::rustls("loading the server certificate and key"))?;
     config.alpn_protocols = vec![ALPN_H2.to_vec()];
+    config.time_provider = Arc::new(ClockTime(clock));
     // No session resumption: a resumed session skips the client verifier, so a revoked certificate could
     // keep reconnecting. Every connection does a full handshake (connections are long-lived anyway).
     config.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
     config.send_tls13_tickets = 0;
     Ok(Arc::new(config))
+}
+
+/// rustls reads the time of certificate validity checks from the injected [`Clock`].
+#[derive(Debug)]
+struct ClockTime(Clock);
+
+impl rustls::time_provider::TimeProvider for ClockTime {
+    fn current_time(&self) -> Option<UnixTime> {
+        Some(UnixTime::since_unix_epoch(
+            std::time::Duration::from_millis(self.0.now_ms()),
+        ))
+    }
 }
 
 /// A client with a certificate (pxctl, a running agent), trusting only our CA.

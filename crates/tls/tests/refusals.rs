@@ -63,7 +63,7 @@ async fn an_expired_client_certificate_is_refused_with_certificate_expired() {
         .ca
         .issue_client(&Identity::node("mk33").unwrap(), Duration::ZERO)
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    server.clock.advance(Duration::from_secs(2)); // past its end, which is to the second
     let bundle = creds.into_bundle(server.ca.cert_pem());
     let r = refusal(connect(&server.url(), client_config(&bundle).unwrap()).await);
     assert_eq!(r.by, RefusedBy::Controller);

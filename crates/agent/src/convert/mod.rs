@@ -9,7 +9,6 @@ mod readback;
 mod report;
 
 use std::collections::BTreeMap;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use pxfleet_proto::v1;
 
@@ -29,13 +28,6 @@ pub struct ConvertError {
     pub op_id: String,
     pub field: &'static str,
     pub message: String,
-}
-
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 #[cfg(test)]

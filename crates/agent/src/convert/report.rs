@@ -27,12 +27,12 @@ pub fn observed_to_proto(o: &ObservedContainer, node: &str) -> v1::ObservedConta
     }
 }
 
-/// An operation update as protobuf.
-pub fn update_to_proto(u: &OpUpdate, vmid: u32, node: &str) -> v1::OperationUpdate {
+/// An operation update as protobuf, stamped `unix_ms`.
+pub fn update_to_proto(u: &OpUpdate, vmid: u32, node: &str, unix_ms: i64) -> v1::OperationUpdate {
     let mut out = v1::OperationUpdate {
         op_id: u.op_id().to_string(),
         vm_id: vmid,
-        unix_ms: now_ms(),
+        unix_ms,
         ..Default::default()
     };
     match u {

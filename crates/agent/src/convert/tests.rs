@@ -185,7 +185,7 @@ fn a_seed_result_carries_the_template_sha256() {
             template_sha256: Some("ab".repeat(32)),
         },
     };
-    let pb = update_to_proto(&u, 0, "n1");
+    let pb = update_to_proto(&u, 0, "n1", 1_700_000_000_000);
     assert_eq!(pb.template_sha256, "ab".repeat(32));
     assert_eq!(pb.state, v1::OperationState::Succeeded as i32);
 }

@@ -20,6 +20,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use pxfleet_common::Clock;
 use tokio::sync::{mpsc, Semaphore};
 
 use crate::journal::{Journal, JournalError, OpState};
@@ -49,6 +50,8 @@ pub struct ExecutorSettings {
     pub address_wait: Duration,
     /// Interval between interface polls while waiting.
     pub address_poll: Duration,
+    /// Where the executor, its journal's timestamps and the agent's messages read the time.
+    pub clock: Clock,
 }
 
 impl Default for ExecutorSettings {
@@ -57,6 +60,7 @@ impl Default for ExecutorSettings {
             parallelism: 4,
             address_wait: Duration::from_secs(60),
             address_poll: Duration::from_millis(500),
+            clock: Clock::system(),
         }
     }
 }
@@ -186,6 +190,16 @@ impl<D: NodeApi> Executor<D> {
 
     pub fn journal(&self) -> &Journal {
         &self.inner.journal
+    }
+
+    /// The clock of [`ExecutorSettings::clock`].
+    pub fn clock(&self) -> &Clock {
+        &self.inner.settings.clock
+    }
+
+    /// Wall time now in Unix milliseconds, as the agent's messages carry it.
+    pub fn now_ms(&self) -> i64 {
+        self.inner.settings.clock.now_ms() as i64
     }
 
     /// Start-up recovery: every operation the journal shows as received or running was cut short.
@@ -495,14 +509,14 @@ impl<D: NodeApi> Executor<D> {
             return;
         }
         self.progress(op_id, "waiting for addresses");
-        let deadline = tokio::time::Instant::now() + self.inner.settings.address_wait;
+        let deadline = self.inner.settings.clock.instant() + self.inner.settings.address_wait;
         loop {
             if let Ok(Some(ifaces)) = self.inner.node.interfaces(vmid).await {
                 if !observe::useful_addresses(&ifaces).is_empty() {
                     return;
                 }
             }
-            if tokio::time::Instant::now() >= deadline {
+            if self.inner.settings.clock.instant() >= deadline {
                 self.progress(
                     op_id,
                     format!(

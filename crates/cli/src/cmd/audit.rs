@@ -112,7 +112,7 @@ mod tests {
             1_796_284_800
         );
         let ago = crate::args::parse_since("2h").unwrap();
-        assert!(ago < std::time::SystemTime::now());
+        assert!(ago < pxfleet_common::Clock::system().system_time());
         let err = crate::args::parse_since("yesterday").unwrap_err();
         assert!(err.contains("RFC 3339"), "{err}");
     }

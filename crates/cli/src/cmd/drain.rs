@@ -3,8 +3,9 @@
 //! Exit 0 when every container left the node; 1 when some stay (pinned by the file, no room) or a move failed.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use pxfleet_common::Stopwatch;
 use pxfleet_proto::v1 as pb;
 
 use crate::client::Client;
@@ -46,7 +47,7 @@ pub async fn run(
     if no_wait || r.moves.is_empty() {
         return Ok(if r.stuck.is_empty() { 0 } else { 1 });
     }
-    let start = Instant::now();
+    let start = Stopwatch::start();
     let mut last: BTreeMap<(String, String), String> = BTreeMap::new();
     loop {
         let containers = client

@@ -206,7 +206,7 @@ fn record(c: &pb::CertificateInfo, now_ms: i64) -> CertRecord {
 }
 
 fn now_ms() -> i64 {
-    (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64
+    pxfleet_common::Clock::system().now_ms() as i64
 }
 
 async fn certificates(client: &mut Client) -> Result<Vec<pb::CertificateInfo>> {

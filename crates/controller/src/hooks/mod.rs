@@ -21,7 +21,7 @@ use pxfleet_spec::{Container, Ipv4Config, Ipv6Config};
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
-use crate::model::{now_ms, Operation};
+use crate::model::Operation;
 use crate::state::State;
 use crate::store::StoreError;
 
@@ -337,7 +337,7 @@ pub async fn run(state: Arc<State>, stop: impl std::future::Future<Output = ()>)
             _ = &mut stop => return,
             j = rx.recv() => match j { Some(j) => j, None => return },
         };
-        let now = now_ms();
+        let now = state.now_ms();
         if now.saturating_sub(pruned_ms) > 3_600_000 {
             pruned_ms = now;
             if let Err(e) = crate::hook_runs::prune(&state, now) {
@@ -378,12 +378,12 @@ pub async fn run(state: Arc<State>, stop: impl std::future::Future<Output = ()>)
 }
 
 async fn wait_for_ipv4(state: &State, cx: &HookContext) -> Option<String> {
-    let deadline = tokio::time::Instant::now() + DHCP_WAIT;
+    let deadline = state.clock.instant() + DHCP_WAIT;
     loop {
         if let Some(a) = observed_ipv4(state, &cx.node, cx.vm_id) {
             return Some(a);
         }
-        if tokio::time::Instant::now() >= deadline {
+        if state.clock.instant() >= deadline {
             tracing::warn!(fleet = %cx.fleet, container = %cx.name,
                 "hooks: no IPv4 address observed for the DHCP container; running ready hooks without one");
             return None;
@@ -403,7 +403,7 @@ pub async fn run_hook(state: &State, h: &Hook, job: &Job) {
         status: "running".into(),
         attempts: 0,
         max_attempts,
-        last_attempt_ms: now_ms() as i64,
+        last_attempt_ms: state.now_ms() as i64,
         error: String::new(),
         detail: String::new(),
     };
@@ -413,7 +413,7 @@ pub async fn run_hook(state: &State, h: &Hook, job: &Job) {
     let mut backoff = FIRST_BACKOFF;
     for attempt in 1..=max_attempts {
         r.attempts = attempt;
-        r.last_attempt_ms = now_ms() as i64;
+        r.last_attempt_ms = state.now_ms() as i64;
         let timeout = Duration::from_secs(h.timeout_secs);
         let outcome = match tokio::time::timeout(timeout, attempt_once(h, &job.cx, job.event)).await
         {

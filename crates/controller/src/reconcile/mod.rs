@@ -2,10 +2,10 @@
 //! [`decide::next_action`] to every container and dispatches what is due ([`pass`]). Results from agents come
 //! in through [`on_update`]. Progress goes out to Watch as events ([`emit`]).
 
+use pxfleet_common::Stopwatch;
 use std::future::Future;
-use std::time::Instant;
 
-use crate::model::{now_ms, FleetEvent, Millis, OpEvent, Operation};
+use crate::model::{FleetEvent, Millis, OpEvent, Operation};
 use crate::state::State;
 
 pub mod decide;
@@ -38,7 +38,7 @@ pub async fn run(state: std::sync::Arc<State>, shutdown: impl Future<Output = ()
             _ = state.wake.notified() => true,
             _ = tokio::time::sleep(interval) => false,
         };
-        let now = now_ms();
+        let now = state.now_ms();
         if !woken
             && seen_generation == Some(state.generation())
             && now < state.next_due_ms.load(Ordering::Relaxed)
@@ -52,9 +52,9 @@ pub async fn run(state: std::sync::Arc<State>, shutdown: impl Future<Output = ()
             _ = &mut shutdown => return,
             _ = tokio::time::sleep(rest) => {}
         }
-        let now = now_ms();
+        let now = state.now_ms();
         let st = state.clone();
-        let started = Instant::now();
+        let started = Stopwatch::start();
         match tokio::task::spawn_blocking(move || pass(&st, now)).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => tracing::error!(error = %e, "reconcile pass failed"),
@@ -84,7 +84,7 @@ const IDLE_PASS_EVERY: u32 = 5;
 pub fn emit(state: &State, op: &Operation, message: &str) {
     state.bump();
     let _ = state.events.send(FleetEvent {
-        unix_ms: now_ms(),
+        unix_ms: state.now_ms(),
         fleet: op.fleet.clone(),
         container: op.container.clone(),
         vm_id: op.vm_id,

@@ -2,8 +2,8 @@
 //! next operation ([`super::decide::next_action`]), templates kept on every node are seeded, and pending
 //! operations are dispatched to connected agents within each node's window.
 
+use pxfleet_common::Stopwatch;
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Instant;
 
 use super::decide::{adopt_node, backoff_ms, next_action, View};
 use super::{emit, VANISHED_GRACE_MS};
@@ -62,7 +62,7 @@ fn adopt(
 /// One reconcile pass at time `now`.
 pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
     let _ops = state.ops_lock.lock().unwrap_or_else(|p| p.into_inner());
-    let started = Instant::now();
+    let started = Stopwatch::start();
     let rc = &state.config.reconciler;
     let mut w = load(state)?;
     let loaded = started.elapsed();

@@ -1,7 +1,7 @@
 //! `pxctl restart`: stop operations the reconcile loop follows with a start (the desired state being running).
 
 use super::emit;
-use crate::model::{now_ms, Operation, OperationKind};
+use crate::model::{Operation, OperationKind};
 use crate::query::{load, pick};
 use crate::state::State;
 use crate::store::StoreError;
@@ -16,7 +16,7 @@ pub fn queue_restarts(
 ) -> Result<(), StoreError> {
     let _ops = state.ops_lock.lock().unwrap_or_else(|p| p.into_inner());
     let w = load(state)?;
-    let now = now_ms();
+    let now = state.now_ms();
     for name in names {
         let k = (fleet.to_string(), name.clone());
         if w.latest(&k).is_some_and(|op| op.state.is_active()) {

@@ -9,8 +9,8 @@ use pxfleet_spec::{Container, Template, TemplateSource};
 use super::emit;
 use crate::convert;
 use crate::model::{
-    now_ms, AppliedContainer, ManagedBy, Millis, ObservedContainer, OpState, Operation,
-    OperationKind, OperationUpdate, TemplateDigest, UpdateState,
+    AppliedContainer, ManagedBy, Millis, ObservedContainer, OpState, Operation, OperationKind,
+    OperationUpdate, TemplateDigest, UpdateState,
 };
 use crate::state::State;
 use crate::store::StoreError;
@@ -27,7 +27,7 @@ pub fn on_update(state: &State, node: &str, u: &OperationUpdate) -> Result<bool,
         tracing::warn!(node, op = %u.op_id, owner = %op.node, "update for another node's operation ignored");
         return Ok(false);
     }
-    let now = now_ms();
+    let now = state.now_ms();
     if let Some(obs) = &u.container {
         state.store.set_observed(node, obs.vm_id, Some(obs))?;
     }

@@ -19,7 +19,7 @@ use std::sync::Arc;
 fn state() -> Arc<State> {
     let st = test_state();
     let mut n = node("n1", 8000);
-    n.last_seen_ms = now_ms();
+    n.last_seen_ms = st.now_ms();
     n.inventory.templates = vec!["local:vztmpl/ubuntu.tar.xz".into()];
     n.template_digests.insert(
         "http://127.0.0.1/ubuntu.tar.xz".into(),
@@ -57,7 +57,7 @@ fn web(template_name: &str) -> DesiredContainer {
 
 /// Runs a pass and returns the one operation dispatched to n1.
 fn dispatched(st: &State, rx: &mut AgentRx) -> pb::Operation {
-    pass(st, now_ms()).unwrap();
+    pass(st, st.now_ms()).unwrap();
     match next_message(rx).expect("an operation was dispatched").msg {
         Some(pb::controller_message::Msg::Operation(op)) => op,
         other => panic!("not an operation: {other:?}"),
@@ -118,7 +118,7 @@ fn dispatch_is_windowed_per_node_and_drains() {
     let window = st.config.reconciler.dispatch_window as usize;
     let (_, mut rx) = st.sessions.register("n1");
     submit(&st, many(30));
-    pass(&st, now_ms()).unwrap();
+    pass(&st, st.now_ms()).unwrap();
     let first = operations_sent(&mut rx);
     assert_eq!(first.len(), window, "only the window is in flight");
     let mut created: BTreeSet<u32> = first.iter().map(|o| o.vm_id).collect();
@@ -128,7 +128,7 @@ fn dispatch_is_windowed_per_node_and_drains() {
         rounds += 1;
         assert!(rounds < 1000, "does not settle");
         finish(&st, &op, true, true);
-        pass(&st, now_ms()).unwrap();
+        pass(&st, st.now_ms()).unwrap();
         for next in operations_sent(&mut rx) {
             if kind(&next) == "create" {
                 assert!(created.insert(next.vm_id), "one create per container");
@@ -148,7 +148,7 @@ fn unacknowledged_operations_are_sent_again_only_when_their_stream_is_gone() {
     let st = state();
     let (_, mut rx) = st.sessions.register("n1");
     submit(&st, many(2));
-    let t0 = now_ms();
+    let t0 = st.now_ms();
     pass(&st, t0).unwrap();
     let sent = operations_sent(&mut rx);
     assert_eq!(sent.len(), 2);
@@ -190,7 +190,7 @@ fn a_node_whose_operations_do_not_move_is_stalled() {
     let st = state();
     let (_, mut rx) = st.sessions.register("n1");
     submit(&st, many(3));
-    let t0 = now_ms();
+    let t0 = st.now_ms();
     pass(&st, t0).unwrap();
     assert_eq!(operations_sent(&mut rx).len(), 3);
     let ops = st.store.ops().unwrap();
@@ -219,7 +219,7 @@ fn create_replace_remove_cycle() {
     assert_eq!(kind(&op), "create");
     finish(&st, &op, true, true);
     // converged: nothing more to do, status running
-    pass(&st, now_ms()).unwrap();
+    pass(&st, st.now_ms()).unwrap();
     assert!(rx.try_recv().is_err());
     assert_eq!(
         container_rows(&st).unwrap()[0].status,
@@ -238,7 +238,7 @@ fn create_replace_remove_cycle() {
     let op = dispatched(&st, &mut rx);
     assert_eq!(kind(&op), "destroy");
     finish(&st, &op, true, true);
-    pass(&st, now_ms()).unwrap();
+    pass(&st, st.now_ms()).unwrap();
     assert!(rx.try_recv().is_err());
     assert!(container_rows(&st).unwrap().is_empty());
     assert!(st.store.all_applied().unwrap().is_empty());
@@ -253,7 +253,7 @@ fn a_vanished_container_is_recreated_only_after_the_grace_period() {
     submit(&st, vec![web("ubuntu")]);
     let op = dispatched(&st, &mut rx);
     finish(&st, &op, true, true);
-    let t0 = now_ms();
+    let t0 = st.now_ms();
     pass(&st, t0).unwrap();
     assert!(rx.try_recv().is_err());
     st.store.set_observed("n1", op.vm_id, None).unwrap();
@@ -278,7 +278,7 @@ fn a_vanished_container_removed_from_the_file_is_forgotten() {
     let op = dispatched(&st, &mut rx);
     finish(&st, &op, true, true);
     st.store.set_observed("n1", op.vm_id, None).unwrap();
-    let t0 = now_ms();
+    let t0 = st.now_ms();
     pass(&st, t0).unwrap();
     assert_eq!(st.vanished.lock().unwrap().len(), 1, "waiting for it");
     submit(&st, vec![]);
@@ -299,7 +299,7 @@ fn failures_retry_then_fail_with_the_agents_error() {
         finish(&st, &op, false, false);
     }
     assert_eq!(attempts, vec![1, 2, 3]);
-    pass(&st, now_ms()).unwrap();
+    pass(&st, st.now_ms()).unwrap();
     assert!(rx.try_recv().is_err(), "no fourth attempt");
     let row = &container_rows(&st).unwrap()[0];
     assert_eq!(row.status, ContainerStatus::Failed);
@@ -324,7 +324,7 @@ fn an_update_that_changes_nothing_is_not_repeated_in_a_loop() {
     submit(&st, vec![w]);
     let mut updates = 0;
     for _ in 0..10 {
-        pass(&st, now_ms()).unwrap();
+        pass(&st, st.now_ms()).unwrap();
         while let Some(m) = next_message(&mut rx) {
             if let Some(pb::controller_message::Msg::Operation(op)) = m.msg {
                 assert_eq!(kind(&op), "update");
@@ -349,7 +349,7 @@ fn an_update_that_changes_nothing_is_not_repeated_in_a_loop() {
 fn disconnected_node_keeps_operations_pending_and_stopped_container_is_started() {
     let st = state();
     submit(&st, vec![web("ubuntu")]);
-    pass(&st, now_ms()).unwrap();
+    pass(&st, st.now_ms()).unwrap();
     let ops = st.store.ops().unwrap();
     assert_eq!((ops.len(), ops[0].state), (1, OpState::Pending));
     let (_, mut rx) = st.sessions.register("n1");
@@ -409,7 +409,7 @@ fn drift_on_the_node_is_repaired_naming_the_fields_and_normalised_values_do_not_
     let obs = convert::observed_from_pb("n1", &reported(&spec));
     st.store.set_observed("n1", 1000, Some(&obs)).unwrap();
     for _ in 0..3 {
-        pass(&st, now_ms()).unwrap();
+        pass(&st, st.now_ms()).unwrap();
         assert!(
             next_op(&mut rx).is_none(),
             "no flapping on normalised values"
@@ -462,7 +462,7 @@ fn drift_on_the_node_is_repaired_naming_the_fields_and_normalised_values_do_not_
         ..Default::default()
     };
     assert!(on_update_pb(&st, "n1", &u).unwrap());
-    pass(&st, now_ms()).unwrap();
+    pass(&st, st.now_ms()).unwrap();
     assert!(next_op(&mut rx).is_none());
     assert!(!container_rows(&st).unwrap()[0].drifted);
 }
@@ -489,7 +489,7 @@ fn next_op(rx: &mut AgentRx) -> Option<pb::Operation> {
 fn unpinned_template_digests_are_recorded_and_a_differing_node_fails() {
     let st = state();
     let mut n2 = node("n2", 8000);
-    n2.last_seen_ms = now_ms();
+    n2.last_seen_ms = st.now_ms();
     st.store.update_node("n2", |r| *r = n2.clone()).unwrap();
     let (_, mut rx1) = st.sessions.register("n1");
     let (_, mut rx2) = st.sessions.register("n2");
@@ -515,7 +515,7 @@ fn unpinned_template_digests_are_recorded_and_a_differing_node_fails() {
             on("c", "n2", 1002),
         ],
     );
-    pass(&st, now_ms()).unwrap();
+    pass(&st, st.now_ms()).unwrap();
     // each node seeds once (the cached file on n1 is not trusted without its digest)
     let s1 = next_op(&mut rx1).expect("seed on n1");
     let s2 = next_op(&mut rx2).expect("seed on n2");
@@ -534,10 +534,10 @@ fn unpinned_template_digests_are_recorded_and_a_differing_node_fails() {
     let n2 = st.store.node("n2").unwrap().unwrap();
     assert_eq!(n2.template_digests[url].sha256, "bb".repeat(32));
     // n1 reported first: its container is created; n2's containers fail, naming both digests
-    pass(&st, now_ms()).unwrap();
+    pass(&st, st.now_ms()).unwrap();
     let c = next_op(&mut rx1).expect("create on n1");
     assert_eq!(kind(&c), "create");
-    pass(&st, now_ms()).unwrap();
+    pass(&st, st.now_ms()).unwrap();
     assert!(next_op(&mut rx2).is_none(), "nothing is created on n2");
     let rows = container_rows(&st).unwrap();
     for name in ["b", "c"] {
@@ -552,6 +552,6 @@ fn unpinned_template_digests_are_recorded_and_a_differing_node_fails() {
     }
     // still failed (no new operations) on later passes
     let before = st.store.ops().unwrap().len();
-    pass(&st, now_ms()).unwrap();
+    pass(&st, st.now_ms()).unwrap();
     assert_eq!(st.store.ops().unwrap().len(), before);
 }

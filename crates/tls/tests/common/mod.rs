@@ -1,5 +1,6 @@
 //! What both TLS test binaries share: an AgentService whose Enroll answers with the identity the server saw
-//! ([`Whoami`]), served with `serve_tls` and our server config on 127.0.0.1:0 behind a fresh test CA ([`Server`]).
+//! ([`Whoami`]), served with `serve_tls` and our server config on 127.0.0.1:0 behind a fresh test CA ([`Server`]),
+//! checking certificate expiry against a manual clock the tests move forward.
 // each test binary uses part of it
 #![allow(dead_code)]
 
@@ -8,11 +9,12 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use pxfleet_common::ManualClock;
 use pxfleet_proto::v1::agent_service_server::{AgentService, AgentServiceServer};
 use pxfleet_proto::v1::{AgentMessage, ControllerMessage, EnrollRequest, EnrollResponse};
 use pxfleet_tls::{
-    peer_cert_info, peer_identity, require_identity, serve_tls, server_config, Bundle, Ca,
-    Identity, RevocationCheck,
+    peer_cert_info, peer_identity, require_identity, serve_tls, server_config_with_client_cas,
+    Bundle, Ca, Identity, RevocationCheck,
 };
 use tokio::net::TcpListener;
 use tokio_stream::Stream;
@@ -63,6 +65,8 @@ impl AgentService for Whoami {
 pub struct Server {
     pub addr: SocketAddr,
     pub ca: Ca,
+    /// The server's time for certificate expiry.
+    pub clock: ManualClock,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<Result<(), pxfleet_tls::TlsError>>>,
 }
@@ -76,7 +80,9 @@ impl Server {
         let ca = Ca::generate("pxfleet test CA").unwrap();
         let sans: Vec<String> = sans.iter().map(|s| s.to_string()).collect();
         let bundle = ca.issue_server(&sans).unwrap().into_bundle(ca.cert_pem());
-        let config = server_config(&bundle, revocation).unwrap();
+        let clock = ManualClock::new();
+        let config =
+            server_config_with_client_cas(&bundle, &[], revocation, clock.clock()).unwrap();
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -88,6 +94,7 @@ impl Server {
         Server {
             addr,
             ca,
+            clock,
             stop: Some(stop),
             task: Some(task),
         }
