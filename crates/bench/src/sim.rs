@@ -372,6 +372,8 @@ impl NodeApi for SimNode {
         let used_disk = self.used_disk_bytes().min(NODE_DISK_BYTES);
         Ok(NodeFacts {
             pve_version: "9.0.3".into(),
+            // Every simulated node is in one cluster, so moves and drains migrate.
+            cluster_name: "bench".into(),
             cores: NODE_CORES,
             memory_bytes: NODE_MEMORY_BYTES,
             memory_free_bytes: NODE_MEMORY_BYTES.saturating_sub(self.used_memory_bytes()),

@@ -308,6 +308,7 @@ impl NodeApi for FakeNode {
     async fn facts(&self) -> Result<NodeFacts, PveError> {
         Ok(NodeFacts {
             pve_version: "9.0.3".into(),
+            cluster_name: "lab".into(),
             cores: 8,
             memory_bytes: 32 << 30,
             memory_free_bytes: 16 << 30,
