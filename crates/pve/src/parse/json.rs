@@ -638,9 +638,12 @@ mod tests {
     fn cluster_status_names_the_cluster_or_none_when_standalone() {
         let clustered: Vec<ClusterStatusItem> = parse_json(
             "GET /cluster/status",
-            r#"[{"type":"cluster","id":"cluster","name":"lab","nodes":2,"quorate":1,"version":3},
-                {"type":"node","id":"node/pve1","name":"pve1","nodeid":1,"local":1,"online":1,"ip":"10.0.0.1","level":""},
-                {"type":"node","id":"node/pve2","name":"pve2","nodeid":2,"local":0,"online":1,"ip":"10.0.0.2","level":""}]"#,
+            concat!(
+                r#"[{"type":"cluster","id":"cluster","name":"lab","nodes":2,"quorate":1,"version":3},"#,
+                r#"{"type":"node","id":"node/pve1","name":"pve1","nodeid":1,"local":1,"online":1,"ip":"10.0.0.1","level":""},"#,
+                r#"{"type":"node","id":"node/pve2","name":"pve2","nodeid":2,"local":0,"online":1,"ip":"10.0.0.2","level":""}]"#,
+                "\n"
+            ),
         )
         .unwrap();
         assert_eq!(cluster_name(&clustered).as_deref(), Some("lab"));
