@@ -409,7 +409,8 @@ async fn a_move_pct_migrate_cannot_make_is_planned_and_done_as_a_replacement() {
     let plan = c.plan(&to_mk34).await.unwrap();
     assert!(plan.diagnostics.is_empty(), "{:?}", plan.diagnostics);
     assert!(
-        plan.plan_json.contains("\"replace\"") && !plan.plan_json.contains("\"move\""),
+        plan.plan_json.contains("\"action\": \"replace\"")
+            && !plan.plan_json.contains("\"action\": \"move\""),
         "{}",
         plan.plan_json
     );
