@@ -217,11 +217,10 @@ mod tests {
         let mut s = snap(vec![]);
         // n2 is in another cluster; n3 is in n1's but lacks the datastore `fast` of b's mount point.
         s.nodes[1].0.inventory.cluster_name = "other".into();
-        for n in [&mut s.nodes[0].0] {
-            let mut fast = n.inventory.storages[0].clone();
-            fast.id = "fast".into();
-            n.inventory.storages.push(fast);
-        }
+        let n1 = &mut s.nodes[0].0;
+        let mut fast = n1.inventory.storages[0].clone();
+        fast.id = "fast".into();
+        n1.inventory.storages.push(fast);
         let a = desired("web", "a", "n1", 100, false);
         let mut b = desired("web", "b", "n1", 101, false);
         b.container.mount_points = vec![MountPoint::Volume {

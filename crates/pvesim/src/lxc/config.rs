@@ -269,11 +269,7 @@ pub fn render(conf: &CtConf, h: &Host<'_>, seccomp: Option<&Path>) -> String {
             .find_map(|p| p.strip_prefix("mp="))
             .unwrap_or("")
             .trim_start_matches('/');
-        let ro = if rest.iter().any(|p| *p == "ro=1") {
-            ",ro"
-        } else {
-            ""
-        };
+        let ro = if rest.contains(&"ro=1") { ",ro" } else { "" };
         if target.is_empty() {
             continue;
         }
