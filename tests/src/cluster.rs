@@ -42,6 +42,15 @@ impl Default for ClusterOptions {
     }
 }
 
+/// How [`Cluster::add_node_with`] sets up a node.
+#[derive(Debug, Clone, Default)]
+pub struct NodeSetup {
+    /// The PVE cluster it is in (its own cluster directory); `None`: the shared one, cluster `pvesim`.
+    pub cluster: Option<String>,
+    /// TOML put before the harness's own lines in the node's pvesim overrides (`[[storage]]` entries...).
+    pub overrides: String,
+}
+
 /// One simulated PVE node and its agent.
 #[derive(Debug)]
 pub struct SimNode {

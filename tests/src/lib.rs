@@ -35,7 +35,7 @@ pub mod pxctl;
 pub mod waits;
 
 pub use binaries::{build_binaries, workspace_root, Binaries};
-pub use cluster::{node_names, Cluster, ClusterOptions, SimNode};
+pub use cluster::{node_names, Cluster, ClusterOptions, NodeSetup, SimNode};
 pub use error::HarnessError;
 pub use fixtures::{fleet_yaml, TEST_SSH_KEY};
 pub use process::{run_command, signal, tail, terminate, COMMAND_TIMEOUT};

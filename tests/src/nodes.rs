@@ -7,13 +7,18 @@ use std::time::Duration;
 
 use pxfleet_proto::v1 as pb;
 
-use crate::cluster::{Cluster, SimNode};
+use crate::cluster::{Cluster, NodeSetup, SimNode};
 use crate::error::{grpc, io, HarnessError, Result};
 use crate::process::{run_command, spawn_logged, terminate};
 
 impl Cluster {
     /// Adds a simulated node: pvesim state, a join token, `pxagent join`, then `pxagent run`.
     pub async fn add_node(&mut self, name: &str) -> Result<()> {
+        self.add_node_with(name, &NodeSetup::default()).await
+    }
+
+    /// [`Cluster::add_node`] with a PVE cluster of its own choosing and extra pvesim overrides.
+    pub async fn add_node_with(&mut self, name: &str, setup: &NodeSetup) -> Result<()> {
         let root = self.dir.path().to_path_buf();
         let base = root.join("nodes").join(name);
         let node = SimNode {
@@ -29,29 +34,33 @@ impl Cluster {
         std::fs::write(
             &overrides,
             format!(
-                "[latency]\ncreate_ms = {}\n",
-                self.options.create_latency_ms
+                "{}[latency]\ncreate_ms = {}\n",
+                setup.overrides, self.options.create_latency_ms
             ),
         )
         .map_err(io(&overrides))?;
-        run_command(
-            &self.bins.pvesim,
-            &[
-                "init".into(),
-                "--state".into(),
-                node.sim.display().to_string(),
-                "--node".into(),
-                name.into(),
-                "--cluster".into(),
-                root.join("cluster").display().to_string(),
-                "--config".into(),
-                overrides.display().to_string(),
-                "--bin-dir".into(),
-                node.bin.display().to_string(),
-            ],
-            &[],
-        )
-        .await?;
+        // Every node shares the cluster directory `cluster` (PVE cluster `pvesim`) unless told otherwise.
+        let cluster_dir = match &setup.cluster {
+            Some(c) => root.join(format!("cluster-{c}")),
+            None => root.join("cluster"),
+        };
+        let mut init = vec![
+            "init".to_string(),
+            "--state".into(),
+            node.sim.display().to_string(),
+            "--node".into(),
+            name.into(),
+            "--cluster".into(),
+            cluster_dir.display().to_string(),
+            "--config".into(),
+            overrides.display().to_string(),
+            "--bin-dir".into(),
+            node.bin.display().to_string(),
+        ];
+        if let Some(c) = &setup.cluster {
+            init.extend(["--cluster-name".to_string(), c.clone()]);
+        }
+        run_command(&self.bins.pvesim, &init, &[]).await?;
         for t in &self.options.preseed_templates {
             let out = pvesim_tool(&node.sim, "pvesm", &["path", &format!("local:vztmpl/{t}")]);
             if out.code != 0 {

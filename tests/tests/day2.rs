@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use pxfleet_tests::day2::{pending, plan_is_empty, submit, UP};
-use pxfleet_tests::{describe, fleet_yaml, v1 as pb, wait_until, Cluster};
+use pxfleet_tests::{describe, fleet_yaml, v1 as pb, wait_until, Cluster, NodeSetup};
 
 /// `fleet_yaml` without the default `datastore_id`.
 fn fleet_yaml_no_datastore(name: &str, containers: &str) -> String {
@@ -346,6 +346,133 @@ async fn changing_node_migrates_keeping_vm_id_mac_and_volumes() {
         "{ops:?}"
     );
     assert!(failed_ops(&ops).is_empty(), "{:?}", failed_ops(&ops));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_move_pct_migrate_cannot_make_is_planned_and_done_as_a_replacement() {
+    let mut c = Cluster::start(0).await.expect("cluster");
+    let fast = "[[storage]]\nid = \"fast\"\ntype = \"dir\"\ncontent = [\"rootdir\", \"images\"]\n";
+    let with_fast = NodeSetup {
+        overrides: fast.into(),
+        ..NodeSetup::default()
+    };
+    // mk33 and mk34 in one PVE cluster, only mk33 with the storage `fast`; mk35 in another cluster, with it.
+    c.add_node_with("mk33", &with_fast).await.unwrap();
+    c.add_node_with("mk34", &NodeSetup::default())
+        .await
+        .unwrap();
+    c.add_node_with(
+        "mk35",
+        &NodeSetup {
+            cluster: Some("far".into()),
+            ..with_fast.clone()
+        },
+    )
+    .await
+    .unwrap();
+    c.wait_nodes_ready(UP).await.unwrap();
+    let body = |node: &str, datastore: &str| {
+        fleet_yaml_no_datastore(
+            "far",
+            &format!(
+                "  app: {{node: {node}, vm_id: 1700, memory: 512, disk_size: 4{datastore}}}\n"
+            ),
+        )
+    };
+    let path = submit(&c, "far.yaml", &body("mk33", ", datastore_id: fast")).await;
+    c.wait_running("far", &["app"], UP).await;
+    plan_is_empty(&c, &path).await;
+
+    // PVE itself refuses both migrations, before touching the container.
+    let out = c.pve("mk33", "pct", &["migrate", "1700", "mk34", "--restart"]);
+    assert_ne!(out.code, 0, "{}", out.stdout);
+    assert!(out.stderr.contains("migration aborted"), "{}", out.stderr);
+    assert!(
+        out.stdout
+            .contains("storage 'fast' is not available on node 'mk34'"),
+        "{}",
+        out.stdout
+    );
+    let out = c.pve("mk33", "pct", &["migrate", "1700", "mk35", "--restart"]);
+    assert!(
+        out.stderr.contains("no such cluster node 'mk35'"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(c.vmids_on("mk33"), vec![1700]);
+    assert!(c
+        .runtime("mk33", 1700)
+        .is_some_and(|r| r["running"] == true));
+
+    // To mk34 (no `fast` there): the plan is a replacement and says why, in JSON and in `pxctl plan`.
+    let to_mk34 = body("mk34", "");
+    let plan = c.plan(&to_mk34).await.unwrap();
+    assert!(plan.diagnostics.is_empty(), "{:?}", plan.diagnostics);
+    assert!(
+        plan.plan_json.contains("\"action\": \"replace\"")
+            && !plan.plan_json.contains("\"action\": \"move\""),
+        "{}",
+        plan.plan_json
+    );
+    assert!(
+        plan.plan_json.contains("datastore fast is not on mk34"),
+        "{}",
+        plan.plan_json
+    );
+    let mk34_file = c.write_fleet("far-mk34.yaml", &to_mk34);
+    let (code, out, err) = c
+        .pxctl(&["plan", mk34_file.to_str().unwrap(), "--no-color"])
+        .await;
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.contains("# forces replacement: datastore fast is not on mk34"),
+        "{out}"
+    );
+
+    // To mk35 (another cluster): planned as a replacement, and done as one: destroyed on mk33, created on mk35.
+    let to_mk35 = body("mk35", ", datastore_id: fast");
+    let plan = c.plan(&to_mk35).await.unwrap();
+    assert!(
+        plan.plan_json
+            .contains("mk35 is in cluster far, not pvesim: pct migrate cannot cross clusters"),
+        "{}",
+        plan.plan_json
+    );
+    submit(&c, "far.yaml", &to_mk35).await;
+    let cs = wait_until("running on mk35", UP, || async {
+        let cs = c.containers("far").await.map_err(|e| e.to_string())?;
+        if cs.len() == 1
+            && cs[0].node == "mk35"
+            && cs[0].state == pb::ContainerState::Running as i32
+        {
+            Ok(cs)
+        } else {
+            Err(describe(&cs))
+        }
+    })
+    .await;
+    assert_eq!(cs[0].vm_id, 1700);
+    plan_is_empty(&c, &path).await;
+    assert!(c.vmids_on("mk33").is_empty());
+    let ops = c.operations("far").await.unwrap();
+    assert!(failed_ops(&ops).is_empty(), "{:?}", failed_ops(&ops));
+    assert!(
+        !ops.iter()
+            .any(|o| o.kind == pb::OperationKind::Migrate as i32),
+        "{ops:?}"
+    );
+    assert!(
+        ops.iter()
+            .any(|o| o.kind == pb::OperationKind::Destroy as i32
+                && o.node == "mk33"
+                && o.reason.contains("pct migrate cannot cross clusters")),
+        "{ops:?}"
+    );
+    assert!(
+        ops.iter()
+            .any(|o| o.kind == pb::OperationKind::Create as i32 && o.node == "mk35"),
+        "{ops:?}"
+    );
 }
 
 /// The fleet's containers by name, once they match `want` (name -> (state, node)).

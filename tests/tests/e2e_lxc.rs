@@ -792,3 +792,167 @@ async fn ten_containers_on_two_nodes_at_parallelism_four() {
         assert!(bad.is_empty(), "agent {}: {bad:#?}", n.name);
     }
 }
+
+/// The kinds of `fleet`'s operations, in order.
+async fn op_kinds(e: &E2e, fleet: &str) -> Vec<pb::OperationKind> {
+    e.operations(fleet)
+        .await
+        .expect("operations")
+        .iter()
+        .map(|o| pb::OperationKind::try_from(o.kind).unwrap_or_default())
+        .collect()
+}
+
+/// The `hwaddr=` of net0 in `node`'s `pct config`.
+async fn net0_mac(e: &E2e, node: &str, vmid: u32) -> String {
+    let net0 = e
+        .pct_config(node, vmid)
+        .await
+        .get("net0")
+        .cloned()
+        .unwrap_or_default();
+    net0.split(',')
+        .find_map(|kv| kv.strip_prefix("hwaddr="))
+        .unwrap_or_else(|| panic!("no hwaddr in net0 {net0}"))
+        .to_string()
+}
+
+/// Issue 10 item 2: changing `node` of a running container is `pct migrate --restart`: on the other node it has
+/// the same vm_id, MAC and address, the files written inside (on its rootfs and on its volume mount point) are
+/// still there, and ssh works; nothing is left on the first node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root and LXC (scripts/e2e runs it)"]
+async fn move_migrates_a_running_container_with_its_data() {
+    let (_g, e) = start(4).await;
+    let body = |node: &str| {
+        format!(
+            "  app: {{node: {node}, ip_address: 10.77.0.40/24, gateway: 10.77.0.1, \
+             mount_points: [{{path: /data, size: 1, datastore_id: {BULK_STORAGE}}}]}}\n"
+        )
+    };
+    submit(&e, "mv.yaml", &fleet(&e, "mv", "", &body("pxe1"))).await;
+    let before = e.wait_running("mv", &["app"], UP).await.remove(0);
+    assert_eq!(before.node, "pxe1");
+    let wrote = e
+        .ssh_wait(
+            "10.77.0.40",
+            "echo on-rootfs > /root/marker && echo on-volume > /data/marker && sync && hostname",
+            SSH,
+        )
+        .await;
+    assert_eq!(wrote.trim(), "app");
+    let mac = net0_mac(&e, "pxe1", before.vm_id).await;
+
+    let moved = fleet(&e, "mv", "", &body("pxe2"));
+    let plan = e
+        .pxctl(&["plan", e.write_fleet("mv2.yaml", &moved).to_str().unwrap()])
+        .await;
+    assert!(
+        plan.stdout.contains("will be moved from pxe1 to pxe2"),
+        "the plan shows a move: {}",
+        plan.stdout
+    );
+    assert!(!plan.stdout.contains("replace"), "{}", plan.stdout);
+    submit(&e, "mv.yaml", &moved).await;
+    let after = wait_until("app running on pxe2", UP, || async {
+        let cs = e.containers("mv").await.map_err(|x| x.to_string())?;
+        match cs.first() {
+            Some(c)
+                if cs.len() == 1
+                    && c.node == "pxe2"
+                    && c.state == pb::ContainerState::Running as i32 =>
+            {
+                Ok(c.clone())
+            }
+            _ => Err(format!("{cs:?}")),
+        }
+    })
+    .await;
+    assert_eq!(after.vm_id, before.vm_id, "same vm_id");
+    assert_eq!(net0_mac(&e, "pxe2", after.vm_id).await, mac, "same MAC");
+    let seen = e
+        .ssh_wait(
+            "10.77.0.40",
+            "hostname; cat /root/marker /data/marker; ip -4 -o addr show dev eth0",
+            SSH,
+        )
+        .await;
+    let lines: Vec<&str> = seen.lines().collect();
+    assert_eq!(&lines[..3], ["app", "on-rootfs", "on-volume"], "{seen}");
+    assert!(lines[3].contains(" 10.77.0.40/24"), "same address: {seen}");
+    assert!(e.vmids_on("pxe1").await.is_empty(), "nothing left on pxe1");
+    assert_eq!(e.vmids_on("pxe2").await, vec![after.vm_id]);
+    let kinds = op_kinds(&e, "mv").await;
+    assert!(kinds.contains(&pb::OperationKind::Migrate), "{kinds:?}");
+    assert!(
+        !kinds.contains(&pb::OperationKind::Destroy)
+            && kinds
+                .iter()
+                .filter(|k| **k == pb::OperationKind::Create)
+                .count()
+                == 1,
+        "moved, not replaced: {kinds:?}"
+    );
+    let path = e.write_fleet("mv.yaml", &moved);
+    let o = e
+        .pxctl(&["plan", path.to_str().unwrap(), "--detailed-exitcode"])
+        .await;
+    assert_eq!(o.code, 0, "nothing left to change: {}", o.stdout);
+}
+
+/// The size of the file system mounted on `path` inside the container at `ip`, in KiB.
+async fn fs_kib(e: &E2e, ip: &str, path: &str) -> u64 {
+    let out = e
+        .ssh_wait(ip, &format!("df -P -k {path} | tail -n 1"), SSH)
+        .await;
+    out.split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("df {path}: {out}"))
+}
+
+/// Issue 10 item 4: a volume mount point is a file system of its own inside the container, and what is written to
+/// it survives `pxctl restart`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root and LXC (scripts/e2e runs it)"]
+async fn volume_mount_point_keeps_its_data_across_a_restart() {
+    let (_g, e) = start(4).await;
+    let body = |size: u32| {
+        format!(
+            "  vol: {{node: pxe1, ip_address: 10.77.0.41/24, gateway: 10.77.0.1, \
+             mount_points: [{{path: /srv/data, size: {size}, datastore_id: {BULK_STORAGE}}}]}}\n"
+        )
+    };
+    submit(&e, "vol.yaml", &fleet(&e, "vol", "", &body(1))).await;
+    let c = e.wait_running("vol", &["vol"], UP).await.remove(0);
+    let ip = "10.77.0.41";
+    // Its own file system (not the rootfs), about 1 GiB, writable by the container's root.
+    let mounts = e.ssh_wait(ip, "stat -c %d / /srv/data", SSH).await;
+    let devs: Vec<&str> = mounts.lines().collect();
+    assert_eq!(devs.len(), 2, "{mounts}");
+    assert_ne!(devs[0], devs[1], "/srv/data is a mount of its own");
+    let small = fs_kib(&e, ip, "/srv/data").await;
+    assert!(
+        (800_000..=1_048_576).contains(&small),
+        "1 GiB volume: {small} KiB"
+    );
+    e.ssh_wait(ip, "echo kept > /srv/data/f && sync", SSH).await;
+    let pid = e.init_pid("pxe1", c.vm_id).await.expect("running");
+
+    let o = e.pxctl(&["restart", "vol"]).await;
+    assert!(o.ok(), "pxctl restart: {}\n{}", o.stdout, o.stderr);
+    wait_until("restarted (a new init)", UP, || async {
+        match e.init_pid("pxe1", c.vm_id).await {
+            Some(p) if p != pid => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    assert_eq!(e.ssh_wait(ip, "cat /srv/data/f", SSH).await.trim(), "kept");
+
+    let kinds = op_kinds(&e, "vol").await;
+    assert!(!kinds.contains(&pb::OperationKind::Destroy), "{kinds:?}");
+    // Not here yet: growing it by a day-2 change. pvesim's online `resize2fs /dev/loopN` of a mounted mount point
+    // volume fails on this host ("Permission denied to resize filesystem") while the rootfs's works; see the
+    // pvesim README.
+}

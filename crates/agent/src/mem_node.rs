@@ -530,6 +530,8 @@ impl NodeApi for MemNode {
         let used_disk = self.used_disk_bytes().min(NODE_DISK_BYTES);
         Ok(NodeFacts {
             pve_version: "9.0.3".into(),
+            // Every in-memory node is in one cluster, so moves and drains between them migrate.
+            cluster_name: "memnode".into(),
             cores: NODE_CORES,
             memory_bytes: NODE_MEMORY_BYTES,
             memory_free_bytes: self.memory_free_bytes().await?,

@@ -90,6 +90,9 @@ pub struct TemplateFile {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeFacts {
     pub pve_version: String,
+    /// The PVE cluster the node belongs to (`GET /cluster/status`); empty for a standalone node.
+    #[serde(default)]
+    pub cluster_name: String,
     pub cores: u32,
     pub memory_bytes: u64,
     pub memory_free_bytes: u64,

@@ -198,6 +198,7 @@ impl NodeApi for PveNode {
 
     async fn facts(&self) -> Result<NodeFacts, PveError> {
         let version = self.node.version().await?;
+        let cluster_name = self.node.cluster_name().await?.unwrap_or_default();
         let status = self.node.node_status().await?;
         let storages = self.node.storages().await?;
         let bridges = self.node.bridges().await?;
@@ -245,6 +246,7 @@ impl NodeApi for PveNode {
         }
         Ok(NodeFacts {
             pve_version: version.version,
+            cluster_name,
             cores: status.cpuinfo.cpus.or(status.cpuinfo.cores).unwrap_or(0) as u32,
             memory_bytes: status.memory.total,
             memory_free_bytes: status.memory.available.unwrap_or(status.memory.free),

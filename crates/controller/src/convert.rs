@@ -66,6 +66,7 @@ pub fn template_volid(t: &Template) -> String {
 pub fn inventory_from_pb(inv: &pb::Inventory) -> NodeInventory {
     NodeInventory {
         pve_version: inv.pve_version.clone(),
+        cluster_name: inv.cluster_name.clone(),
         cores: inv.cores,
         memory_mib: inv.memory_total_bytes >> 20,
         memory_free_mib: inv.memory_free_bytes >> 20,
@@ -628,6 +629,7 @@ pub fn inventory_pb(name: &str, inv: &NodeInventory) -> pb::Inventory {
     pb::Inventory {
         node: name.to_string(),
         pve_version: inv.pve_version.clone(),
+        cluster_name: inv.cluster_name.clone(),
         cores: inv.cores,
         memory_total_bytes: inv.memory_mib << 20,
         memory_free_bytes: inv.memory_free_mib << 20,

@@ -3,14 +3,17 @@
 //! nodes exactly as a submit would (constraints, anti-affinity, room, the container's datastore). Their desired
 //! node becomes the target; the reconciler's plan for each is then a move (`pct migrate`, `--restart` when it
 //! runs), and a later submit keeps the new node (stable placement). Containers the file pins to NODE (`node:`)
-//! are not moved: the file would move them back; the drain names them.
+//! are not moved: the file would move them back; the drain names them. A drain never replaces: only nodes a
+//! container can be migrated to (the drained node's cluster, every datastore of its rootfs and volume mount
+//! points present) are offered to the scheduler for it; with none, it stays and the drain says why.
 
 use std::collections::BTreeMap;
 
-use pxfleet_spec::Container;
+use pxfleet_spec::plan::why_not_migrate;
+use pxfleet_spec::{Container, MountPoint};
 
 use crate::model::{DesiredContainer, NodeStatus};
-use crate::planning::Snapshot;
+use crate::planning::{nodes_facts, Snapshot};
 use crate::scheduler::{self, Candidate};
 
 /// One container to move.
@@ -37,6 +40,7 @@ pub fn plan(snap: &Snapshot, node: &str) -> DrainPlan {
         by_fleet.entry(d.fleet.as_str()).or_default().push(d);
     }
     let mut out = DrainPlan::default();
+    let facts = nodes_facts(snap.nodes.iter().map(|(n, _)| n));
     for (fleet, all) in by_fleet {
         let (here, rest): (Vec<&DesiredContainer>, Vec<&DesiredContainer>) =
             all.into_iter().partition(|d| d.node == node);
@@ -79,7 +83,43 @@ pub fn plan(snap: &Snapshot, node: &str) -> DrainPlan {
         candidates.sort_by(|a, b| a.name.cmp(&b.name));
         // Place one by one, so one container that fits nowhere does not keep the others on the node.
         list.sort_by(|a, b| a.name.cmp(&b.name));
-        for c in list {
+        for mut c in list {
+            // Only nodes it can be migrated to: the scheduler sees them as the container's allowed nodes.
+            let datastores: Vec<&str> = c
+                .datastore_id
+                .iter()
+                .map(String::as_str)
+                .chain(c.mount_points.iter().filter_map(|m| match m {
+                    MountPoint::Volume { datastore_id, .. } => Some(datastore_id.as_str()),
+                    MountPoint::Bind { .. } => None,
+                }))
+                .collect();
+            let mut refused = Vec::new();
+            let reachable: Vec<String> = candidates
+                .iter()
+                .map(|k| k.name.clone())
+                .filter(|to| to != node)
+                .filter(
+                    |to| match why_not_migrate(&facts, node, to, datastores.iter().copied()) {
+                        None => true,
+                        Some(why) => {
+                            refused.push(why);
+                            false
+                        }
+                    },
+                )
+                .filter(|to| c.constraints.nodes.is_empty() || c.constraints.nodes.contains(to))
+                .collect();
+            if reachable.is_empty() {
+                let why = if refused.is_empty() {
+                    "no other node it may go to".to_owned()
+                } else {
+                    format!("no node it can be migrated to ({})", refused.join("; "))
+                };
+                out.stuck.push((fleet.to_string(), c.name, why));
+                continue;
+            }
+            c.constraints.nodes = reachable;
             let mut one = [c];
             match scheduler::place(&mut one, &mut candidates) {
                 Ok(()) => {
@@ -170,5 +210,41 @@ mod tests {
         let p = plan(&snap(vec![a]), "n1");
         assert!(p.moves.is_empty());
         assert_eq!(p.stuck.len(), 1, "{p:?}");
+    }
+
+    #[test]
+    fn a_drain_only_migrates_within_the_cluster_to_nodes_with_the_datastores() {
+        let mut s = snap(vec![]);
+        // n2 is in another cluster; n3 is in n1's but lacks the datastore `fast` of b's mount point.
+        s.nodes[1].0.inventory.cluster_name = "other".into();
+        let n1 = &mut s.nodes[0].0;
+        let mut fast = n1.inventory.storages[0].clone();
+        fast.id = "fast".into();
+        n1.inventory.storages.push(fast);
+        let a = desired("web", "a", "n1", 100, false);
+        let mut b = desired("web", "b", "n1", 101, false);
+        b.container.mount_points = vec![MountPoint::Volume {
+            datastore_id: "fast".into(),
+            size_gib: 2,
+            path: "/data".into(),
+            backup: false,
+            read_only: false,
+        }];
+        s.desired = vec![a, b];
+        let p = plan(&s, "n1");
+        let to: Vec<(&str, &str)> = p
+            .moves
+            .iter()
+            .map(|m| (m.name.as_str(), m.to.as_str()))
+            .collect();
+        assert_eq!(to, vec![("a", "n3")], "{p:?}");
+        assert_eq!(p.stuck.len(), 1, "{p:?}");
+        assert_eq!(p.stuck[0].1, "b");
+        assert!(
+            p.stuck[0].2.contains("n2 is in cluster other, not lab")
+                && p.stuck[0].2.contains("datastore fast is not on n3"),
+            "{:?}",
+            p.stuck
+        );
     }
 }

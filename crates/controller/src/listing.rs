@@ -87,6 +87,7 @@ pub fn describe(state: &State, fleet: &str, name: &str) -> Result<Description> {
                 applied: applied.as_ref(),
                 observed: Some(o),
                 template_ready: true,
+                nodes: &crate::reconcile::decide::NO_NODES,
             })
         }
         _ => vec![],

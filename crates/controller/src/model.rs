@@ -33,6 +33,10 @@ impl StorageInfo {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct NodeInventory {
     pub pve_version: String,
+    /// The PVE cluster the node is in; empty for a standalone node (or an agent too old to say). Containers
+    /// migrate only between nodes of one cluster.
+    #[serde(default)]
+    pub cluster_name: String,
     pub cores: u32,
     pub memory_mib: u64,
     pub memory_free_mib: u64,

@@ -82,6 +82,7 @@ pub fn node(name: &str, memory_free_mib: u64) -> NodeRecord {
         name: name.into(),
         inventory: NodeInventory {
             pve_version: "9.0.3".into(),
+            cluster_name: "lab".into(),
             cores: 8,
             memory_mib: 16384,
             memory_free_mib,

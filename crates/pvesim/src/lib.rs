@@ -50,7 +50,7 @@ impl Outcome {
 /// The names the binary answers to.
 pub const TOOLS: [&str; 4] = ["pct", "pvesh", "pvesm", "pveam"];
 
-const USAGE: &str = "usage: pvesim init --state DIR --node NAME [--cluster DIR] [--config FILE] [--bin-dir DIR]\n                   [--backend memory|lxc] [--netns NS]\n       pvesim install-links --bin-dir DIR\n       pvesim reboot --state DIR   (power loss: every container stopped)\n       pvesim <pct|pvesh|pvesm|pveam> ARGS...   (node from PVESIM_STATE=DIR)\n";
+const USAGE: &str = "usage: pvesim init --state DIR --node NAME [--cluster DIR] [--cluster-name NAME] [--config FILE]\n                   [--bin-dir DIR] [--backend memory|lxc] [--netns NS]\n       pvesim install-links --bin-dir DIR\n       pvesim reboot --state DIR   (power loss: every container stopped)\n       pvesim <pct|pvesh|pvesm|pveam> ARGS...   (node from PVESIM_STATE=DIR)\n";
 
 /// Runs one invocation: `argv0` is the name the binary was started as, `args` the rest, `env` the
 /// environment (only `PVESIM_STATE` is read). Tests call this in-process. Stdin is empty; see [`run_io`].
@@ -133,7 +133,14 @@ fn init_cmd(args: &[String], argv0: &str) -> Result<String> {
     let f = flags(
         args,
         &[
-            "state", "node", "cluster", "config", "bin-dir", "backend", "netns",
+            "state",
+            "node",
+            "cluster",
+            "cluster-name",
+            "config",
+            "bin-dir",
+            "backend",
+            "netns",
         ],
     )?;
     let state = f
@@ -149,6 +156,7 @@ fn init_cmd(args: &[String], argv0: &str) -> Result<String> {
         config: f.get("config").map(PathBuf::from),
         backend: f.get("backend").map(|b| b.parse()).transpose()?,
         netns: f.get("netns").cloned(),
+        cluster_name: f.get("cluster-name").cloned(),
     })?;
     if lxc::is_lxc(&n) {
         lxc::check_host(&n)?;

@@ -321,7 +321,13 @@ pub struct InitOptions {
     pub backend: Option<Backend>,
     /// `--netns`: overrides the file's `[lxc] netns`.
     pub netns: Option<String>,
+    /// `--cluster-name`: the PVE cluster's name (corosync `cluster_name`), written into the cluster directory's
+    /// `corosync.conf` by its first node; later nodes must name the same cluster or none.
+    pub cluster_name: Option<String>,
 }
+
+/// The name a shared cluster directory without `corosync.conf` has (directories made before names existed).
+pub const DEFAULT_CLUSTER_NAME: &str = "pvesim";
 
 fn default_storages(state: &Path) -> Vec<StorageCfg> {
     let s = |id: &str, kind: &str, content: &[&str], gib: u64| StorageCfg {
@@ -454,6 +460,34 @@ pub fn init(opts: &InitOptions) -> Result<Node> {
         Some(c) => abs(c)?,
         None => state.clone(),
     };
+    if let Some(name) = &opts.cluster_name {
+        if crate::schema::check_named_format("pve-node", name).is_err() || name.len() > 15 {
+            return Err(SimError::Usage(format!(
+                "--cluster-name '{name}': a cluster name is letters, digits and '-', at most 15 characters"
+            )));
+        }
+    }
+    let corosync = cluster.join("corosync.conf");
+    match (read_cluster_name(&corosync), &opts.cluster_name) {
+        (Some(have), Some(want)) if have != *want => {
+            return Err(SimError::Usage(format!(
+                "--cluster-name '{want}': {} is cluster '{have}'",
+                cluster.display()
+            )))
+        }
+        (Some(_), _) => {}
+        (None, want) => {
+            // A shared cluster directory always names its cluster; a node on its own only when told to.
+            let name = want.clone().or_else(|| {
+                opts.cluster
+                    .is_some()
+                    .then(|| DEFAULT_CLUSTER_NAME.to_owned())
+            });
+            if let Some(name) = name {
+                write_file(&corosync, &corosync_conf(&name))?;
+            }
+        }
+    }
     let mut cfg = NodeCfg {
         name: opts.node.clone(),
         cluster_dir: cluster.clone(),
@@ -561,6 +595,15 @@ impl Node {
             .unwrap_or_else(|| self.state.join("storage").join(&st.id))
     }
 
+    /// The PVE cluster's name (`cluster_name` in the cluster directory's `corosync.conf`); `None` for a
+    /// standalone node. A shared cluster directory without the file (made before names existed) is
+    /// [`DEFAULT_CLUSTER_NAME`].
+    pub fn cluster_name(&self) -> Option<String> {
+        read_cluster_name(&self.cluster().join("corosync.conf")).or_else(|| {
+            (self.cluster() != self.state.as_path()).then(|| DEFAULT_CLUSTER_NAME.to_owned())
+        })
+    }
+
     /// Names of all nodes of the cluster, sorted.
     pub fn cluster_nodes(&self) -> Vec<String> {
         let mut v: Vec<String> = fs::read_dir(self.cluster().join("nodes"))
@@ -604,4 +647,20 @@ impl Node {
         }
         out
     }
+}
+
+/// `cluster_name` of a `corosync.conf` (its `totem` section), if the file exists.
+fn read_cluster_name(path: &Path) -> Option<String> {
+    let text = fs::read_to_string(path).ok()?;
+    text.lines()
+        .filter_map(|l| l.trim().strip_prefix("cluster_name:"))
+        .map(|v| v.trim().to_owned())
+        .find(|v| !v.is_empty())
+}
+
+/// A minimal `corosync.conf` naming the cluster (pvesim reads only `cluster_name`).
+fn corosync_conf(name: &str) -> String {
+    format!(
+        "totem {{\n  cluster_name: {name}\n  config_version: 1\n  version: 2\n  ip_version: ipv4-6\n}}\n"
+    )
 }

@@ -395,6 +395,7 @@ fn handle(
                 Reply::Data(json!(id))
             }
         }
+        ("GET", "/cluster/status") => Reply::Data(cluster_status(node)),
         ("GET", "/cluster/resources") => {
             let want = p.get("type").map(String::as_str);
             let mut items = Vec::new();
@@ -572,4 +573,33 @@ fn download_url(
         ));
         Ok(())
     })
+}
+
+/// `GET /cluster/status` (pve-manager `get_status`): the cluster entry and one entry per member; a standalone
+/// node answers only its own entry (`nodeid` 0).
+fn cluster_status(node: &Node) -> Value {
+    let ip = |n: &Node| {
+        n.cfg
+            .bridge
+            .iter()
+            .find_map(|b| b.cidr.as_deref())
+            .and_then(|c| c.split('/').next())
+            .unwrap_or("127.0.0.1")
+            .to_owned()
+    };
+    let Some(name) = node.cluster_name() else {
+        return json!([{"type": "node", "id": format!("node/{}", node.name()), "name": node.name(),
+            "ip": ip(node), "local": 1, "nodeid": 0, "online": 1, "level": ""}]);
+    };
+    let members = node.cluster_nodes();
+    let mut items = vec![json!({"type": "cluster", "id": "cluster", "name": name,
+        "nodes": members.len(), "quorate": 1, "version": members.len()})];
+    for (i, n) in members.iter().enumerate() {
+        let Ok(peer) = node.peer(n) else { continue };
+        items.push(
+            json!({"type": "node", "id": format!("node/{n}"), "name": n, "nodeid": i + 1,
+            "local": u8::from(n == node.name()), "online": 1, "ip": ip(&peer), "level": ""}),
+        );
+    }
+    Value::Array(items)
 }

@@ -435,6 +435,93 @@ fn cluster_ids_are_unique_and_ct_of_other_node_is_refused() {
 }
 
 #[test]
+fn cluster_status_names_the_cluster_and_migrate_needs_the_storage_on_the_target() {
+    let s = Sim::new("solo");
+    let status = |node: &str| -> serde_json::Value {
+        let o = s.run(
+            node,
+            "pvesh",
+            &["get", "/cluster/status", "--output-format", "json"],
+        );
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        serde_json::from_str(&o.stdout).unwrap()
+    };
+    // A node on its own: only its own entry, no cluster.
+    let solo = status("solo");
+    assert_eq!(solo.as_array().unwrap().len(), 1, "{solo}");
+    assert_eq!(solo[0]["type"], "node");
+    assert_eq!(solo[0]["nodeid"], 0);
+    // Two nodes of cluster `lab`; pve2 lacks the storage `fast` that pve1 has.
+    let cluster = s.root.join("lab");
+    let mut c = Command::new(bin());
+    let fast = s.root.join("fast.toml");
+    std::fs::write(
+        &fast,
+        "[[storage]]\nid = \"fast\"\ntype = \"dir\"\ncontent = [\"rootdir\"]\n",
+    )
+    .unwrap();
+    c.args(["init", "--state"])
+        .arg(s.root.join("pve1"))
+        .args(["--node", "pve1", "--cluster-name", "lab", "--cluster"])
+        .arg(&cluster)
+        .arg("--config")
+        .arg(&fast);
+    assert!(c.output().unwrap().status.success());
+    s.init("pve2", Some(&cluster), None);
+    let st = status("pve2");
+    assert_eq!(st[0]["type"], "cluster", "{st}");
+    assert_eq!(st[0]["name"], "lab");
+    assert_eq!(st[0]["nodes"], 2);
+    let local: Vec<&str> = st.as_array().unwrap()[1..]
+        .iter()
+        .filter(|n| n["local"] == 1)
+        .map(|n| n["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(local, ["pve2"]);
+    // A later node naming another cluster for the same directory is refused.
+    let o = Command::new(bin())
+        .args(["init", "--state"])
+        .arg(s.root.join("pve3"))
+        .args(["--node", "pve3", "--cluster-name", "other", "--cluster"])
+        .arg(&cluster)
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("is cluster 'lab'"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+
+    s.seed("pve1");
+    assert_eq!(s.create("pve1", "100", &["--rootfs", "fast:1"]).code, 0);
+    assert_eq!(s.run("pve1", "pct", &["start", "100"]).code, 0);
+    let m = s.run("pve1", "pct", &["migrate", "100", "pve2", "--restart"]);
+    assert_ne!(m.code, 0);
+    assert_eq!(m.stderr, "migration aborted\n");
+    assert!(
+        m.stdout.contains(
+            "ERROR: migration aborted (duration 00:00:00): storage 'fast' is not available on node 'pve2'"
+        ),
+        "{}",
+        m.stdout
+    );
+    // Nothing moved, still running where it was.
+    assert_eq!(
+        s.run("pve1", "pct", &["status", "100"]).stdout,
+        "status: running\n"
+    );
+    assert!(s
+        .run("pve1", "pct", &["config", "100"])
+        .stdout
+        .contains("rootfs: fast:"));
+    assert_eq!(s.run("pve2", "pct", &["list"]).stdout, "");
+    // Not a node of this cluster.
+    let m = s.run("pve1", "pct", &["migrate", "100", "solo", "--restart"]);
+    assert_eq!(m.stderr, "no such cluster node 'solo'\n");
+}
+
+#[test]
 fn capacity_and_faults() {
     let s = Sim::new("pve1");
     s.init(

@@ -25,6 +25,9 @@ pub struct DatastoreFacts {
 pub struct NodeFacts {
     pub datastores: BTreeMap<String, DatastoreFacts>,
     pub bridges: BTreeSet<String>,
+    /// The PVE cluster the node is in; `None` for a standalone node. Containers migrate only within a cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
 }
 
 /// Who holds a vm_id, hostname or address already.
@@ -125,8 +128,17 @@ impl MemoryWorld {
                 })
                 .collect(),
             bridges: bridges.iter().map(|b| (*b).to_owned()).collect(),
+            cluster: None,
         };
         self.nodes.insert(name.to_owned(), facts);
+        self
+    }
+
+    /// Puts an added node into PVE cluster `cluster`.
+    pub fn in_cluster(mut self, name: &str, cluster: &str) -> Self {
+        if let Some(n) = self.nodes.get_mut(name) {
+            n.cluster = Some(cluster.to_owned());
+        }
         self
     }
 }

@@ -265,6 +265,124 @@ fn node_change_is_a_move() {
     assert_eq!(p.actions.len(), 1);
 }
 
+/// pve1 and pve2 in cluster A (pve2 without the datastore `fast`), pve3 in cluster B, solo standalone.
+fn nodes() -> Nodes {
+    pxfleet_spec::world::MemoryWorld::default()
+        .with_node(
+            "pve1",
+            &[("local-lvm", &["rootdir"]), ("fast", &["rootdir"])],
+            &["vmbr0"],
+        )
+        .with_node("pve2", &[("local-lvm", &["rootdir"])], &["vmbr0"])
+        .with_node(
+            "pve3",
+            &[("local-lvm", &["rootdir"]), ("fast", &["rootdir"])],
+            &["vmbr0"],
+        )
+        .with_node("solo", &[("local-lvm", &["rootdir"])], &["vmbr0"])
+        .in_cluster("pve1", "A")
+        .in_cluster("pve2", "A")
+        .in_cluster("pve3", "B")
+        .nodes
+}
+
+/// `a` on pve1 with a volume mount point on `fast`, moved to `to`: the plan with `nodes` known.
+fn moved_to(to: &str, protection: bool) -> Result<Plan, PlanError> {
+    let mut a = container("a", Some(100));
+    a.mount_points = vec![MountPoint::Volume {
+        datastore_id: "fast".into(),
+        size_gib: 2,
+        path: "/data".into(),
+        backup: false,
+        read_only: false,
+    }];
+    let applied = fleet("dev", vec![a.clone()]);
+    let mut obs = observe(&applied, PowerState::Running);
+    obs[0].config.protection = protection;
+    a.node = Some(to.into());
+    a.protection = protection;
+    plan_on(&fleet("dev", vec![a]), Some(&applied), &obs, &nodes())
+}
+
+#[test]
+fn a_move_that_cannot_migrate_is_a_replacement_that_says_why() {
+    // Within cluster A to a node without `fast`, then to cluster B, then to a standalone node.
+    for (to, why) in [
+        ("pve2", "datastore fast is not on pve2"),
+        (
+            "pve3",
+            "pve3 is in cluster B, not A: pct migrate cannot cross clusters",
+        ),
+        (
+            "solo",
+            "solo is a standalone node, not in cluster A: pct migrate cannot cross clusters",
+        ),
+    ] {
+        let p = moved_to(to, false).unwrap();
+        assert_eq!(kinds(&p), vec![("a".into(), "replace")], "to {to}");
+        let a = &p.actions[0];
+        assert_eq!(a.node.as_deref(), Some("pve1"), "destroyed where it is");
+        let ActionKind::Replace {
+            reasons,
+            attributes,
+        } = &a.kind
+        else {
+            unreachable!()
+        };
+        assert_eq!(reasons.len(), 1, "{reasons:?}");
+        assert_eq!(reasons[0].field, "node");
+        assert_eq!(reasons[0].from, Some(serde_json::json!("pve1")));
+        assert_eq!(reasons[0].to, Some(serde_json::json!(to)));
+        assert_eq!(reasons[0].why.as_deref(), Some(why));
+        assert!(
+            attributes
+                .iter()
+                .any(|x| x.field == "node" && x.value == Some(serde_json::json!(to))),
+            "created on {to}: {attributes:?}"
+        );
+        // The plan a user reads says so before anything happens, in text, markdown and JSON.
+        let text = render::text::render(&p, false);
+        assert!(
+            text.contains(&format!(
+                "~ node = \"pve1\" -> \"{to}\" # forces replacement: {why}"
+            )),
+            "{text}"
+        );
+        let md = render::markdown::render(&p);
+        assert!(md.contains(why), "{md}");
+        let json = serde_json::to_value(&p).unwrap();
+        assert_eq!(json["actions"][0]["reasons"][0]["why"], why, "{json}");
+        // Protected: refused, naming why, nothing planned.
+        let err = moved_to(to, true).unwrap_err();
+        assert!(
+            matches!(&err.problems[0], PlanProblem::Protected { container, .. } if container == "a"),
+            "{err}"
+        );
+        assert!(
+            err.to_string()
+                .contains(&format!("replaced because node changed ({why})")),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn a_move_within_the_cluster_with_the_datastores_migrates() {
+    // Without the mount point on `fast`, pve2 has everything a needs.
+    let applied = fleet("dev", vec![container("a", Some(100))]);
+    let obs = observe(&applied, PowerState::Stopped);
+    let mut want = container("a", Some(100));
+    want.node = Some("pve2".into());
+    want.state = DesiredState::Stopped;
+    let p = plan_on(&fleet("dev", vec![want]), Some(&applied), &obs, &nodes()).unwrap();
+    assert_eq!(kinds(&p), vec![("a".into(), "move")]);
+    // Nodes the planner knows nothing of are not second-guessed.
+    let mut want = container("a", Some(100));
+    want.node = Some("pve9".into());
+    let p = plan_on(&fleet("dev", vec![want]), Some(&applied), &obs, &nodes()).unwrap();
+    assert_eq!(one(&p, "a", "move").node.as_deref(), Some("pve1"));
+}
+
 #[test]
 fn drift_is_repaired_and_deletions_are_recreated() {
     let f = fleet(

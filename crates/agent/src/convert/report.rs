@@ -75,7 +75,7 @@ pub fn inventory(
     v1::Inventory {
         node: node.to_string(),
         pve_version: facts.pve_version.clone(),
-        cluster_name: String::new(),
+        cluster_name: facts.cluster_name.clone(),
         cores: facts.cores,
         memory_total_bytes: facts.memory_bytes,
         memory_free_bytes: facts.memory_free_bytes,

@@ -18,7 +18,7 @@ use crate::model::DesiredContainer;
 use crate::scheduler;
 
 pub use allocate::observed_macs;
-pub use snapshot::{spec_observed, Snapshot};
+pub use snapshot::{node_facts, nodes_facts, spec_observed, Snapshot};
 
 /// The outcome of preparing a fleet: placed, numbered and planned, or the diagnostics that refuse it.
 #[derive(Debug, Clone)]
@@ -105,10 +105,12 @@ fn plan_against(file: &str, fleet: &Fleet, snap: &Snapshot) -> Result<Plan, Vec<
         .map(without_passwords);
     let mut observed = spec_observed(&fleet.name, snap);
     observed.extend(crate::adopt::targets(fleet, snap));
-    pxfleet_spec::plan::plan(
+    let nodes = nodes_facts(snap.nodes.iter().map(|(n, _)| n));
+    pxfleet_spec::plan::plan_on(
         &without_passwords(fleet.clone()),
         applied_fleet.as_ref(),
         &observed,
+        &nodes,
     )
     .map_err(|e| {
         e.problems

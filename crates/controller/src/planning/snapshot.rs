@@ -7,6 +7,7 @@ use std::collections::HashSet;
 use std::net::IpAddr;
 
 use pxfleet_spec::observed::ObservedContainer as SpecObserved;
+use pxfleet_spec::plan::Nodes;
 use pxfleet_spec::{DatastoreFacts, Holder, NodeFacts, WorldFacts};
 
 use crate::convert;
@@ -74,6 +75,37 @@ impl Snapshot {
     }
 }
 
+/// What the spec crate knows of a node: its enabled datastores, bridges and PVE cluster.
+pub fn node_facts(n: &NodeRecord) -> NodeFacts {
+    NodeFacts {
+        datastores: n
+            .inventory
+            .storages
+            .iter()
+            .filter(|s| s.enabled)
+            .map(|s| {
+                (
+                    s.id.clone(),
+                    DatastoreFacts {
+                        content: s.content.iter().cloned().collect(),
+                        free_bytes: s.avail_bytes,
+                    },
+                )
+            })
+            .collect(),
+        bridges: n.inventory.bridges.iter().cloned().collect(),
+        cluster: Some(n.inventory.cluster_name.clone()).filter(|c| !c.is_empty()),
+    }
+}
+
+/// Every node's facts by name, for the planner ([`pxfleet_spec::plan::plan_on`]).
+pub fn nodes_facts<'a>(nodes: impl IntoIterator<Item = &'a NodeRecord>) -> Nodes {
+    nodes
+        .into_iter()
+        .map(|n| (n.name.clone(), node_facts(n)))
+        .collect()
+}
+
 /// World facts over a snapshot, for [`pxfleet_spec::check_against_world`].
 pub(super) struct Facts<'a> {
     pub snap: &'a Snapshot,
@@ -109,24 +141,7 @@ impl WorldFacts for Facts<'_> {
 
     fn node(&self, name: &str) -> Option<NodeFacts> {
         let (n, _) = self.snap.nodes.iter().find(|(n, _)| n.name == name)?;
-        Some(NodeFacts {
-            datastores: n
-                .inventory
-                .storages
-                .iter()
-                .filter(|s| s.enabled)
-                .map(|s| {
-                    (
-                        s.id.clone(),
-                        DatastoreFacts {
-                            content: s.content.iter().cloned().collect(),
-                            free_bytes: s.avail_bytes,
-                        },
-                    )
-                })
-                .collect(),
-            bridges: n.inventory.bridges.iter().cloned().collect(),
-        })
+        Some(node_facts(n))
     }
 
     fn vm_id_holder(&self, vm_id: u32) -> Option<Holder> {

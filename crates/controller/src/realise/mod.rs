@@ -12,6 +12,9 @@
 //! | start / stop       | start / stop                                                       |
 //! | destroy            | destroy                                                            |
 //!
+//! A node change that `pct migrate` cannot make (another cluster, a datastore missing on the target) is a replace
+//! in the plan, so a destroy and a create here; the planner knows the nodes through [`View::nodes`].
+//!
 //! The reconciler has no rule of its own: what the planner refuses (a protected container to destroy or replace,
 //! a disk to shrink) is no operation, and the plan says why.
 
@@ -24,7 +27,7 @@ use pxfleet_spec::{Container, Fleet};
 
 use crate::convert;
 use crate::model::{AppliedContainer, DesiredContainer, ObservedContainer, OperationKind};
-use crate::reconcile::decide::{NextAction, View};
+use crate::reconcile::decide::{NextAction, View, NO_NODES};
 
 /// The fleet name of an entry: desired, else applied, else the observed mark.
 fn fleet_name(v: &View<'_>) -> Option<String> {
@@ -102,7 +105,7 @@ pub fn container_plan(v: &View<'_>) -> Result<Plan, PlanError> {
         .and_then(|o| convert::spec_observed(&fleet, &name, o, fallback))
         .into_iter()
         .collect();
-    pxfleet_spec::plan::plan(&desired, applied_fleet.as_ref(), &observed)
+    pxfleet_spec::plan::plan_on(&desired, applied_fleet.as_ref(), &observed, v.nodes)
 }
 
 /// The operation realising the first action of `plan` for the container of `v`, or None when the plan is empty.
@@ -124,7 +127,13 @@ pub fn operation_for(v: &View<'_>, plan: &Plan) -> Option<NextAction> {
             Some(at(first, OperationKind::Destroy, why.into()))
         }
         ActionKind::Replace { reasons, .. } => {
-            let fields: Vec<&str> = reasons.iter().map(|c| c.field.as_str()).collect();
+            let fields: Vec<String> = reasons
+                .iter()
+                .map(|c| match &c.why {
+                    Some(why) => format!("{} ({why})", c.field),
+                    None => c.field.clone(),
+                })
+                .collect();
             Some(at(
                 first,
                 OperationKind::Destroy,
@@ -308,6 +317,7 @@ pub fn drifted(d: &DesiredContainer, a: Option<&AppliedContainer>, o: &ObservedC
         applied: a,
         observed: Some(o),
         template_ready: true,
+        nodes: &NO_NODES,
     };
     container_plan(&v).is_ok_and(|p| {
         p.actions

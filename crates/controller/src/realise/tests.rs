@@ -234,7 +234,7 @@ proptest! {
             observed: &'a Option<ObservedContainer>,
             ready: bool,
         ) -> View<'a> {
-            View { desired: d.as_ref(), applied: applied.as_ref(), observed: observed.as_ref(), template_ready: ready }
+            View { desired: d.as_ref(), applied: applied.as_ref(), observed: observed.as_ref(), template_ready: ready, nodes: &NO_NODES }
         }
         let plan = match container_plan(&view(&d, &applied, &observed, ready)) {
             Ok(p) => p,

@@ -3,6 +3,8 @@
 //! containers` shows; [`backoff_ms`] paces retries. The loop that applies these to the store and dispatches to
 //! agents is the rest of [`crate::reconcile`].
 
+use pxfleet_spec::plan::Nodes;
+
 use crate::model::{
     AppliedContainer, ContainerStatus, DesiredContainer, ObservedContainer, OpState, Operation,
     OperationKind,
@@ -27,7 +29,13 @@ pub struct View<'a> {
     pub observed: Option<&'a ObservedContainer>,
     /// Whether the desired template is available on the desired node (seeded or reported cached).
     pub template_ready: bool,
+    /// The nodes' clusters and datastores, for the planner to tell a move it can migrate from one it must
+    /// replace ([`NO_NODES`] when only updates and repairs matter).
+    pub nodes: &'a Nodes,
 }
+
+/// No node facts: every node change counts as a migration.
+pub static NO_NODES: Nodes = Nodes::new();
 
 /// Where a container the file does not pin to a node is adopted: found on another node than desired (moved by
 /// hand) under its vm_id, on a node its `constraints.nodes` allow. Such a container is never destroyed and
@@ -131,6 +139,7 @@ mod tests {
             applied,
             observed,
             template_ready,
+            nodes: &NO_NODES,
         };
         // new container: seed the template first, then create
         assert_eq!(

@@ -75,6 +75,8 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
     //    slow to read the acknowledgements took its own backlog for lost operations.)
     let ack_ms = rc.ack_timeout_secs * 1000;
     let nodes = state.store.nodes()?;
+    // Clusters and datastores, for the planner to tell a migration from a replacement.
+    let node_facts = crate::planning::nodes_facts(&nodes);
     let mut conns: BTreeMap<&str, Option<u64>> = BTreeMap::new();
     for op in &w.ops {
         let unacknowledged = op.state == OpState::Dispatched
@@ -167,6 +169,7 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
             applied: a,
             observed: o,
             template_ready: d.is_some_and(|d| template_ready(state, d)),
+            nodes: &node_facts,
         };
         let Some(next) = next_action(view) else {
             if d.is_none() && o.is_none() && a.is_some() {

@@ -19,8 +19,8 @@ use crate::argv;
 use crate::error::{classify, PveError};
 use crate::parse::{
     self, parse_interfaces, parse_json, parse_json_list, parse_pveam_available, AplInfo, Bridge,
-    ClusterResource, ContainerConfig, ContainerStatus, Interface, NodeStatus, ParseError,
-    PveamAvailable, RunState, StorageContent, StorageInfo, TaskStatus, Upid, Version,
+    ClusterResource, ClusterStatusItem, ContainerConfig, ContainerStatus, Interface, NodeStatus,
+    ParseError, PveamAvailable, RunState, StorageContent, StorageInfo, TaskStatus, Upid, Version,
 };
 use crate::runner::{Command, Output, Runner};
 use crate::secret::Secret;
@@ -416,6 +416,15 @@ impl Node {
     pub async fn version(&self) -> Result<Version, PveError> {
         self.get("/version", &[], None, |s| parse_json("GET /version", s))
             .await
+    }
+
+    /// `GET /cluster/status`: the name of the PVE cluster this node belongs to, `None` for a standalone node.
+    pub async fn cluster_name(&self) -> Result<Option<String>, PveError> {
+        self.get("/cluster/status", &[], None, |s| {
+            parse_json::<Vec<ClusterStatusItem>>("GET /cluster/status", s)
+        })
+        .await
+        .map(|items| parse::cluster_name(&items))
     }
 
     /// `GET /cluster/resources?type=vm`: every guest of the cluster (qemu too), for vmid allocation. Sorted by id.

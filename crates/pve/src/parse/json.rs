@@ -551,6 +551,35 @@ pub struct ClusterResource {
     pub mem: Option<u64>,
 }
 
+/// One item of `GET /cluster/status` (pve-manager `PVE/API2/Cluster.pm` `get_status`): a `cluster` entry (only
+/// when the node is part of a cluster: `name`, `nodes`, `quorate`, `version`) and one `node` entry per member.
+/// A standalone node answers a single `node` entry for itself (`nodeid` 0, `local` 1) and no `cluster` entry.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct ClusterStatusItem {
+    /// `cluster` or `node`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// `cluster`, `node/<name>`.
+    pub id: String,
+    /// The cluster's name (corosync `cluster_name`) or the node's.
+    pub name: String,
+    #[serde(default, deserialize_with = "de_flag")]
+    pub local: bool,
+    #[serde(default, deserialize_with = "de_flag")]
+    pub online: bool,
+    #[serde(default, deserialize_with = "de_flag")]
+    pub quorate: bool,
+}
+
+/// The cluster's name in a `GET /cluster/status` answer, `None` for a standalone node.
+pub fn cluster_name(items: &[ClusterStatusItem]) -> Option<String> {
+    items
+        .iter()
+        .find(|i| i.kind == "cluster")
+        .map(|i| i.name.clone())
+        .filter(|n| !n.is_empty())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -603,5 +632,27 @@ mod tests {
         assert!(mk("stopped", Some("WARNINGS: 1")).succeeded());
         assert!(!mk("stopped", Some("unable to create CT 100 - x")).succeeded());
         assert!(!mk("running", None).succeeded());
+    }
+
+    #[test]
+    fn cluster_status_names_the_cluster_or_none_when_standalone() {
+        let clustered: Vec<ClusterStatusItem> = parse_json(
+            "GET /cluster/status",
+            concat!(
+                r#"[{"type":"cluster","id":"cluster","name":"lab","nodes":2,"quorate":1,"version":3},"#,
+                r#"{"type":"node","id":"node/pve1","name":"pve1","nodeid":1,"local":1,"online":1,"ip":"10.0.0.1","level":""},"#,
+                r#"{"type":"node","id":"node/pve2","name":"pve2","nodeid":2,"local":0,"online":1,"ip":"10.0.0.2","level":""}]"#,
+                "\n"
+            ),
+        )
+        .unwrap();
+        assert_eq!(cluster_name(&clustered).as_deref(), Some("lab"));
+        assert!(clustered[0].quorate && clustered[1].local && !clustered[2].local);
+        let standalone: Vec<ClusterStatusItem> = parse_json(
+            "GET /cluster/status",
+            r#"[{"type":"node","id":"node/pve1","name":"pve1","ip":"10.0.0.1","local":1,"nodeid":0,"online":1,"level":""}]"#,
+        )
+        .unwrap();
+        assert_eq!(cluster_name(&standalone), None);
     }
 }

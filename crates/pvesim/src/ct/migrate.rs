@@ -1,5 +1,7 @@
 //! `pct migrate` inside the simulated cluster: the config moves to the target node, volumes
-//! to the same storage id there.
+//! to the same storage id there. As PVE's `PVE::LXC::Migrate::prepare`, every volume's storage must be
+//! available on the target node with `rootdir` content, else the task fails before anything moves (a running
+//! container keeps running).
 
 use std::fs;
 
@@ -46,6 +48,13 @@ pub fn migrate(
         ));
     }
     task::run_task(node, out, "vzmigrate", &vmid.to_string(), |log| {
+        if let Err(why) = check_target_storages(&peer, &conf, vmid) {
+            // AbstractMigrate: the reason is logged, the task fails with "migration aborted".
+            log.line(format!(
+                "ERROR: migration aborted (duration 00:00:00): {why}"
+            ));
+            return Err(SimError::die("migration aborted"));
+        }
         log.line(format!(
             "starting migration of CT {vmid} to node '{target}'"
         ));
@@ -92,4 +101,33 @@ pub fn migrate(
         log.line("migration finished successfully (duration 00:00:01)");
         Ok(())
     })
+}
+
+/// PVE's prepare step: each volume's storage is enabled on the target (`storage 'X' is not available on node
+/// 'T'` when the target does not have it, `storage 'X' is disabled`) and holds `rootdir` content there.
+fn check_target_storages(
+    peer: &Node,
+    conf: &crate::ctconf::CtConf,
+    vmid: u32,
+) -> std::result::Result<(), String> {
+    for vol in owned_volumes(conf, vmid) {
+        let Ok((sid, _)) = storage::split_volid(&vol) else {
+            continue;
+        };
+        let Some(st) = peer.storage(&sid) else {
+            return Err(format!(
+                "storage '{sid}' is not available on node '{}'",
+                peer.name()
+            ));
+        };
+        if !st.enabled {
+            return Err(format!("storage '{sid}' is disabled"));
+        }
+        if !st.content.iter().any(|c| c == "rootdir") {
+            return Err(format!(
+                "{vol}: content type 'rootdir' is not available on storage '{sid}'"
+            ));
+        }
+    }
+    Ok(())
 }

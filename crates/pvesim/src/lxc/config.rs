@@ -259,17 +259,30 @@ pub fn render(conf: &CtConf, h: &Host<'_>, seccomp: Option<&Path>) -> String {
         if !(k.starts_with("mp") && k[2..].parse::<u32>().is_ok()) {
             continue;
         }
-        // Bind mounts of host directories; storage-backed mount points are recorded only (see README).
+        // Bind mounts of host directories as they are; a storage volume is mounted by pvesim on `<dir>/mpN`
+        // while the container runs (`super::volumes`) and bound from there.
         let mut parts = v.split(',');
-        let src = parts.next().unwrap_or("");
-        let target = parts
+        let src = parts.next().unwrap_or("").trim_start_matches("volume=");
+        let rest: Vec<&str> = parts.collect();
+        let target = rest
+            .iter()
             .find_map(|p| p.strip_prefix("mp="))
             .unwrap_or("")
             .trim_start_matches('/');
-        if src.starts_with('/') && !target.is_empty() {
+        let ro = if rest.contains(&"ro=1") { ",ro" } else { "" };
+        if target.is_empty() {
+            continue;
+        }
+        if src.starts_with('/') {
             kv(
                 "lxc.mount.entry",
-                &format!("{src} {target} none rbind,create=dir 0 0"),
+                &format!("{src} {target} none rbind,create=dir{ro} 0 0"),
+            );
+        } else if src.contains(':') {
+            let host = super::volumes::host_dir(h.dir, k);
+            kv(
+                "lxc.mount.entry",
+                &format!("{} {target} none bind,create=dir{ro} 0 0", host.display()),
             );
         }
     }

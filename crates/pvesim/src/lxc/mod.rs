@@ -3,12 +3,15 @@
 //! points where something real happens (create, start, stop, destroy, resize, set, migrate, status, interfaces,
 //! exec). A node's containers are named `pxsim-<node>-<vmid>`, live under `<lxcpath>` (default `<state>/lxc`),
 //! and every `lxc-*` command runs inside the node's network namespace when the node config names one.
-//! What the host must offer is checked in `host`; what a running container shows is read in `observe`.
+//! What the host must offer is checked in `host`; what a running container shows is read in `observe`; volume
+//! mount points are mounted in `volumes`. A migration moves the volume files to the target node's storages (the
+//! memory backend does that) and the LXC directory's create-time facts with them ([`migrate`]).
 
 pub mod config;
 pub mod crypt;
 pub mod rootfs;
 pub mod run;
+pub mod volumes;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -316,14 +319,17 @@ pub fn start(node: &Node, vmid: u32, conf: &CtConf, log: &mut TaskLog) -> Result
     })?;
     let own = owner(node, o);
     let rootfs_dir = d.join("rootfs");
+    let vols = volumes::of(node, vmid, o, &d)?;
     {
         let m = Mounted::image(&img, &rootfs_dir)?;
         rootfs::setup_identity(&m.dir, &identity(o, vmid), own)?;
         // stays mounted: the container's rootfs (released at stop, or below when the start fails)
         m.keep();
     }
-    let r = start_mounted(node, vmid, conf, &d, &rootfs_dir);
+    let r = volumes::mount_all(&vols, own)
+        .and_then(|()| start_mounted(node, vmid, conf, &d, &rootfs_dir));
     if r.is_err() && !state(node, vmid).0 {
+        volumes::release_all(&vols);
         if let Err(e) = rootfs::release(&rootfs_dir) {
             tracing::warn!(vmid, error = %e, "releasing the rootfs after a failed start");
         }
@@ -424,6 +430,7 @@ pub fn stop(node: &Node, vmid: u32, shutdown: bool) -> Result<(), LxcError> {
             stderr: o.stderr.trim().to_string(),
         });
     }
+    volumes::release_dir(&dir(node, vmid))?;
     rootfs::release(&dir(node, vmid).join("rootfs"))
 }
 
@@ -433,6 +440,7 @@ pub fn destroy(node: &Node, vmid: u32) -> Result<(), LxcError> {
         stop(node, vmid, false)?;
     }
     let d = dir(node, vmid);
+    volumes::release_dir(&d)?;
     rootfs::release(&d.join("rootfs"))?;
     match fs::remove_dir_all(&d) {
         Ok(()) => Ok(()),
@@ -500,6 +508,9 @@ pub fn grow(node: &Node, vmid: u32, volid: &str) -> Result<(), LxcError> {
         vmid,
         msg: e.to_string(),
     })?;
+    if !volumes::has_fs(&img) {
+        return Ok(()); // a mount point volume never mounted yet: made at its full size when first mounted
+    }
     let is = img.display().to_string();
     let loops = check(&argv(&["losetup", "-j", &is]), None, T_LXC)?;
     if let Some(dev) = loops

@@ -64,6 +64,7 @@ impl Differ {
             to: non_null(json(&des)),
             live: !self.running || live_when_running,
             sensitive: false,
+            why: None,
         };
         if drift {
             self.drift.push(change);
@@ -106,6 +107,7 @@ pub(crate) fn existing(d: &Container, a: Option<&Container>, o: &ObservedContain
         to: non_null(to),
         live: false,
         sensitive: false,
+        why: None,
     };
     // Replacement: template, vm_id, datastore_id, unprivileged (DESIGN.md's plan table).
     let current_template = oc.template.as_deref().or(a.map(|a| a.template.as_str()));
@@ -281,6 +283,7 @@ pub(crate) fn existing(d: &Container, a: Option<&Container>, o: &ObservedContain
                 to: None,
                 live: true,
                 sensitive: true,
+                why: None,
             });
         }
         if a.ssh_public_keys != d.ssh_public_keys {
@@ -290,6 +293,7 @@ pub(crate) fn existing(d: &Container, a: Option<&Container>, o: &ObservedContain
                 to: Some(json(&d.ssh_public_keys)),
                 live: true,
                 sensitive: false,
+                why: None,
             });
         }
     }

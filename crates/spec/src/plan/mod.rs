@@ -6,7 +6,9 @@
 //! holders of a vm_id). Per desired container:
 //! - not observed: **create** (reason `missing` when it was applied before: deleted outside pxfleet);
 //! - template, vm_id, datastore_id or unprivileged differ: **replace**, naming those fields;
-//! - otherwise **move** (node changed), **resize** (a disk grew; shrinking is an error), **update** (fields the
+//! - the node changed and the container cannot be migrated there (another cluster, or a datastore of its
+//!   rootfs or volume mount points missing on the target; see [`migrate`]): **replace**, saying why;
+//! - otherwise **move** (node changed: `pct migrate`), **resize** (a disk grew; shrinking is an error), **update** (fields the
 //!   file changed; each marked live or restart-needed per CONTRACT §3.1), **repair** (fields that differ from the
 //!   applied spec although the file did not change them: drift), **start** (stopped);
 //! - locked (`lock:` set, an operation is running): left alone in this plan.
@@ -22,23 +24,36 @@
 
 pub(crate) mod diff;
 mod error;
+mod migrate;
 pub mod simulate;
 mod types;
 
 use std::collections::{HashMap, HashSet};
 
 pub use error::{PlanError, PlanProblem};
+pub use migrate::{why_not_migrate, Nodes};
 pub use types::*;
 
 use crate::model::{Container, Fleet, TemplateSource};
 use crate::observed::ObservedContainer;
 
 /// Plans `desired` against `applied` (the last submitted spec, `None` if never) and `observed` (what the nodes
-/// report, every container, managed or not).
+/// report, every container, managed or not), knowing nothing of the nodes: every node change is a move.
 pub fn plan(
     desired: &Fleet,
     applied: Option<&Fleet>,
     observed: &[ObservedContainer],
+) -> Result<Plan, PlanError> {
+    plan_on(desired, applied, observed, &Nodes::new())
+}
+
+/// [`plan`] knowing the nodes' clusters and datastores: a node change that `pct migrate` cannot make is a
+/// replacement whose `node` reason says why.
+pub fn plan_on(
+    desired: &Fleet,
+    applied: Option<&Fleet>,
+    observed: &[ObservedContainer],
+    nodes: &Nodes,
 ) -> Result<Plan, PlanError> {
     let fleet = desired.name.as_str();
     let mut problems = Vec::new();
@@ -126,6 +141,19 @@ pub fn plan(
         if let Some(c) = template_source_change(desired, applied, d, a, primary) {
             ex.replace.push(c);
         }
+        if let Some(to) = &ex.move_to {
+            if let Some(why) = migrate::blocker(nodes, primary, to) {
+                ex.replace.push(FieldChange {
+                    field: diff::field::NODE.to_owned(),
+                    from: Some(serde_json::Value::String(primary.node.clone())),
+                    to: Some(serde_json::Value::String(to.clone())),
+                    live: false,
+                    sensitive: false,
+                    why: Some(why),
+                });
+                ex.move_to = None;
+            }
+        }
         if adopting.is_some() {
             if !ex.replace.is_empty() {
                 let fields: Vec<&str> = ex.replace.iter().map(|c| c.field.as_str()).collect();
@@ -152,6 +180,7 @@ pub fn plan(
                     ))),
                     live: true,
                     sensitive: false,
+                    why: None,
                 },
             );
         }
@@ -164,11 +193,17 @@ pub fn plan(
         if !ex.replace.is_empty() {
             if primary.config.protection {
                 let fields: Vec<&str> = ex.replace.iter().map(|c| c.field.as_str()).collect();
+                let whys: Vec<&str> = ex.replace.iter().filter_map(|c| c.why.as_deref()).collect();
+                let because = if whys.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", whys.join("; "))
+                };
                 problems.push(PlanProblem::Protected {
                     container: name.clone(),
                     vm_id: primary.vm_id,
                     node: primary.node.clone(),
-                    why: format!("replaced because {} changed", fields.join(", ")),
+                    why: format!("replaced because {} changed{because}", fields.join(", ")),
                 });
                 continue;
             }
@@ -406,6 +441,7 @@ fn template_source_change(
         to: serde_json::to_value(&now.source).ok(),
         live: false,
         sensitive: false,
+        why: None,
     })
 }
 

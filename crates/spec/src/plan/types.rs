@@ -151,7 +151,8 @@ pub enum ActionKind {
         reasons: Vec<FieldChange>,
         attributes: Vec<Attribute>,
     },
-    /// Migrate to another node (`pct migrate --restart`).
+    /// Migrate to another node in the same cluster (`pct migrate`, `--restart` when it runs). A node change
+    /// that cannot migrate (another cluster, a datastore missing on the target) is a [`ActionKind::Replace`].
     Move { from: String, to: String },
     /// Destroy the container and its volumes.
     Destroy { reason: DestroyReason },
@@ -219,6 +220,10 @@ pub struct FieldChange {
     /// The value is a secret: `from`/`to` are never filled, renderings say `(sensitive)`.
     #[serde(default, skip_serializing_if = "is_false")]
     pub sensitive: bool,
+    /// Why this change forces what it does, when the field alone does not say (a `node` change that cannot be
+    /// `pct migrate`: "mk2 is in cluster B, not A: pct migrate cannot cross clusters").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
 }
 
 /// One field of a container that will be created.

@@ -76,6 +76,9 @@ pub fn render(plan: &Plan) -> String {
                 let _ = write!(block, "{sign} {}{pad} = {}", l.field, l.value);
                 if let Some(note) = l.note {
                     let _ = write!(block, " {}", note.as_str());
+                    if let Some(why) = &l.why {
+                        let _ = write!(block, ": {why}");
+                    }
                 }
                 block.push('\n');
             }
@@ -122,7 +125,14 @@ fn details(kind: &ActionKind) -> String {
             from_gib,
             to_gib,
         } => format!("{disk}: {from_gib} GiB -> {to_gib} GiB"),
-        ActionKind::Replace { reasons, .. } => format!("forced by {}", fields(reasons)),
+        ActionKind::Replace { reasons, .. } => {
+            let whys: Vec<&str> = reasons.iter().filter_map(|c| c.why.as_deref()).collect();
+            if whys.is_empty() {
+                format!("forced by {}", fields(reasons))
+            } else {
+                format!("forced by {} ({})", fields(reasons), whys.join("; "))
+            }
+        }
         ActionKind::Move { from, to } => format!("{from} -> {to}"),
         ActionKind::Destroy { .. } | ActionKind::Start | ActionKind::Stop => headline(kind),
     }

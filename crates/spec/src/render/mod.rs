@@ -66,6 +66,8 @@ pub(crate) struct BodyLine {
     pub field: String,
     pub value: String,
     pub note: Option<Note>,
+    /// Why, after the note (`# forces replacement: mk2 is in cluster B, not A: ...`).
+    pub why: Option<String>,
 }
 
 /// Writes a JSON value the way the text rendering shows it: strings quoted (JSON escapes, so a newline in a
@@ -201,6 +203,7 @@ fn attribute_line(a: &Attribute) -> BodyLine {
         field: a.field.clone(),
         value,
         note: None,
+        why: None,
     }
 }
 
@@ -211,6 +214,7 @@ fn change_line(c: &FieldChange, note: Option<Note>) -> BodyLine {
             field: c.field.clone(),
             value: SENSITIVE.to_owned(),
             note,
+            why: None,
         };
     }
     let (sign, value) = match (&c.from, &c.to) {
@@ -224,6 +228,7 @@ fn change_line(c: &FieldChange, note: Option<Note>) -> BodyLine {
         field: c.field.clone(),
         value,
         note,
+        why: c.why.clone(),
     }
 }
 
@@ -274,6 +279,7 @@ pub(crate) fn body(kind: &ActionKind) -> Vec<BodyLine> {
             },
             value: format!("{} -> {}", gib(*from_gib), gib(*to_gib)),
             note: None,
+            why: None,
         }],
         ActionKind::Replace { reasons, .. } => reasons
             .iter()
@@ -288,6 +294,7 @@ pub(crate) fn body(kind: &ActionKind) -> Vec<BodyLine> {
                 value(&Value::from(to.as_str()))
             ),
             note: None,
+            why: None,
         }],
         ActionKind::Destroy { .. } => Vec::new(),
         ActionKind::Start => vec![BodyLine {
@@ -295,12 +302,14 @@ pub(crate) fn body(kind: &ActionKind) -> Vec<BodyLine> {
             field: "status".to_owned(),
             value: "\"stopped\" -> \"running\"".to_owned(),
             note: None,
+            why: None,
         }],
         ActionKind::Stop => vec![BodyLine {
             sign: Sign::Change,
             field: "status".to_owned(),
             value: "\"running\" -> \"stopped\"".to_owned(),
             note: None,
+            why: None,
         }],
     }
 }

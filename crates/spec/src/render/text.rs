@@ -123,7 +123,11 @@ fn write_lines(out: &mut String, p: &Palette, lines: &[BodyLine]) {
             } else {
                 YELLOW
             };
-            let _ = write!(out, " {}", p.paint(code, note.as_str()));
+            let text = match &l.why {
+                Some(why) => format!("{}: {why}", note.as_str()),
+                None => note.as_str().to_owned(),
+            };
+            let _ = write!(out, " {}", p.paint(code, &text));
         }
         out.push('\n');
     }
