@@ -306,6 +306,10 @@ async fn defaults_and_mount_points_on_other_storages() {
             backup: Some(true),
             read_only: None,
             mount_options: Vec::new(),
+            acl: None,
+            quota: None,
+            replicate: None,
+            shared: None,
         },
     );
     sp.mount_points.insert(
@@ -319,6 +323,10 @@ async fn defaults_and_mount_points_on_other_storages() {
             backup: None,
             read_only: Some(true),
             mount_options: Vec::new(),
+            acl: None,
+            quota: None,
+            replicate: None,
+            shared: None,
         },
     );
     n.create(&sp).await.expect("create");
@@ -636,6 +644,10 @@ async fn destroy_removes_the_ct_and_its_volumes() {
             backup: None,
             read_only: None,
             mount_options: Vec::new(),
+            acl: None,
+            quota: None,
+            replicate: None,
+            shared: None,
         },
     );
     n.create(&sp).await.expect("create");
