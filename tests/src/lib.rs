@@ -555,6 +555,12 @@ impl Cluster {
                     message: e.to_string(),
                 })?;
         doc.insert("pve_bin_dir".into(), n.bin.display().to_string().into());
+        // pvesim's cluster directory stands for /etc/pve.
+        let conf_dir = self.dir.path().join("cluster/nodes").join(name).join("lxc");
+        doc.insert(
+            "pve_config_dir".into(),
+            conf_dir.display().to_string().into(),
+        );
         doc.insert("heartbeat_secs".into(), toml::Value::Integer(1));
         doc.insert("observe_secs".into(), toml::Value::Integer(1));
         doc.insert("address_wait_secs".into(), toml::Value::Integer(5));

@@ -82,10 +82,6 @@ impl MountPointSpec {
             quota: None,
             replicate: None,
             shared: None,
-            acl: None,
-            quota: None,
-            replicate: None,
-            shared: None,
         }
     }
 }

@@ -137,3 +137,100 @@ pub fn device_value(vmid: u32, index: u32, d: &DeviceSpec) -> R<String> {
     }
     Ok(d.to_property_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::argv::set_args;
+    use crate::spec::ConfigChange;
+
+    #[test]
+    fn mount_points_carry_every_option_in_pves_stored_order() {
+        let mut m = MountPointSpec::new(
+            MountVolume::Existing {
+                volume: "local-lvm:vm-900-disk-1".into(),
+            },
+            "/kept",
+        );
+        m.acl = Some(false);
+        m.quota = Some(true);
+        m.replicate = Some(false);
+        m.read_only = Some(true);
+        m.mount_options = vec!["noatime".into(), "nosuid".into()];
+        assert_eq!(
+            mount_point_value(100, 1, &m).unwrap(),
+            "local-lvm:vm-900-disk-1,mp=/kept,acl=0,mountoptions=noatime;nosuid,quota=1,replicate=0,ro=1"
+        );
+        let mut b = MountPointSpec::new(
+            MountVolume::Bind {
+                host_path: "/srv/x".into(),
+            },
+            "/x",
+        );
+        b.shared = Some(true);
+        assert_eq!(
+            mount_point_value(100, 2, &b).unwrap(),
+            "/srv/x,mp=/x,shared=1"
+        );
+        // A size is an allocation, not an existing volume; a bad option is named.
+        for bad in ["local-lvm:8", "local-lvm:", "no_colon", "Local:vm-1-disk-0"] {
+            let m = MountPointSpec::new(
+                MountVolume::Existing { volume: bad.into() },
+                "/kept",
+            );
+            let e = mount_point_value(100, 1, &m).unwrap_err().to_string();
+            assert!(e.contains("mp1.volume") && e.contains(bad), "{e}");
+        }
+        let mut m = MountPointSpec::new(
+            MountVolume::Storage {
+                storage: "local-lvm".into(),
+                size_gib: 1,
+            },
+            "/d",
+        );
+        m.mount_options = vec!["sync".into()];
+        let e = mount_point_value(100, 0, &m).unwrap_err().to_string();
+        assert!(e.contains("mp0.mountoptions") && e.contains("sync"), "{e}");
+    }
+
+    #[test]
+    fn devices_are_checked_and_rendered_with_path_first() {
+        let d = DeviceSpec {
+            path: "/dev/ttyUSB0".into(),
+            mode: Some("0660".into()),
+            uid: Some(0),
+            gid: Some(20),
+            deny_write: Some(true),
+        };
+        assert_eq!(
+            device_value(100, 0, &d).unwrap(),
+            "path=/dev/ttyUSB0,deny-write=1,gid=20,mode=0660,uid=0"
+        );
+        assert_eq!(DeviceSpec::parse("/dev/ttyUSB0,gid=20,mode=0660,uid=0,deny-write=1").unwrap(), d);
+        for (path, mode, field) in [
+            ("/tmp/x", None, "dev3.path"),
+            ("/dev/../etc/passwd", None, "dev3.path"),
+            ("/dev/null", Some("660"), "dev3.mode"),
+            ("/dev/null", Some("0668"), "dev3.mode"),
+        ] {
+            let d = DeviceSpec {
+                path: path.into(),
+                mode: mode.map(String::from),
+                ..DeviceSpec::default()
+            };
+            let e = device_value(100, 3, &d).unwrap_err().to_string();
+            assert!(e.contains(field), "{path} {mode:?}: {e}");
+        }
+        let mut c = ConfigChange::default();
+        c.devices.insert(1, DeviceSpec {
+            path: "/dev/null".into(),
+            ..DeviceSpec::default()
+        });
+        c.delete.insert("dev0".into());
+        let argv = set_args(100, &c).unwrap();
+        assert_eq!(
+            argv,
+            ["set", "100", "--dev1", "path=/dev/null", "--delete", "dev0"]
+        );
+    }
+}

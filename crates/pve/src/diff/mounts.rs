@@ -125,3 +125,102 @@ pub(super) fn diff(c: &mut ConfigChange, current: &ContainerConfig, d: &CreateSp
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::RootfsSpec;
+
+    fn config(lines: &[(&str, &str)]) -> ContainerConfig {
+        ContainerConfig::from_pairs(
+            lines
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string())),
+        )
+        .unwrap()
+    }
+
+    fn want() -> CreateSpec {
+        let mut d = CreateSpec::new(
+            100,
+            "",
+            RootfsSpec {
+                storage: "local-lvm".into(),
+                size_gib: 4,
+            },
+        );
+        let mut m = MountPointSpec::new(
+            MountVolume::Storage {
+                storage: "local-lvm".into(),
+                size_gib: 8,
+            },
+            "/data",
+        );
+        m.backup = Some(true);
+        m.mount_options = vec!["noatime".into(), "nodev".into()];
+        d.mount_points.insert(0, m);
+        d.mount_points.insert(
+            1,
+            MountPointSpec::new(
+                MountVolume::Existing {
+                    volume: "local-lvm:vm-900-disk-1".into(),
+                },
+                "/kept",
+            ),
+        );
+        d.devices.insert(
+            0,
+            DeviceSpec {
+                path: "/dev/null".into(),
+                mode: Some("0666".into()),
+                ..DeviceSpec::default()
+            },
+        );
+        d
+    }
+
+    #[test]
+    fn what_is_there_as_wanted_is_left_alone() {
+        let cur = config(&[
+            ("mp0", "local-lvm:vm-100-disk-1,mp=/data,backup=1,mountoptions=nodev;noatime,size=8G"),
+            ("mp1", "local-lvm:vm-900-disk-1,mp=/kept,replicate=1,size=32G"),
+            ("dev0", "path=/dev/null,deny-write=0,mode=0666"),
+        ]);
+        let mut c = ConfigChange::default();
+        diff(&mut c, &cur, &want());
+        assert_eq!(c, ConfigChange::default());
+    }
+
+    #[test]
+    fn options_change_on_the_volume_there_and_another_volume_replaces_the_slot() {
+        let cur = config(&[
+            ("mp3", "local-lvm:vm-100-disk-1,mp=/data,backup=1,size=8G"),
+            ("mp1", "local-lvm:vm-901-disk-1,mp=/kept,size=32G"),
+            ("mp2", "/srv/old,mp=/old"),
+            ("dev4", "path=/dev/null,mode=0600"),
+            ("dev1", "path=/dev/ttyS0"),
+        ]);
+        let mut c = ConfigChange::default();
+        diff(&mut c, &cur, &want());
+        // Same volume, other options: set again on the volume it has (no new allocation).
+        assert_eq!(
+            c.mount_points[&3].volume,
+            MountVolume::Existing {
+                volume: "local-lvm:vm-100-disk-1".into()
+            }
+        );
+        assert_eq!(c.mount_points[&3].mount_options, ["noatime", "nodev"]);
+        // Another existing volume at that path: the slot gets the desired one.
+        assert_eq!(
+            c.mount_points[&1].volume,
+            MountVolume::Existing {
+                volume: "local-lvm:vm-900-disk-1".into()
+            }
+        );
+        assert_eq!(c.devices[&4].mode.as_deref(), Some("0666"));
+        assert_eq!(
+            c.delete.iter().collect::<Vec<_>>(),
+            ["dev1", "mp2"]
+        );
+    }
+}

@@ -163,9 +163,18 @@ impl Cx<'_> {
                         }
                         None => ok = false,
                     },
-                    "container_id" => ct = self.int(&e.value, &p, 0, MAX_ID - 1, ""),
-                    "host_id" => host = self.int(&e.value, &p, 0, MAX_ID - 1, ""),
-                    "size" => size = self.int(&e.value, &p, 1, MAX_ID, ""),
+                    "container_id" => {
+                        ct = self.int(&e.value, &p, 0, MAX_ID - 1, "");
+                        ok &= ct.is_some();
+                    }
+                    "host_id" => {
+                        host = self.int(&e.value, &p, 0, MAX_ID - 1, "");
+                        ok &= host.is_some();
+                    }
+                    "size" => {
+                        size = self.int(&e.value, &p, 1, MAX_ID, "");
+                        ok &= size.is_some();
+                    }
                     _ => {
                         self.unknown_field(e, &ip, IDMAP_FIELDS);
                         ok = false;
