@@ -589,6 +589,7 @@ pub fn set_args(vmid: u32, c: &ConfigChange) -> R<Vec<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::spec::{MountPointSpec, MountVolume};
 
     #[test]
     fn validators() {

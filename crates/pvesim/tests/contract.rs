@@ -1444,7 +1444,10 @@ async fn mount_options_and_existing_volumes_are_stored_and_existing_ones_outlive
     );
     assert_eq!(c.raw["mp1"], "local-lvm:vm-900-disk-1,mp=/kept,size=1G");
     assert_eq!(c.raw["mp2"], "/srv/media,mp=/media,ro=1,shared=1");
-    assert_eq!(c.raw["dev0"], "path=/dev/null,deny-write=1,gid=0,mode=0666,uid=0");
+    assert_eq!(
+        c.raw["dev0"],
+        "path=/dev/null,deny-write=1,gid=0,mode=0666,uid=0"
+    );
     assert_eq!(c.devices[&0].mode.as_deref(), Some("0666"));
 
     // lxc.idmap: no tool sets it; the file edit shows in `pct config`, in file order.
@@ -1466,7 +1469,11 @@ async fn mount_options_and_existing_volumes_are_stored_and_existing_ones_outlive
         &["set", "202", "--mp5", "nope:vm-900-disk-1,mp=/x"],
     );
     assert_ne!(o.code, 0);
-    assert!(o.stderr.contains("storage 'nope' does not exist"), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("storage 'nope' does not exist"),
+        "{}",
+        o.stderr
+    );
     let o = s.cli(
         "pve1",
         "pct",
@@ -1474,7 +1481,11 @@ async fn mount_options_and_existing_volumes_are_stored_and_existing_ones_outlive
     );
     assert_ne!(o.code, 0);
     assert!(o.stderr.contains("mp5"), "{}", o.stderr);
-    let o = s.cli("pve1", "pct", &["set", "202", "--dev5", "/dev/null,mode=666"]);
+    let o = s.cli(
+        "pve1",
+        "pct",
+        &["set", "202", "--dev5", "/dev/null,mode=666"],
+    );
     assert_ne!(o.code, 0);
     assert!(o.stderr.contains("dev5"), "{}", o.stderr);
 
@@ -1484,8 +1495,15 @@ async fn mount_options_and_existing_volumes_are_stored_and_existing_ones_outlive
         .into_iter()
         .map(|v| v.volid)
         .collect();
-    assert_eq!(vols, ["local-lvm:vm-900-disk-1"], "owned by vm_id 900: kept");
-    assert!(volumes(&s, "pve1", "local-zfs").await.is_empty(), "mp0 freed");
+    assert_eq!(
+        vols,
+        ["local-lvm:vm-900-disk-1"],
+        "owned by vm_id 900: kept"
+    );
+    assert!(
+        volumes(&s, "pve1", "local-zfs").await.is_empty(),
+        "mp0 freed"
+    );
 }
 
 #[tokio::test]
@@ -1549,7 +1567,9 @@ async fn on_a_running_ct_new_mount_points_and_devices_hotplug_changed_ones_wait(
     assert_eq!(change.keys(), ["mp0", "dev0"]);
     assert_eq!(
         change.mount_points[&0].volume,
-        MountVolume::Existing { volume: vol.clone() }
+        MountVolume::Existing {
+            volume: vol.clone()
+        }
     );
     n.set(203, &change).await.expect("set");
     let mut pending: Vec<String> = n

@@ -280,7 +280,10 @@ pub fn render(conf: &CtConf, h: &Host<'_>, seccomp: Option<&Path>) -> String {
             }
         }
         if src.starts_with('/') && !target.is_empty() {
-            kv("lxc.mount.entry", &format!("{src} {target} none {opts} 0 0"));
+            kv(
+                "lxc.mount.entry",
+                &format!("{src} {target} none {opts} 0 0"),
+            );
         }
     }
     // Device passthrough: the host's node bind-mounted at the same path and allowed in the devices cgroup
