@@ -50,7 +50,11 @@ fn volumes(c: &Cluster) -> String {
 async fn mount_options_existing_volumes_devices_and_idmap_are_applied_and_kept() {
     let c = Cluster::start(1).await.expect("cluster");
     // A volume made outside pxfleet (as Terraform or an operator would have), owned by vm_id 900.
-    let out = c.pve("mk33", "pvesm", &["alloc", "local-lvm", "900", "vm-900-disk-1", "1G"]);
+    let out = c.pve(
+        "mk33",
+        "pvesm",
+        &["alloc", "local-lvm", "900", "vm-900-disk-1", "1G"],
+    );
     assert_eq!(out.code, 0, "pvesm alloc: {}", out.stderr);
 
     let path = submit(&c, "mnt.yaml", &fleet("noatime, nodev", "0666", 200000)).await;

@@ -27,7 +27,9 @@ pub struct PveNode {
 
 impl PveNode {
     pub fn new(node: Node) -> Self {
-        let config_dir = PathBuf::from("/etc/pve/nodes").join(node.name()).join("lxc");
+        let config_dir = PathBuf::from("/etc/pve/nodes")
+            .join(node.name())
+            .join("lxc");
         PveNode {
             node,
             template_dirs: Default::default(),

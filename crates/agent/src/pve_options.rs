@@ -304,7 +304,11 @@ pub fn create_options(spec: &CreateSpec) -> Result<Vec<(String, String)>, PveErr
             _ => None,
         })
         .filter(|(k, _)| k != "ssh-public-keys")
-        .chain(spec.idmap.iter().map(|v| ("lxc.idmap".to_string(), v.clone())))
+        .chain(
+            spec.idmap
+                .iter()
+                .map(|v| ("lxc.idmap".to_string(), v.clone())),
+        )
         .collect())
 }
 

@@ -464,9 +464,9 @@ resource "proxmox_virtual_environment_container" "media" {
             .to_vec()
     );
     assert!(
-        !warnings
-            .iter()
-            .any(|w| w.contains("mount_point") || w.contains("device_passthrough") || w.contains("idmap")),
+        !warnings.iter().any(|w| w.contains("mount_point")
+            || w.contains("device_passthrough")
+            || w.contains("idmap")),
         "{warnings:#?}"
     );
 }

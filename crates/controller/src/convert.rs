@@ -9,8 +9,7 @@ use pxfleet_spec::observed::{
     ObservedInterface, PowerState,
 };
 use pxfleet_spec::{
-    Container, Dns, Features, Interface, Ipv4Config, Ipv6Config, Startup, Template,
-    TemplateSource,
+    Container, Dns, Features, Interface, Ipv4Config, Ipv6Config, Startup, Template, TemplateSource,
 };
 
 use crate::model::{

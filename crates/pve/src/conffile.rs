@@ -82,10 +82,7 @@ mod tests {
             "hostname: a\n"
         );
         // A key that only starts like it is kept.
-        assert_eq!(
-            with_idmap("lxc.idmapx: 1\n", &[]),
-            "lxc.idmapx: 1\n"
-        );
+        assert_eq!(with_idmap("lxc.idmapx: 1\n", &[]), "lxc.idmapx: 1\n");
     }
 
     #[test]

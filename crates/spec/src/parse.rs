@@ -14,10 +14,10 @@ use crate::model::*;
 use crate::yaml;
 
 mod container;
+mod devices;
 mod fleet;
 mod hooks;
 mod input;
-mod devices;
 mod mounts;
 mod network;
 mod reader;

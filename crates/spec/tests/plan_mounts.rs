@@ -119,7 +119,8 @@ fn changed_mount_options_devices_and_idmap_need_a_restart_new_ones_do_not() {
     if let MountPoint::Volume { flags, .. } = &mut want.mount_points[0] {
         flags.mount_options.push("nodev".into());
     }
-    let (fields, restart) = update_of(&plan(&fleet("dev", vec![want]), Some(&applied), &obs).unwrap());
+    let (fields, restart) =
+        update_of(&plan(&fleet("dev", vec![want]), Some(&applied), &obs).unwrap());
     assert_eq!(fields, vec!["mount_points[\"/data\"]"]);
     assert!(restart);
 
@@ -131,19 +132,22 @@ fn changed_mount_options_devices_and_idmap_need_a_restart_new_ones_do_not() {
         gid: None,
         deny_write: true,
     });
-    let (fields, restart) = update_of(&plan(&fleet("dev", vec![want]), Some(&applied), &obs).unwrap());
+    let (fields, restart) =
+        update_of(&plan(&fleet("dev", vec![want]), Some(&applied), &obs).unwrap());
     assert_eq!(fields, vec!["devices[\"/dev/dri/renderD128\"]"]);
     assert!(!restart, "a new devN is hot-plugged");
 
     let mut want = with_all("a", 100);
     want.devices[0].mode = Some("0600".into());
-    let (fields, restart) = update_of(&plan(&fleet("dev", vec![want]), Some(&applied), &obs).unwrap());
+    let (fields, restart) =
+        update_of(&plan(&fleet("dev", vec![want]), Some(&applied), &obs).unwrap());
     assert_eq!(fields, vec!["devices[\"/dev/ttyUSB0\"]"]);
     assert!(restart);
 
     let mut want = with_all("a", 100);
     want.devices.clear();
-    let (fields, restart) = update_of(&plan(&fleet("dev", vec![want]), Some(&applied), &obs).unwrap());
+    let (fields, restart) =
+        update_of(&plan(&fleet("dev", vec![want]), Some(&applied), &obs).unwrap());
     assert_eq!(fields, vec!["devices[\"/dev/ttyUSB0\"]"]);
     assert!(restart, "removing a devN waits for the next start");
 
@@ -163,7 +167,8 @@ fn changed_mount_options_devices_and_idmap_need_a_restart_new_ones_do_not() {
     let mut want = with_all("a", 100);
     want.idmap[0].host_id = 200000;
     want.state = DesiredState::Stopped;
-    let (_, restart) = update_of(&plan(&fleet("dev", vec![want]), Some(&applied), &stopped).unwrap());
+    let (_, restart) =
+        update_of(&plan(&fleet("dev", vec![want]), Some(&applied), &stopped).unwrap());
     assert!(!restart);
 }
 

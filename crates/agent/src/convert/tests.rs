@@ -354,7 +354,10 @@ fn mount_options_existing_volumes_devices_and_idmap_reach_pve_and_come_back() {
     );
     assert_eq!(get("mp1"), ["local-lvm:vm-900-disk-1,mp=/kept,backup=1"]);
     assert_eq!(get("mp2"), ["/srv/x,mp=/x,shared=1"]);
-    assert_eq!(get("dev0"), ["path=/dev/ttyUSB0,deny-write=1,gid=20,mode=0660"]);
+    assert_eq!(
+        get("dev0"),
+        ["path=/dev/ttyUSB0,deny-write=1,gid=20,mode=0660"]
+    );
     assert_eq!(get("lxc.idmap"), ["u 0 200000 65536", "g 0 200000 65536"]);
     // The journal reads it back to the same typed value (an existing volume stays existing).
     assert_eq!(crate::pve_options::options_spec(&text).unwrap(), typed);

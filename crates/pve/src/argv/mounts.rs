@@ -110,7 +110,12 @@ pub fn mount_point_value(vmid: u32, index: u32, m: &MountPointSpec) -> R<String>
 pub fn device_value(vmid: u32, index: u32, d: &DeviceSpec) -> R<String> {
     let v = Some(vmid);
     if index > 255 {
-        return Err(PveError::invalid(v, "device index", index, "dev0 to dev255"));
+        return Err(PveError::invalid(
+            v,
+            "device index",
+            index,
+            "dev0 to dev255",
+        ));
     }
     let f = |k: &str| format!("dev{index}.{k}");
     if !d.path.starts_with("/dev/")
@@ -125,7 +130,8 @@ pub fn device_value(vmid: u32, index: u32, d: &DeviceSpec) -> R<String> {
         ));
     }
     if let Some(m) = &d.mode {
-        let ok = m.len() == 4 && m.starts_with('0') && m.bytes().all(|b| (b'0'..=b'7').contains(&b));
+        let ok =
+            m.len() == 4 && m.starts_with('0') && m.bytes().all(|b| (b'0'..=b'7').contains(&b));
         if !ok {
             return Err(PveError::invalid(
                 v,
@@ -174,10 +180,7 @@ mod tests {
         );
         // A size is an allocation, not an existing volume; a bad option is named.
         for bad in ["local-lvm:8", "local-lvm:", "no_colon", "Local:vm-1-disk-0"] {
-            let m = MountPointSpec::new(
-                MountVolume::Existing { volume: bad.into() },
-                "/kept",
-            );
+            let m = MountPointSpec::new(MountVolume::Existing { volume: bad.into() }, "/kept");
             let e = mount_point_value(100, 1, &m).unwrap_err().to_string();
             assert!(e.contains("mp1.volume") && e.contains(bad), "{e}");
         }
@@ -206,7 +209,10 @@ mod tests {
             device_value(100, 0, &d).unwrap(),
             "path=/dev/ttyUSB0,deny-write=1,gid=20,mode=0660,uid=0"
         );
-        assert_eq!(DeviceSpec::parse("/dev/ttyUSB0,gid=20,mode=0660,uid=0,deny-write=1").unwrap(), d);
+        assert_eq!(
+            DeviceSpec::parse("/dev/ttyUSB0,gid=20,mode=0660,uid=0,deny-write=1").unwrap(),
+            d
+        );
         for (path, mode, field) in [
             ("/tmp/x", None, "dev3.path"),
             ("/dev/../etc/passwd", None, "dev3.path"),
@@ -222,10 +228,13 @@ mod tests {
             assert!(e.contains(field), "{path} {mode:?}: {e}");
         }
         let mut c = ConfigChange::default();
-        c.devices.insert(1, DeviceSpec {
-            path: "/dev/null".into(),
-            ..DeviceSpec::default()
-        });
+        c.devices.insert(
+            1,
+            DeviceSpec {
+                path: "/dev/null".into(),
+                ..DeviceSpec::default()
+            },
+        );
         c.delete.insert("dev0".into());
         let argv = set_args(100, &c).unwrap();
         assert_eq!(

@@ -101,7 +101,11 @@ pub(super) fn diff(c: &mut ConfigChange, current: &ContainerConfig, d: &CreateSp
         }
     }
     for (i, m) in &current.mount_points {
-        if !d.mount_points.values().any(|w| Some(w.path.as_str()) == m.mp.as_deref()) {
+        if !d
+            .mount_points
+            .values()
+            .any(|w| Some(w.path.as_str()) == m.mp.as_deref())
+        {
             c.delete.insert(format!("mp{i}"));
         }
     }
@@ -132,12 +136,8 @@ mod tests {
     use crate::spec::RootfsSpec;
 
     fn config(lines: &[(&str, &str)]) -> ContainerConfig {
-        ContainerConfig::from_pairs(
-            lines
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string())),
-        )
-        .unwrap()
+        ContainerConfig::from_pairs(lines.iter().map(|(k, v)| (k.to_string(), v.to_string())))
+            .unwrap()
     }
 
     fn want() -> CreateSpec {
@@ -182,8 +182,14 @@ mod tests {
     #[test]
     fn what_is_there_as_wanted_is_left_alone() {
         let cur = config(&[
-            ("mp0", "local-lvm:vm-100-disk-1,mp=/data,backup=1,mountoptions=nodev;noatime,size=8G"),
-            ("mp1", "local-lvm:vm-900-disk-1,mp=/kept,replicate=1,size=32G"),
+            (
+                "mp0",
+                "local-lvm:vm-100-disk-1,mp=/data,backup=1,mountoptions=nodev;noatime,size=8G",
+            ),
+            (
+                "mp1",
+                "local-lvm:vm-900-disk-1,mp=/kept,replicate=1,size=32G",
+            ),
             ("dev0", "path=/dev/null,deny-write=0,mode=0666"),
         ]);
         let mut c = ConfigChange::default();
@@ -218,9 +224,6 @@ mod tests {
             }
         );
         assert_eq!(c.devices[&4].mode.as_deref(), Some("0666"));
-        assert_eq!(
-            c.delete.iter().collect::<Vec<_>>(),
-            ["dev1", "mp2"]
-        );
+        assert_eq!(c.delete.iter().collect::<Vec<_>>(), ["dev1", "mp2"]);
     }
 }

@@ -122,7 +122,10 @@ impl Cx<'_> {
                 self.err(
                     pspan,
                     &join(&ip, "path"),
-                    format!("device {} is already passed through by devices.{first}", d.path),
+                    format!(
+                        "device {} is already passed through by devices.{first}",
+                        d.path
+                    ),
                     None,
                 );
                 continue;
@@ -220,7 +223,8 @@ impl Cx<'_> {
                     continue;
                 }
                 let overlap = |a: u32, b: u32| {
-                    (a as u64) < b as u64 + other.size as u64 && (b as u64) < a as u64 + m.size as u64
+                    (a as u64) < b as u64 + other.size as u64
+                        && (b as u64) < a as u64 + m.size as u64
                 };
                 let side = if overlap(m.container_id, other.container_id) {
                     Some("container")

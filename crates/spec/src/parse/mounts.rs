@@ -104,7 +104,10 @@ impl Cx<'_> {
                         } else {
                             let hint = if s.starts_with('/') {
                                 "a host directory is a bind mount: use `host_path`"
-                            } else if s.split_once(':').is_some_and(|(_, n)| n.parse::<f64>().is_ok()) {
+                            } else if s
+                                .split_once(':')
+                                .is_some_and(|(_, n)| n.parse::<f64>().is_ok())
+                            {
                                 "to allocate a new volume use `datastore_id` and `size`"
                             } else {
                                 "a volume id STORAGE:NAME such as local-lvm:vm-100-disk-1 (see `pvesm list STORAGE`)"

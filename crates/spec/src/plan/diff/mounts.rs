@@ -122,7 +122,12 @@ pub(super) fn mounts(
 }
 
 /// `devN`, matched by device path: a new one is hot-plugged, a changed or removed one waits for a restart.
-pub(super) fn devices(df: &mut Differ, d: &Container, a: Option<&Container>, o: &ObservedContainer) {
+pub(super) fn devices(
+    df: &mut Differ,
+    d: &Container,
+    a: Option<&Container>,
+    o: &ObservedContainer,
+) {
     let obs = &o.config.devices;
     if d.devices.is_empty() && obs.is_empty() {
         return;
