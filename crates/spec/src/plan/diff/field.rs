@@ -79,6 +79,17 @@ pub fn parse_mount_point(f: &str) -> Option<String> {
     serde_json::from_str(inner).ok()
 }
 
+/// `devices["/dev/ttyUSB0"]`: devices are identified by their path.
+pub fn device(path: &str) -> String {
+    format!("devices[{}]", serde_json::Value::String(path.to_owned()))
+}
+
+/// Inverse of [`device`].
+pub fn parse_device(f: &str) -> Option<String> {
+    let inner = f.strip_prefix("devices[")?.strip_suffix(']')?;
+    serde_json::from_str(inner).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,15 +102,4 @@ mod tests {
         let f = mount_point("/var/lib/a \"b\"");
         assert_eq!(parse_mount_point(&f).as_deref(), Some("/var/lib/a \"b\""));
     }
-}
-
-/// `devices["/dev/ttyUSB0"]`: devices are identified by their path.
-pub fn device(path: &str) -> String {
-    format!("devices[{}]", serde_json::Value::String(path.to_owned()))
-}
-
-/// Inverse of [`device`].
-pub fn parse_device(f: &str) -> Option<String> {
-    let inner = f.strip_prefix("devices[")?.strip_suffix(']')?;
-    serde_json::from_str(inner).ok()
 }
