@@ -664,6 +664,16 @@ impl E2e {
             .parse()
             .map_err(|e: toml::de::Error| setup_err(path.display().to_string(), e.to_string()))?;
         doc.insert("pve_bin_dir".into(), node.bin.display().to_string().into());
+        let conf_dir = self
+            .dir
+            .path()
+            .join("cluster/nodes")
+            .join(&node.name)
+            .join("lxc");
+        doc.insert(
+            "pve_config_dir".into(),
+            conf_dir.display().to_string().into(),
+        );
         doc.insert(
             "parallelism".into(),
             toml::Value::Integer(o.parallelism as i64),

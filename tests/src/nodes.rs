@@ -121,8 +121,15 @@ impl Cluster {
     fn configure_agent(&self, name: &str) -> Result<()> {
         let n = self.node(name);
         let command_timeout = self.options.command_timeout_secs;
+        let conf_root = self.dir.path().join("cluster");
         edit_toml(&n.agent_toml(), |doc| {
             doc.insert("pve_bin_dir".into(), n.bin.display().to_string().into());
+            // pvesim's cluster directory stands for /etc/pve.
+            let conf_dir = conf_root.join("nodes").join(name).join("lxc");
+            doc.insert(
+                "pve_config_dir".into(),
+                conf_dir.display().to_string().into(),
+            );
             doc.insert("heartbeat_secs".into(), toml::Value::Integer(1));
             doc.insert("observe_secs".into(), toml::Value::Integer(1));
             doc.insert("address_wait_secs".into(), toml::Value::Integer(5));

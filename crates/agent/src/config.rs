@@ -73,6 +73,10 @@ pub struct AgentConfig {
     /// Extra PEM CA bundle trusted for template downloads, besides the system bundle.
     #[serde(default)]
     pub template_ca_file: Option<PathBuf>,
+    /// This node's container config directory, where the agent writes `lxc.idmap` lines (no PVE tool sets
+    /// them). Default `/etc/pve/nodes/<node>/lxc`.
+    #[serde(default)]
+    pub pve_config_dir: Option<PathBuf>,
     /// Environment passed to the PVE tools (for example `PVESIM_STATE` in tests).
     #[serde(default)]
     pub env: BTreeMap<String, String>,
@@ -125,6 +129,7 @@ impl AgentConfig {
             labels: BTreeMap::new(),
             state_dir: default_state_dir(),
             pve_bin_dir: default_pve_bin_dir(),
+            pve_config_dir: None,
             parallelism: default_parallelism(),
             heartbeat_secs: default_heartbeat_secs(),
             observe_secs: default_observe_secs(),

@@ -155,6 +155,24 @@ pub trait NodeApi: Send + Sync + 'static {
     /// Destroys a stopped container and its volumes (`purge`: also from backup jobs, HA, ACLs).
     fn destroy(&self, vmid: u32, purge: bool) -> impl Future<Output = Result<(), PveError>> + Send;
     fn unlock(&self, vmid: u32) -> impl Future<Output = Result<(), PveError>> + Send;
+    /// Replaces the raw `lxc.idmap` lines of a container's config file (no PVE tool sets them). The default: a
+    /// node whose config files the agent cannot edit.
+    fn write_idmap(
+        &self,
+        vmid: u32,
+        _values: &[String],
+    ) -> impl Future<Output = Result<(), PveError>> + Send {
+        async move {
+            Err(PveError::ConfigFile {
+                vmid,
+                path: String::new(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::Unsupported,
+                    "this node's config files cannot be edited",
+                ),
+            })
+        }
+    }
     /// Keys whose change waits for the next start (`pct pending`). The default: none (a node that applies
     /// every change at once).
     fn pending(

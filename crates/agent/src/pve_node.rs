@@ -21,14 +21,26 @@ pub struct PveNode {
     node: Node,
     /// Storage -> its template directory (`pvesm path`): asked once per storage, not once per create.
     template_dirs: std::sync::Mutex<BTreeMap<String, PathBuf>>,
+    /// This node's container config files (`/etc/pve/nodes/<node>/lxc`), for the `lxc.idmap` lines.
+    config_dir: PathBuf,
 }
 
 impl PveNode {
     pub fn new(node: Node) -> Self {
+        let config_dir = PathBuf::from("/etc/pve/nodes")
+            .join(node.name())
+            .join("lxc");
         PveNode {
             node,
             template_dirs: Default::default(),
+            config_dir,
         }
+    }
+
+    /// Where this node's container config files are (tests point it into pvesim's cluster directory).
+    pub fn with_config_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.config_dir = dir.into();
+        self
     }
 
     /// The node described by the agent config: tools in `pve_bin_dir`, `env` passed to them.
@@ -45,7 +57,11 @@ impl PveNode {
             download: t,
             ..Timeouts::default()
         };
-        PveNode::new(Node::new(&config.node, Arc::new(runner)).with_timeouts(timeouts))
+        let node = PveNode::new(Node::new(&config.node, Arc::new(runner)).with_timeouts(timeouts));
+        match &config.pve_config_dir {
+            Some(dir) => node.with_config_dir(dir),
+            None => node,
+        }
     }
 }
 
@@ -106,6 +122,18 @@ impl NodeApi for PveNode {
 
     async fn set(&self, vmid: u32, change: &ConfigChange) -> Result<(), PveError> {
         self.node.set(vmid, change).await
+    }
+
+    async fn write_idmap(&self, vmid: u32, values: &[String]) -> Result<(), PveError> {
+        let dir = self.config_dir.clone();
+        let values = values.to_vec();
+        tokio::task::spawn_blocking(move || pxfleet_pve::conffile::write_idmap(&dir, vmid, &values))
+            .await
+            .map_err(|e| PveError::ConfigFile {
+                vmid,
+                path: String::new(),
+                source: std::io::Error::other(e.to_string()),
+            })?
     }
 
     async fn resize(&self, vmid: u32, disk: &str, size_gib: u64) -> Result<(), PveError> {

@@ -7,7 +7,7 @@
 
 use pxfleet_pve::parse::{parse_bool, Features, MountPoint, NetConfig, Startup};
 use pxfleet_pve::spec::MountVolume;
-use pxfleet_pve::{ConfigChange, CreateSpec, MountPointSpec, PveError, RootfsSpec};
+use pxfleet_pve::{ConfigChange, CreateSpec, DeviceSpec, MountPointSpec, PveError, RootfsSpec};
 
 /// A create's inputs as options, before they are typed: what the executor has from the operation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,6 +64,14 @@ fn mount_point(k: &str, v: &str) -> Result<MountPointSpec, PveError> {
         MountVolume::Bind {
             host_path: m.volume.clone(),
         }
+    } else if m
+        .volume
+        .split_once(':')
+        .is_some_and(|(_, n)| n.parse::<f64>().is_err())
+    {
+        MountVolume::Existing {
+            volume: m.volume.clone(),
+        }
     } else {
         let (storage, size_gib) = storage_size(k, v, &m.volume)?;
         MountVolume::Storage { storage, size_gib }
@@ -85,6 +93,10 @@ fn mount_point(k: &str, v: &str) -> Result<MountPointSpec, PveError> {
                     .collect()
             })
             .unwrap_or_default(),
+        acl: m.acl,
+        quota: m.quota,
+        replicate: m.replicate,
+        shared: m.shared,
     })
 }
 
@@ -131,12 +143,16 @@ fn apply_options(s: &mut CreateSpec, options: &[(String, String)]) -> Result<(),
             "ostype" => s.ostype = Some(v.to_string()),
             "tags" => s.tags = words(v),
             "description" => s.description = Some(v.to_string()),
+            "lxc.idmap" => s.idmap.push(v.trim().to_string()),
             _ => {
                 if let Some(i) = index(k, "net") {
                     s.nets
                         .insert(i, NetConfig::parse(v).map_err(|e| bad(k, v, e))?);
                 } else if let Some(i) = index(k, "mp") {
                     s.mount_points.insert(i, mount_point(k, v)?);
+                } else if let Some(i) = index(k, "dev") {
+                    s.devices
+                        .insert(i, DeviceSpec::parse(v).map_err(|e| bad(k, v, e))?);
                 } else {
                     return Err(bad(k, v, "not an option pxagent sets at create"));
                 }
@@ -224,21 +240,30 @@ pub fn options_text(s: &CreateSpec) -> Vec<(String, String)> {
         push("protection", b01(b));
     }
     for (i, m) in &s.mount_points {
-        let mut v = match &m.volume {
+        let volume = match &m.volume {
             MountVolume::Storage { storage, size_gib } => format!("{storage}:{size_gib}"),
             MountVolume::Bind { host_path } => host_path.clone(),
+            MountVolume::Existing { volume } => volume.clone(),
         };
-        v.push_str(&format!(",mp={}", m.path));
-        if let Some(b) = m.backup {
-            v.push_str(&format!(",backup={}", b01(b)));
-        }
-        if !m.mount_options.is_empty() {
-            v.push_str(&format!(",mountoptions={}", m.mount_options.join(";")));
-        }
-        if let Some(b) = m.read_only {
-            v.push_str(&format!(",ro={}", b01(b)));
-        }
-        push(&format!("mp{i}"), v);
+        let v = MountPoint {
+            volume,
+            mp: Some(m.path.clone()),
+            backup: m.backup,
+            ro: m.read_only,
+            acl: m.acl,
+            quota: m.quota,
+            replicate: m.replicate,
+            shared: m.shared,
+            mountoptions: Some(m.mount_options.join(";")).filter(|o| !o.is_empty()),
+            ..MountPoint::default()
+        };
+        push(&format!("mp{i}"), v.to_property_string());
+    }
+    for (i, d) in &s.devices {
+        push(&format!("dev{i}"), d.to_property_string());
+    }
+    for v in &s.idmap {
+        push("lxc.idmap", v.clone());
     }
     if !s.tags.is_empty() {
         push("tags", s.tags.join(";"));
@@ -279,6 +304,11 @@ pub fn create_options(spec: &CreateSpec) -> Result<Vec<(String, String)>, PveErr
             _ => None,
         })
         .filter(|(k, _)| k != "ssh-public-keys")
+        .chain(
+            spec.idmap
+                .iter()
+                .map(|v| ("lxc.idmap".to_string(), v.clone())),
+        )
         .collect())
 }
 

@@ -335,3 +335,138 @@ fn a_root_module_with_tfvars_like_the_prd_root() {
         "{warnings:#?}"
     );
 }
+
+#[test]
+fn bpg_mount_points_devices_and_idmap_are_mapped() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(
+        tmp.path().join("main.tf"),
+        r#"
+resource "proxmox_virtual_environment_container" "media" {
+  node_name     = "pve1"
+  vm_id         = 310
+  unprivileged  = true
+  disk {
+    datastore_id = "local-lvm"
+    size         = 8
+  }
+  initialization {
+    hostname = "media"
+  }
+  operating_system {
+    template_file_id = "local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst"
+  }
+  mount_point {
+    volume        = "local-lvm"
+    size          = "10G"
+    path          = "/srv/new"
+    acl           = true
+    quota         = true
+    replicate     = false
+    mount_options = ["noatime", "nodev"]
+  }
+  mount_point {
+    volume = "local-lvm:vm-900-disk-1"
+    size   = "32G"
+    path   = "/srv/kept"
+    backup = true
+  }
+  mount_point {
+    volume    = "/mnt/media"
+    path      = "/media"
+    read_only = true
+    shared    = true
+  }
+  device_passthrough {
+    path       = "/dev/dri/renderD128"
+    mode       = "0660"
+    gid        = 44
+    deny_write = false
+  }
+  idmap {
+    type         = "uid"
+    container_id = 0
+    host_id      = 100000
+    size         = 65536
+  }
+  idmap {
+    type         = "gid"
+    container_id = 0
+    host_id      = 100000
+    size         = 65536
+  }
+}
+"#,
+    )
+    .unwrap();
+    let (fleet, yaml, warnings) = import(&Options {
+        dir: tmp.path().to_path_buf(),
+        fleet: Some("media".into()),
+        ..Options::default()
+    });
+    let c = &fleet.containers["media"];
+    use pxfleet_spec::{Device, IdKind, IdMap, MountFlags, MountPoint};
+    assert_eq!(
+        c.mount_points,
+        vec![
+            MountPoint::Volume {
+                datastore_id: "local-lvm".into(),
+                size_gib: 10,
+                path: "/srv/new".into(),
+                backup: false,
+                read_only: false,
+                flags: MountFlags {
+                    mount_options: vec!["noatime".into(), "nodev".into()],
+                    acl: Some(true),
+                    quota: true,
+                    replicate: false,
+                    shared: false,
+                },
+            },
+            MountPoint::Existing {
+                volume: "local-lvm:vm-900-disk-1".into(),
+                path: "/srv/kept".into(),
+                backup: true,
+                read_only: false,
+                flags: MountFlags::default(),
+            },
+            MountPoint::Bind {
+                host_path: "/mnt/media".into(),
+                path: "/media".into(),
+                read_only: true,
+                flags: MountFlags {
+                    shared: true,
+                    ..MountFlags::default()
+                },
+            },
+        ],
+        "{yaml}"
+    );
+    assert_eq!(
+        c.devices,
+        vec![Device {
+            path: "/dev/dri/renderD128".into(),
+            mode: Some("0660".into()),
+            uid: None,
+            gid: Some(44),
+            deny_write: false,
+        }]
+    );
+    assert_eq!(
+        c.idmap,
+        [IdKind::Uid, IdKind::Gid]
+            .map(|kind| IdMap {
+                kind,
+                container_id: 0,
+                host_id: 100000,
+                size: 65536,
+            })
+            .to_vec()
+    );
+    assert!(
+        !warnings.iter().any(|w| w.contains("mount_point")
+            || w.contains("device_passthrough")
+            || w.contains("idmap")),
+        "{warnings:#?}"
+    );
+}

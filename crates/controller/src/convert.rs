@@ -6,11 +6,10 @@ use std::collections::BTreeMap;
 use pxfleet_proto::v1 as pb;
 use pxfleet_spec::observed::{
     normalise_tags, ManagedMark, ObservedConfig, ObservedContainer as SpecObserved,
-    ObservedInterface, ObservedMountPoint, PowerState,
+    ObservedInterface, PowerState,
 };
 use pxfleet_spec::{
-    Container, Dns, Features, Interface, Ipv4Config, Ipv6Config, MountPoint, Startup, Template,
-    TemplateSource,
+    Container, Dns, Features, Interface, Ipv4Config, Ipv6Config, Startup, Template, TemplateSource,
 };
 
 use crate::model::{
@@ -188,32 +187,9 @@ pub fn observed_config_from_pb(c: &pb::ContainerSpec) -> ObservedConfig {
         protection: c.protection,
         tags: normalise_tags(&c.tags),
         description: ManagedMark::strip_from_description(&c.description),
-        mount_points: mounts
-            .into_iter()
-            .map(|m| {
-                let mount = if m.host_path.is_empty() {
-                    MountPoint::Volume {
-                        datastore_id: m.datastore_id.clone(),
-                        size_gib: m.size_gib,
-                        path: m.path.clone(),
-                        backup: m.backup,
-                        read_only: m.read_only,
-                    }
-                } else {
-                    MountPoint::Bind {
-                        host_path: m.host_path.clone(),
-                        path: m.path.clone(),
-                        read_only: m.read_only,
-                    }
-                };
-                let size_gib = m.host_path.is_empty().then_some(m.size_gib as f64);
-                ObservedMountPoint {
-                    slot: m.index,
-                    mount,
-                    size_gib,
-                }
-            })
-            .collect(),
+        mount_points: mounts.into_iter().map(mounts::observed_mount).collect(),
+        devices: mounts::devices_from_pb(&c.devices),
+        idmap: mounts::idmap_from_pb(&c.idmap),
     }
 }
 
@@ -452,35 +428,10 @@ pub fn container_spec(
             .mount_points
             .iter()
             .enumerate()
-            .map(|(i, m)| match m {
-                MountPoint::Volume {
-                    datastore_id,
-                    size_gib,
-                    path,
-                    backup,
-                    read_only,
-                } => pb::MountPoint {
-                    index: i as u32,
-                    datastore_id: datastore_id.clone(),
-                    size_gib: *size_gib,
-                    path: path.clone(),
-                    backup: *backup,
-                    read_only: *read_only,
-                    ..Default::default()
-                },
-                MountPoint::Bind {
-                    host_path,
-                    path,
-                    read_only,
-                } => pb::MountPoint {
-                    index: i as u32,
-                    path: path.clone(),
-                    host_path: host_path.clone(),
-                    read_only: *read_only,
-                    ..Default::default()
-                },
-            })
+            .map(|(i, m)| mounts::mount_pb(i as u32, m))
             .collect(),
+        devices: mounts::devices_pb(&c.devices),
+        idmap: mounts::idmap_pb(&c.idmap),
         template: c.template.clone(),
     }
 }
@@ -675,5 +626,6 @@ pub fn inventory_pb(name: &str, inv: &NodeInventory) -> pb::Inventory {
     }
 }
 
+mod mounts;
 #[cfg(test)]
 mod tests;

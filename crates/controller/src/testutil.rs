@@ -73,6 +73,8 @@ pub fn container(name: &str) -> Container {
         labels: BTreeMap::new(),
         constraints: Constraints::default(),
         mount_points: vec![],
+        devices: vec![],
+        idmap: vec![],
     }
 }
 

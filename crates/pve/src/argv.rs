@@ -7,8 +7,11 @@ use std::path::Path;
 
 use crate::error::PveError;
 use crate::parse::propstr::format_number;
-use crate::parse::{MountPoint, NetConfig};
-use crate::spec::{ConfigChange, CreateSpec, MountPointSpec, MountVolume, RootfsSpec};
+use crate::parse::NetConfig;
+use crate::spec::{ConfigChange, CreateSpec, RootfsSpec};
+
+mod mounts;
+pub use mounts::{device_value, mount_point_value, MOUNT_OPTIONS};
 
 type R<T> = Result<T, PveError>;
 
@@ -39,7 +42,7 @@ pub fn is_dns_name(s: &str) -> bool {
     !s.is_empty() && s.len() <= 255 && s.split('.').all(is_dns_label)
 }
 
-fn is_storage_id(s: &str) -> bool {
+pub(crate) fn is_storage_id(s: &str) -> bool {
     let b = s.as_bytes();
     !b.is_empty()
         && b[0].is_ascii_lowercase()
@@ -90,7 +93,7 @@ fn check_cidr(s: &str, v6: bool) -> bool {
     }
 }
 
-fn check_mp_path(p: &str) -> bool {
+pub(crate) fn check_mp_path(p: &str) -> bool {
     p.starts_with('/')
         && !p.contains("/./")
         && !p.contains("/../")
@@ -215,75 +218,6 @@ fn rootfs_value(vmid: u32, r: &RootfsSpec) -> R<String> {
         ));
     }
     Ok(format!("{}:{}", r.storage, r.size_gib))
-}
-
-/// What PVE accepts in `mountoptions=` (CONTRACT §2.4).
-pub const MOUNT_OPTIONS: [&str; 6] = [
-    "discard", "lazytime", "noatime", "nodev", "noexec", "nosuid",
-];
-
-/// `mpN` value for a new mount point: `STORAGE:GiB,mp=/path[,backup=1]` or `/host,mp=/path[,ro=1]`.
-pub fn mount_point_value(vmid: u32, index: u32, m: &MountPointSpec) -> R<String> {
-    let v = Some(vmid);
-    if index > 255 {
-        return Err(PveError::invalid(
-            v,
-            "mount point index",
-            index,
-            "mp0 to mp255",
-        ));
-    }
-    if !check_mp_path(&m.path) {
-        return Err(PveError::invalid(
-            v,
-            &format!("mp{index}.mp"),
-            &m.path,
-            "an absolute path without /./, /../ or commas",
-        ));
-    }
-    let volume = match &m.volume {
-        MountVolume::Storage { storage, size_gib } => {
-            if !is_storage_id(storage) {
-                return Err(PveError::invalid(
-                    v,
-                    &format!("mp{index}.storage"),
-                    storage,
-                    "a storage ID like local-lvm",
-                ));
-            }
-            format!("{storage}:{size_gib}")
-        }
-        MountVolume::Bind { host_path } => {
-            if !check_mp_path(host_path) {
-                return Err(PveError::invalid(
-                    v,
-                    &format!("mp{index}.volume"),
-                    host_path,
-                    "an absolute host path",
-                ));
-            }
-            host_path.clone()
-        }
-    };
-    for o in &m.mount_options {
-        if !MOUNT_OPTIONS.contains(&o.as_str()) {
-            return Err(PveError::invalid(
-                v,
-                &format!("mp{index}.mountoptions"),
-                o,
-                "one of discard, lazytime, noatime, nodev, noexec, nosuid",
-            ));
-        }
-    }
-    Ok(MountPoint {
-        volume,
-        mp: Some(m.path.clone()),
-        backup: m.backup,
-        ro: m.read_only,
-        mountoptions: Some(m.mount_options.join(";")).filter(|o| !o.is_empty()),
-        ..MountPoint::default()
-    }
-    .to_property_string())
 }
 
 fn check_tags(vmid: u32, tags: &[String]) -> R<String> {
@@ -469,6 +403,9 @@ pub fn create_args(spec: &CreateSpec, ssh_keys_file: Option<&Path>) -> R<Vec<Str
     for (i, m) in &spec.mount_points {
         a.opt(&format!("mp{i}"), mount_point_value(vmid, *i, m)?);
     }
+    for (i, d) in &spec.devices {
+        a.opt(&format!("dev{i}"), device_value(vmid, *i, d)?);
+    }
     for (i, n) in &spec.nets {
         check_net(vmid, *i, n)?;
         a.opt(&format!("net{i}"), n.to_property_string());
@@ -556,6 +493,9 @@ pub fn set_args(vmid: u32, c: &ConfigChange) -> R<Vec<String>> {
     )?;
     for (i, m) in &c.mount_points {
         a.opt(&format!("mp{i}"), mount_point_value(vmid, *i, m)?);
+    }
+    for (i, d) in &c.devices {
+        a.opt(&format!("dev{i}"), device_value(vmid, *i, d)?);
     }
     for (i, n) in &c.nets {
         check_net(vmid, *i, n)?;
@@ -649,6 +589,7 @@ pub fn set_args(vmid: u32, c: &ConfigChange) -> R<Vec<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::spec::{MountPointSpec, MountVolume};
 
     #[test]
     fn validators() {
@@ -684,6 +625,10 @@ mod tests {
             backup: Some(true),
             read_only: None,
             mount_options: vec!["noatime".into(), "nodev".into()],
+            acl: None,
+            quota: None,
+            replicate: None,
+            shared: None,
         };
         assert_eq!(
             mount_point_value(100, 0, &m).unwrap(),

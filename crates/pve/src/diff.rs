@@ -67,9 +67,7 @@ impl ConfigChange {
     /// mount points (vmid, template, rootfs, unprivileged, SSH keys, arch and timezone are create-only).
     /// `None` / empty desired values delete what the config has (memory, swap, hostname, ostype and the
     /// description are never deleted; tags are compared as the whole list). A NIC without `hwaddr` keeps its
-    /// current MAC. Mount points are matched by their path, not their slot: one already there is left alone
-    /// (growth is a resize), a new one gets a free slot, one whose path is no longer wanted is deleted (PVE keeps
-    /// its volume as `unusedN`).
+    /// current MAC. Mount points and devices are matched by their path, not their slot (see [`mounts::diff`]).
     pub fn diff(
         current: &ContainerConfig,
         desired: &CreateSpec,
@@ -232,28 +230,9 @@ impl ConfigChange {
         for i in current.nets.keys().filter(|i| !d.nets.contains_key(i)) {
             c.delete.insert(format!("net{i}"));
         }
-        let have: Vec<(u32, Option<&str>)> = current
-            .mount_points
-            .iter()
-            .map(|(i, m)| (*i, m.mp.as_deref()))
-            .collect();
-        let mut taken: BTreeSet<u32> = have.iter().map(|(i, _)| *i).collect();
-        for (i, want) in &d.mount_points {
-            if have.iter().any(|(_, p)| *p == Some(want.path.as_str())) {
-                continue;
-            }
-            let slot = if taken.contains(i) {
-                (0..256).find(|s| !taken.contains(s)).unwrap_or(*i)
-            } else {
-                *i
-            };
-            taken.insert(slot);
-            c.mount_points.insert(slot, want.clone());
-        }
-        for (i, p) in &have {
-            if !d.mount_points.values().any(|m| Some(m.path.as_str()) == *p) {
-                c.delete.insert(format!("mp{i}"));
-            }
+        mounts::diff(&mut c, current, desired);
+        if current.idmap != d.idmap {
+            c.idmap = Some(d.idmap.clone());
         }
         c.revert_pending(pending);
         c
@@ -355,10 +334,15 @@ impl ConfigChange {
         .collect();
         keys.extend(self.nets.keys().map(|i| format!("net{i}")));
         keys.extend(self.mount_points.keys().map(|i| format!("mp{i}")));
+        keys.extend(self.devices.keys().map(|i| format!("dev{i}")));
+        if self.idmap.is_some() {
+            keys.push("lxc.idmap".into());
+        }
         keys.extend(self.delete.iter().cloned());
         keys
     }
 }
 
+mod mounts;
 #[cfg(test)]
 mod tests;

@@ -80,6 +80,13 @@ pub enum PveError {
         path: String,
         source: std::io::Error,
     },
+    /// A container's config file could not be read or written (the raw `lxc.*` lines no tool sets).
+    #[error("CT {vmid}: config file {path}: {source}")]
+    ConfigFile {
+        vmid: u32,
+        path: String,
+        source: std::io::Error,
+    },
 }
 
 fn fmt_status(s: Option<i32>) -> String {

@@ -13,6 +13,7 @@
 //! See `crates/pve/README.md` for which command backs which operation and why.
 
 pub mod argv;
+pub mod conffile;
 pub mod diff;
 pub mod error;
 pub mod mark;
@@ -30,4 +31,4 @@ pub use parse::ContainerConfig;
 pub use runner::{Command, Output, ProcessRunner, RunError, Runner};
 pub use scripted::ScriptedRunner;
 pub use secret::Secret;
-pub use spec::{ConfigChange, CreateSpec, MountPointSpec, RootfsSpec};
+pub use spec::{ConfigChange, CreateSpec, DeviceSpec, MountPointSpec, MountVolume, RootfsSpec};

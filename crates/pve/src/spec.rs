@@ -4,7 +4,7 @@
 //! fleet.yaml field -> here: vm_id -> `vmid`; hostname; cores; cpu_limit -> `cpulimit`; cpu_units -> `cpuunits`;
 //! memory; swap; disk_size + datastore_id -> `rootfs`; template -> `template` (volid); unprivileged; features;
 //! interfaces -> `nets` (net0..); dns.servers -> `nameservers`; dns.domain -> `searchdomains`; ssh_public_keys;
-//! startup; onboot; protection; tags; description; mount_points. `password` is not here: see
+//! startup; onboot; protection; tags; description; mount_points; devices -> `devN`. `password` is not here: see
 //! `Node::set_root_password` (it never travels in argv).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -26,6 +26,25 @@ pub enum MountVolume {
     Storage { storage: String, size_gib: u32 },
     /// A bind mount of an absolute host path (root only, which the agent is).
     Bind { host_path: String },
+    /// A volume already in storage (`local-lvm:vm-100-disk-1`), mounted as it is.
+    Existing { volume: String },
+}
+
+impl MountVolume {
+    /// The vm_id an existing volume's name gives as its owner (`local-lvm:vm-100-disk-1`,
+    /// `local:100/vm-100-disk-1.raw`, `local-zfs:subvol-100-disk-0` -> 100); `None` for the other kinds.
+    /// `pct destroy` frees the volumes a container owns, so an existing volume owned by the container it is
+    /// mounted into would not outlive it.
+    pub fn existing_owner(&self) -> Option<u32> {
+        let MountVolume::Existing { volume } = self else {
+            return None;
+        };
+        let file = volume.split_once(':')?.1.rsplit('/').next()?;
+        let rest = ["vm-", "subvol-", "base-"]
+            .iter()
+            .find_map(|p| file.strip_prefix(p))?;
+        rest.split('-').next()?.parse().ok()
+    }
 }
 
 /// One `mpN`.
@@ -40,6 +59,44 @@ pub struct MountPointSpec {
     pub read_only: Option<bool>,
     /// PVE's `mountoptions=` (`noatime`, `nodev`, `nosuid`, `noexec`, `lazytime`, `discard`); empty for none.
     pub mount_options: Vec<String>,
+    /// `acl=`; `None` leaves the file system's default.
+    pub acl: Option<bool>,
+    /// `quota=`.
+    pub quota: Option<bool>,
+    /// `replicate=` (PVE's default is 1).
+    pub replicate: Option<bool>,
+    /// `shared=` (non-volume mount points).
+    pub shared: Option<bool>,
+}
+
+impl MountPointSpec {
+    /// A mount point with no options set.
+    pub fn new(volume: MountVolume, path: impl Into<String>) -> Self {
+        MountPointSpec {
+            volume,
+            path: path.into(),
+            backup: None,
+            read_only: None,
+            mount_options: Vec::new(),
+            acl: None,
+            quota: None,
+            replicate: None,
+            shared: None,
+        }
+    }
+}
+
+/// One `devN`: a host device node passed through.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeviceSpec {
+    /// `/dev/...`.
+    pub path: String,
+    /// Octal mode such as `0660`.
+    pub mode: Option<String>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    /// `deny-write=`.
+    pub deny_write: Option<bool>,
 }
 
 /// A container to create.
@@ -74,6 +131,11 @@ pub struct CreateSpec {
     pub description: Option<String>,
     /// `mp0`.. by index.
     pub mount_points: BTreeMap<u32, MountPointSpec>,
+    /// `dev0`.. by index.
+    pub devices: BTreeMap<u32, DeviceSpec>,
+    /// Raw `lxc.idmap` values (`u 0 100000 65536`): not a `pct create` option; written into the config file
+    /// after the create (see [`crate::conffile`]). Empty: PVE's default map.
+    pub idmap: Vec<String>,
     /// Normally detected from the template.
     pub arch: Option<String>,
     pub ostype: Option<String>,
@@ -105,6 +167,8 @@ impl CreateSpec {
             tags: Vec::new(),
             description: None,
             mount_points: BTreeMap::new(),
+            devices: BTreeMap::new(),
+            idmap: Vec::new(),
             arch: None,
             ostype: None,
             timezone: None,
@@ -134,8 +198,14 @@ pub struct ConfigChange {
     pub description: Option<String>,
     /// `--ostype` (never deleted: PVE requires it).
     pub ostype: Option<String>,
-    /// New mount points (allocated by PVE).
+    /// New mount points (allocated by PVE), and existing ones whose options change (`MountVolume::Existing`
+    /// with the volume they have).
     pub mount_points: BTreeMap<u32, MountPointSpec>,
+    /// New or changed `devN`.
+    pub devices: BTreeMap<u32, DeviceSpec>,
+    /// New raw `lxc.idmap` values when they differ (not sent by `pct set`: the caller writes them into the
+    /// config file, [`crate::conffile::with_idmap`]); `Some(empty)` removes them.
+    pub idmap: Option<Vec<String>>,
     /// Keys to delete (`net1`, `cpulimit`, `mp0`, ...).
     pub delete: BTreeSet<String>,
     /// Pending changes to drop (`--revert`): the key keeps its current value.

@@ -67,6 +67,10 @@ fn full_spec() -> CreateSpec {
             backup: Some(true),
             read_only: None,
             mount_options: Vec::new(),
+            acl: None,
+            quota: None,
+            replicate: None,
+            shared: None,
         },
     );
     mps.insert(
@@ -79,6 +83,10 @@ fn full_spec() -> CreateSpec {
             backup: None,
             read_only: Some(true),
             mount_options: Vec::new(),
+            acl: None,
+            quota: None,
+            replicate: None,
+            shared: None,
         },
     );
     CreateSpec {
@@ -459,6 +467,10 @@ async fn set_golden_argv_every_field_and_deletions() {
             backup: None,
             read_only: None,
             mount_options: Vec::new(),
+            acl: None,
+            quota: None,
+            replicate: None,
+            shared: None,
         },
     );
     c.delete.insert("cpulimit2".into());

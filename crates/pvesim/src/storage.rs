@@ -139,21 +139,56 @@ pub fn alloc(
     size: u64,
     log: &mut Vec<String>,
 ) -> Result<String> {
+    alloc_named(node, sid, vmid, None, size, log)
+}
+
+/// [`alloc`] with the file name `pvesm alloc` was given (`vm-900-disk-1`), when it names one.
+pub fn alloc_named(
+    node: &Node,
+    sid: &str,
+    vmid: u32,
+    name: Option<&str>,
+    size: u64,
+    log: &mut Vec<String>,
+) -> Result<String> {
     let st = get(node, sid)?.clone();
     let _g =
         crate::lock::lock_blocking(&node.state.join("lock").join(format!("storage-{sid}.lock")))?;
     let dir = node.storage_dir(&st).join("images").join(vmid.to_string());
     let mut n = 0;
-    let (file, volname) = loop {
-        let (f, v) = volume_name(&st, vmid, n);
-        let taken = ["vm", "subvol"].iter().any(|p| {
-            let base = format!("{p}-{vmid}-disk-{n}");
-            dir.join(&base).exists() || dir.join(format!("{base}.raw")).exists()
-        });
-        if !taken {
-            break (f, v);
+    let named = name.filter(|f| !f.is_empty()).map(|f| {
+        let path_based = matches!(
+            st.kind.as_str(),
+            "dir" | "nfs" | "cifs" | "cephfs" | "btrfs"
+        );
+        let volname = if path_based {
+            format!("{vmid}/{f}")
+        } else {
+            f.to_string()
+        };
+        (f.to_string(), volname)
+    });
+    if let Some((file, _)) = &named {
+        if dir.join(file).exists() {
+            return Err(SimError::die(format!(
+                "volume '{sid}:{file}' already exists"
+            )));
         }
-        n += 1;
+    }
+    let (file, volname) = if let Some(n) = named {
+        n
+    } else {
+        loop {
+            let (f, v) = volume_name(&st, vmid, n);
+            let taken = ["vm", "subvol"].iter().any(|p| {
+                let base = format!("{p}-{vmid}-disk-{n}");
+                dir.join(&base).exists() || dir.join(format!("{base}.raw")).exists()
+            });
+            if !taken {
+                break (f, v);
+            }
+            n += 1;
+        }
     };
     let mut used = used(node, &st);
     if let Some(f) = &node.cfg.faults.storage_full {

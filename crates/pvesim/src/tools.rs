@@ -138,7 +138,14 @@ pub fn pvesm(node: &Node, args: &[String]) -> Outcome {
                     )));
                 }
                 let mut log = Vec::new();
-                let volid = storage::alloc(node, &p["storage"], vmid, size, &mut log)?;
+                let volid = storage::alloc_named(
+                    node,
+                    &p["storage"],
+                    vmid,
+                    Some(fname.as_str()),
+                    size,
+                    &mut log,
+                )?;
                 Ok(format!("successfully created '{volid}'\n"))
             })())
         }

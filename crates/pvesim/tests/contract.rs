@@ -306,6 +306,10 @@ async fn defaults_and_mount_points_on_other_storages() {
             backup: Some(true),
             read_only: None,
             mount_options: Vec::new(),
+            acl: None,
+            quota: None,
+            replicate: None,
+            shared: None,
         },
     );
     sp.mount_points.insert(
@@ -319,6 +323,10 @@ async fn defaults_and_mount_points_on_other_storages() {
             backup: None,
             read_only: Some(true),
             mount_options: Vec::new(),
+            acl: None,
+            quota: None,
+            replicate: None,
+            shared: None,
         },
     );
     n.create(&sp).await.expect("create");
@@ -636,6 +644,10 @@ async fn destroy_removes_the_ct_and_its_volumes() {
             backup: None,
             read_only: None,
             mount_options: Vec::new(),
+            acl: None,
+            quota: None,
+            replicate: None,
+            shared: None,
         },
     );
     n.create(&sp).await.expect("create");
@@ -1366,4 +1378,211 @@ fn cli_sequence_matches_the_example_layouts() {
         "{}",
         o.stderr
     );
+}
+
+// ----- mount point options, existing volumes, devices, lxc.idmap (issue 10 item 13) ---------------------------
+
+fn mp(volume: MountVolume, path: &str) -> MountPointSpec {
+    MountPointSpec::new(volume, path)
+}
+
+#[tokio::test]
+async fn mount_options_and_existing_volumes_are_stored_and_existing_ones_outlive_the_ct() {
+    let (s, n) = seeded(None).await;
+    let o = s.cli(
+        "pve1",
+        "pvesm",
+        &["alloc", "local-lvm", "900", "vm-900-disk-1", "1G"],
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let mut sp = spec(202, "local-lvm", 2);
+    let mut data = mp(
+        MountVolume::Storage {
+            storage: "local-zfs".into(),
+            size_gib: 1,
+        },
+        "/data",
+    );
+    data.acl = Some(true);
+    data.quota = Some(true);
+    data.replicate = Some(false);
+    data.mount_options = vec!["noatime".into(), "nodev".into()];
+    sp.mount_points.insert(0, data);
+    sp.mount_points.insert(
+        1,
+        mp(
+            MountVolume::Existing {
+                volume: "local-lvm:vm-900-disk-1".into(),
+            },
+            "/kept",
+        ),
+    );
+    let mut bind = mp(
+        MountVolume::Bind {
+            host_path: "/srv/media".into(),
+        },
+        "/media",
+    );
+    bind.shared = Some(true);
+    bind.read_only = Some(true);
+    sp.mount_points.insert(2, bind);
+    sp.devices.insert(
+        0,
+        pxfleet_pve::DeviceSpec {
+            path: "/dev/null".into(),
+            mode: Some("0666".into()),
+            uid: Some(0),
+            gid: Some(0),
+            deny_write: Some(true),
+        },
+    );
+    n.create(&sp).await.expect("create");
+    let c = n.config(202).await.expect("config");
+    assert_eq!(
+        c.raw["mp0"],
+        "local-zfs:subvol-202-disk-0,mp=/data,acl=1,mountoptions=noatime;nodev,quota=1,replicate=0,size=1G"
+    );
+    assert_eq!(c.raw["mp1"], "local-lvm:vm-900-disk-1,mp=/kept,size=1G");
+    assert_eq!(c.raw["mp2"], "/srv/media,mp=/media,ro=1,shared=1");
+    assert_eq!(
+        c.raw["dev0"],
+        "path=/dev/null,deny-write=1,gid=0,mode=0666,uid=0"
+    );
+    assert_eq!(c.devices[&0].mode.as_deref(), Some("0666"));
+
+    // lxc.idmap: no tool sets it; the file edit shows in `pct config`, in file order.
+    pxfleet_pve::conffile::write_idmap(
+        &s.state("pve1").join("nodes/pve1/lxc"),
+        202,
+        &["u 0 200000 65536".into(), "g 0 200000 65536".into()],
+    )
+    .expect("write idmap");
+    let c = n.config(202).await.expect("config");
+    assert_eq!(c.idmap, ["u 0 200000 65536", "g 0 200000 65536"]);
+    let o = s.cli("pve1", "pct", &["set", "202", "--lxc.idmap", "u 0 1 1"]);
+    assert_ne!(o.code, 0, "pct set takes no lxc.* keys: {}", o.stdout);
+
+    // An existing volume on a storage that does not exist: PVE's message; a volume id that is not one.
+    let o = s.cli(
+        "pve1",
+        "pct",
+        &["set", "202", "--mp5", "nope:vm-900-disk-1,mp=/x"],
+    );
+    assert_ne!(o.code, 0);
+    assert!(
+        o.stderr.contains("storage 'nope' does not exist"),
+        "{}",
+        o.stderr
+    );
+    let o = s.cli(
+        "pve1",
+        "pct",
+        &["set", "202", "--mp5", "local-lvm:8,mp=/x,mountoptions=sync"],
+    );
+    assert_ne!(o.code, 0);
+    assert!(o.stderr.contains("mp5"), "{}", o.stderr);
+    let o = s.cli(
+        "pve1",
+        "pct",
+        &["set", "202", "--dev5", "/dev/null,mode=666"],
+    );
+    assert_ne!(o.code, 0);
+    assert!(o.stderr.contains("dev5"), "{}", o.stderr);
+
+    n.destroy(202).await.expect("destroy");
+    let vols: Vec<String> = volumes(&s, "pve1", "local-lvm")
+        .await
+        .into_iter()
+        .map(|v| v.volid)
+        .collect();
+    assert_eq!(
+        vols,
+        ["local-lvm:vm-900-disk-1"],
+        "owned by vm_id 900: kept"
+    );
+    assert!(
+        volumes(&s, "pve1", "local-zfs").await.is_empty(),
+        "mp0 freed"
+    );
+}
+
+#[tokio::test]
+async fn on_a_running_ct_new_mount_points_and_devices_hotplug_changed_ones_wait() {
+    let (_s, n) = seeded(None).await;
+    let mut sp = spec(203, "local-lvm", 2);
+    sp.mount_points.insert(
+        0,
+        mp(
+            MountVolume::Storage {
+                storage: "local-lvm".into(),
+                size_gib: 1,
+            },
+            "/data",
+        ),
+    );
+    sp.devices.insert(
+        0,
+        pxfleet_pve::DeviceSpec {
+            path: "/dev/null".into(),
+            ..Default::default()
+        },
+    );
+    n.create(&sp).await.expect("create");
+    n.start(203).await.expect("start");
+    let now = n.config(203).await.expect("config");
+    let vol = now.mount_points[&0].volume.clone();
+
+    // New ones: hot-plugged, nothing pending.
+    let mut add = ConfigChange::default();
+    let mut m = mp(
+        MountVolume::Storage {
+            storage: "local-lvm".into(),
+            size_gib: 1,
+        },
+        "/more",
+    );
+    m.mount_options = vec!["noexec".into()];
+    add.mount_points.insert(1, m);
+    add.devices.insert(
+        1,
+        pxfleet_pve::DeviceSpec {
+            path: "/dev/zero".into(),
+            ..Default::default()
+        },
+    );
+    n.set(203, &add).await.expect("hotplug");
+    assert!(n.pending(203).await.expect("pending").is_empty());
+
+    // Changed ones: pending until the next start (options set again on the volume mp0 has).
+    let want = {
+        let mut d = sp.clone();
+        d.mount_points.get_mut(&0).unwrap().mount_options = vec!["noatime".into()];
+        d.devices.get_mut(&0).unwrap().deny_write = Some(true);
+        d.mount_points.insert(1, add.mount_points[&1].clone());
+        d.devices.insert(1, add.devices[&1].clone());
+        d
+    };
+    let cur = n.config(203).await.expect("config");
+    let change = ConfigChange::diff(&cur, &want, &[]);
+    assert_eq!(change.keys(), ["mp0", "dev0"]);
+    assert_eq!(
+        change.mount_points[&0].volume,
+        MountVolume::Existing {
+            volume: vol.clone()
+        }
+    );
+    n.set(203, &change).await.expect("set");
+    let mut pending: Vec<String> = n
+        .pending(203)
+        .await
+        .expect("pending")
+        .into_iter()
+        .map(|p| p.key)
+        .collect();
+    pending.sort();
+    assert_eq!(pending, ["dev0", "mp0"]);
+    // `pct config` shows them merged in, so the same diff is now empty.
+    let cur = n.config(203).await.expect("config");
+    assert!(ConfigChange::diff(&cur, &want, &[]).is_empty());
+    assert!(cur.raw["mp0"].starts_with(&format!("{vol},mp=/data,mountoptions=noatime")));
 }

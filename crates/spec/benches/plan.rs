@@ -38,6 +38,7 @@ fn big_fleet() -> Fleet {
                     path: "/data".into(),
                     backup: true,
                     read_only: false,
+                    flags: Default::default(),
                 });
             }
             c

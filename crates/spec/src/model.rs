@@ -23,8 +23,10 @@ use std::str::FromStr;
 use ipnet::{Ipv4Net, Ipv6Net};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+mod mounts;
 mod spans;
 
+pub use mounts::*;
 pub use spans::{Span, Spans};
 
 /// Memory when neither the container nor `defaults` say (PVE's default), in MiB.
@@ -201,6 +203,12 @@ pub struct Container {
     pub constraints: Constraints,
     /// `--mp0`, `--mp1`, ...
     pub mount_points: Vec<MountPoint>,
+    /// `--dev0`, `--dev1`, ...: device passthrough.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<Device>,
+    /// `lxc.idmap` lines (unprivileged containers only). Empty: PVE's default map (0..65536 to 100000..).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub idmap: Vec<IdMap>,
     /// Whether the container runs. Default running; a stopped one is created without starting and stays
     /// stopped (also through drift repair).
     #[serde(default)]
@@ -455,37 +463,6 @@ pub struct Constraints {
     /// Container label keys: containers of the fleet that share a value for one of these
     /// labels are spread onto different nodes.
     pub anti_affinity: Vec<String>,
-}
-
-/// `--mpN`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "kind")]
-pub enum MountPoint {
-    /// A new volume on a datastore: `mpN: <datastore_id>:<size_gib>,mp=<path>,backup=..,ro=..`.
-    Volume {
-        datastore_id: String,
-        size_gib: u64,
-        /// Mount path inside the container (absolute).
-        path: String,
-        /// Included in vzdump backups. Default false (PVE's default for mount points).
-        backup: bool,
-        read_only: bool,
-    },
-    /// A bind mount of a host directory: `mpN: <host_path>,mp=<path>,ro=..`.
-    Bind {
-        host_path: String,
-        path: String,
-        read_only: bool,
-    },
-}
-
-impl MountPoint {
-    /// Mount path inside the container.
-    pub fn path(&self) -> &str {
-        match self {
-            MountPoint::Volume { path, .. } | MountPoint::Bind { path, .. } => path,
-        }
-    }
 }
 
 /// A sensitive string (a password). Its `Debug`, `Display` and `Serialize` print `(sensitive)`,

@@ -12,7 +12,7 @@
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
-use crate::model::{Container, Dns, Features, Interface, MountPoint, Startup};
+use crate::model::{Container, Device, Dns, Features, IdMap, Interface, MountPoint, Startup};
 
 pub use pxfleet_pve::mark::{ManagedMark, MANAGED_LINE_PREFIX, MANAGED_TAG};
 
@@ -73,6 +73,12 @@ pub struct ObservedConfig {
     /// Without the `managed-by:` line; `None` when nothing else is left.
     pub description: Option<String>,
     pub mount_points: Vec<ObservedMountPoint>,
+    /// `dev0`, `dev1`, ... in slot order.
+    #[serde(default)]
+    pub devices: Vec<Device>,
+    /// `lxc.idmap` lines in file order.
+    #[serde(default)]
+    pub idmap: Vec<IdMap>,
     /// `ostype` as the node reports it (PVE fills it in from the template when not given).
     #[serde(default)]
     pub ostype: Option<String>,
@@ -100,6 +106,9 @@ pub struct ObservedMountPoint {
     pub mount: MountPoint,
     /// Exact size of a volume in GiB (`None` for bind mounts).
     pub size_gib: Option<f64>,
+    /// The volume id of a storage volume (`local-lvm:vm-101-disk-1`), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume: Option<String>,
 }
 
 impl ObservedContainer {
@@ -158,6 +167,8 @@ impl ObservedContainer {
                     .enumerate()
                     .map(|(i, m)| observed_mount(i as u32, m))
                     .collect(),
+                devices: c.devices.clone(),
+                idmap: c.idmap.clone(),
             },
         }
     }
@@ -180,14 +191,16 @@ pub fn observed_interface(
 
 /// The observation of a desired mount point in slot `slot`.
 pub fn observed_mount(slot: u32, m: &MountPoint) -> ObservedMountPoint {
-    let size_gib = match m {
-        MountPoint::Volume { size_gib, .. } => Some(*size_gib as f64),
-        MountPoint::Bind { .. } => None,
+    let (size_gib, volume) = match m {
+        MountPoint::Volume { size_gib, .. } => (Some(*size_gib as f64), None),
+        MountPoint::Bind { .. } => (None, None),
+        MountPoint::Existing { volume, .. } => (None, Some(volume.clone())),
     };
     ObservedMountPoint {
         slot,
         mount: m.clone(),
         size_gib,
+        volume,
     }
 }
 

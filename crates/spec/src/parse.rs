@@ -14,6 +14,7 @@ use crate::model::*;
 use crate::yaml;
 
 mod container;
+mod devices;
 mod fleet;
 mod hooks;
 mod input;
@@ -74,6 +75,8 @@ pub(crate) const CONTAINER_FIELDS: &[&str] = &[
     "labels",
     "constraints",
     "mount_points",
+    "devices",
+    "idmap",
     "state",
     "adopt",
     "restart_policy",
@@ -91,7 +94,15 @@ const VOLUME_FIELDS: &[&str] = &[
     "backup",
     "read_only",
     "host_path",
+    "volume",
+    "mount_options",
+    "acl",
+    "quota",
+    "replicate",
+    "shared",
 ];
+const DEVICE_FIELDS: &[&str] = &["path", "mode", "uid", "gid", "deny_write"];
+const IDMAP_FIELDS: &[&str] = &["type", "container_id", "host_id", "size"];
 /// The longest `description` accepted: PVE keeps 8 KiB, less room for the agent's `managed-by:` mark line.
 pub const MAX_DESCRIPTION_BYTES: usize = 8192 - 512;
 
@@ -102,6 +113,8 @@ const NOT_DEFAULTABLE: &[&str] = &["vm_id", "hostname", "mac_address"];
 pub const MAX_INTERFACES: usize = 32;
 /// Most mount points PVE gives a container (mp0..mp255).
 pub const MAX_MOUNT_POINTS: usize = 256;
+/// Most passed-through devices PVE gives a container (dev0..dev255).
+pub const MAX_DEVICES: usize = 256;
 
 /// Parse, resolve and validate a fleet file. `file_name` is used in diagnostics and to resolve
 /// `file:` SSH keys (relative to its directory, read through `files`). Returns every problem at
@@ -191,7 +204,12 @@ fn alias(key: &str) -> Option<(&'static str, Option<&'static str>)> {
         "nameserver" | "nameservers" => ("dns.servers", Some("write `dns: {servers: [...]}`")),
         "searchdomain" => ("dns.domain", Some("write `dns: {domain: ...}`")),
         "nesting" | "fuse" | "keyctl" => ("features", Some("features go under `features:`, e.g. `features: {nesting: true}`")),
-        "mp" | "mountpoints" | "mounts" | "volumes" => ("mount_points", None),
+        "mp" | "mountpoints" | "mounts" | "volumes" | "mount_point" => ("mount_points", None),
+        "device_passthrough" | "dev" | "devs" => ("devices", None),
+        "idmaps" | "id_map" | "lxc.idmap" => ("idmap", None),
+        "mountoptions" | "mount_option" => ("mount_options", None),
+        "ro" | "readonly" => ("read_only", None),
+        "deny-write" | "denywrite" => ("deny_write", None),
         "interfaces" | "networks" | "nics" => ("extra_interfaces", Some("net0 is the container's own `ip_address`, `bridge`, ...; more go under `extra_interfaces`")),
         "os_template" | "ostemplate" => ("template", None),
         _ => return None,

@@ -270,12 +270,19 @@ pub fn check_against_world(file: &str, fleet: &Fleet, facts: &dyn WorldFacts) ->
                         check_ds(format!("{cpath}.datastore_id"), ds, "rootdir");
                     }
                     for (i, mp) in c.mount_points.iter().enumerate() {
-                        if let MountPoint::Volume { datastore_id, .. } = mp {
-                            check_ds(
+                        match mp {
+                            MountPoint::Volume { datastore_id, .. } => check_ds(
                                 format!("{cpath}.mount_points.{i}.datastore_id"),
                                 datastore_id,
                                 "rootdir",
-                            );
+                            ),
+                            // The volume list is not in the node's inventory: its storage is checked here, the
+                            // volume itself by PVE (`pct create` fails on a missing one).
+                            MountPoint::Existing { volume, .. } => {
+                                let sid = volume.split(':').next().unwrap_or_default();
+                                check_ds(format!("{cpath}.mount_points.{i}.volume"), sid, "rootdir")
+                            }
+                            MountPoint::Bind { .. } => {}
                         }
                     }
                     if let Some(t) = fleet.templates.get(&c.template) {

@@ -51,6 +51,7 @@ fn offline_create() {
         path: "/var/lib/postgresql".into(),
         backup: true,
         read_only: false,
+        flags: Default::default(),
     });
     db.interfaces[0] = static_iface("eth0", "192.168.7.101/24", "192.168.7.1");
     db.password = Some(Secret::new("s3cret-db-password"));

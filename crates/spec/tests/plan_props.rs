@@ -111,6 +111,7 @@ fn gen_container(r: &mut Rng, idx: usize) -> Container {
             path: format!("/data{k}"),
             backup: r.flip(),
             read_only: false,
+            flags: Default::default(),
         })
         .collect();
     c
@@ -163,6 +164,7 @@ fn mutate(c: &Container, choice: u8, idx: usize) -> Option<Container> {
             host_path: "/srv/shared".into(),
             path: "/shared".into(),
             read_only: true,
+            flags: Default::default(),
         }),
         12 => {
             if let Some(MountPoint::Volume { size_gib, .. }) = c.mount_points.first_mut() {

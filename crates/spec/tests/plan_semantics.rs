@@ -516,6 +516,7 @@ fn interfaces_and_mount_points_diff_by_field() {
         path: "/srv".into(),
         backup: true,
         read_only: false,
+        flags: Default::default(),
     });
     let p = plan(&fleet("dev", vec![want]), Some(&applied), &obs).unwrap();
     let ActionKind::Update {

@@ -3,7 +3,7 @@
 
 use pxfleet_pve::parse::{Features, NetConfig, Startup};
 use pxfleet_pve::spec::MountVolume;
-use pxfleet_pve::{CreateSpec, MountPointSpec, RootfsSpec};
+use pxfleet_pve::{CreateSpec, DeviceSpec, MountPointSpec, RootfsSpec};
 
 use super::*;
 
@@ -119,7 +119,11 @@ pub fn create_spec(spec: &v1::ContainerSpec) -> Result<CreateSpec, String> {
     s.protection = spec.protection.then_some(true);
     s.ostype = Some(spec.ostype.clone()).filter(|o| !o.is_empty());
     for m in &spec.mount_points {
-        let volume = if m.host_path.is_empty() {
+        let volume = if m.existing {
+            MountVolume::Existing {
+                volume: m.volume.clone(),
+            }
+        } else if m.host_path.is_empty() {
             MountVolume::Storage {
                 storage: m.datastore_id.clone(),
                 size_gib: u32_of("mount_points.size_gib", m.size_gib)?,
@@ -137,6 +141,27 @@ pub fn create_spec(spec: &v1::ContainerSpec) -> Result<CreateSpec, String> {
                 backup: m.backup.then_some(true),
                 read_only: m.read_only.then_some(true),
                 mount_options: words(&m.mount_options),
+                acl: m.acl,
+                quota: m.quota.then_some(true),
+                replicate: m.replicate.filter(|r| !r),
+                shared: m.shared.then_some(true),
+            },
+        );
+    }
+    s.idmap = spec
+        .idmap
+        .iter()
+        .map(|m| format!("{} {} {} {}", m.kind, m.container_id, m.host_id, m.size))
+        .collect();
+    for d in &spec.devices {
+        s.devices.insert(
+            d.index,
+            DeviceSpec {
+                path: d.path.clone(),
+                mode: Some(d.mode.clone()).filter(|m| !m.is_empty()),
+                uid: d.uid,
+                gid: d.gid,
+                deny_write: d.deny_write.then_some(true),
             },
         );
     }

@@ -4,6 +4,7 @@
 use super::*;
 
 use pxfleet_pve::parse::{MountPoint, NetConfig};
+use pxfleet_pve::DeviceSpec;
 
 fn ip_config(v: Option<&String>, gw: Option<&String>) -> Option<v1::IpConfig> {
     let v = v?;
@@ -65,7 +66,36 @@ fn mount_point(index: u32, m: &MountPoint) -> v1::MountPoint {
             .map(|v| v.split(';').map(String::from).collect())
             .unwrap_or_default(),
         volume,
+        acl: m.acl,
+        quota: m.quota.unwrap_or(false),
+        replicate: m.replicate,
+        shared: m.shared.unwrap_or(false),
+        existing: false,
     }
+}
+
+fn device(index: u32, d: &DeviceSpec) -> v1::Device {
+    v1::Device {
+        index,
+        path: d.path.clone(),
+        mode: d.mode.clone().unwrap_or_default(),
+        uid: d.uid,
+        gid: d.gid,
+        deny_write: d.deny_write.unwrap_or(false),
+    }
+}
+
+/// An `lxc.idmap` value (`u 0 100000 65536`); `None` for one pxfleet cannot express.
+fn idmap_entry(line: &str) -> Option<v1::IdMapEntry> {
+    let mut it = line.split_whitespace();
+    let kind = it.next().filter(|k| *k == "u" || *k == "g")?.to_string();
+    let mut n = || it.next()?.parse::<u32>().ok();
+    Some(v1::IdMapEntry {
+        kind,
+        container_id: n()?,
+        host_id: n()?,
+        size: n()?,
+    })
 }
 
 /// Reads a container's PVE config back into a `ContainerSpec` (no password, no template).
@@ -150,5 +180,7 @@ pub fn config_to_spec(vmid: u32, cfg: &ContainerConfig) -> v1::ContainerSpec {
         mount_points,
         template: String::new(),
         ostype: cfg.ostype.clone().unwrap_or_default(),
+        devices: cfg.devices.iter().map(|(i, d)| device(*i, d)).collect(),
+        idmap: cfg.idmap.iter().filter_map(|l| idmap_entry(l)).collect(),
     }
 }

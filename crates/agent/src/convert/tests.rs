@@ -286,3 +286,119 @@ fn pve_booleans_read_back_like_pve_reads_them() {
     assert_eq!(mp.size_gib, 4);
     assert_eq!(mp.mount_options, vec!["noatime", "nodev"]);
 }
+
+#[test]
+fn mount_options_existing_volumes_devices_and_idmap_reach_pve_and_come_back() {
+    let mut s = spec();
+    s.mount_points = vec![
+        v1::MountPoint {
+            index: 0,
+            datastore_id: "local-zfs".into(),
+            size_gib: 8,
+            path: "/data".into(),
+            acl: Some(false),
+            quota: true,
+            replicate: Some(false),
+            mount_options: vec!["noatime".into()],
+            ..Default::default()
+        },
+        v1::MountPoint {
+            index: 1,
+            volume: "local-lvm:vm-900-disk-1".into(),
+            existing: true,
+            path: "/kept".into(),
+            backup: true,
+            ..Default::default()
+        },
+        v1::MountPoint {
+            index: 2,
+            host_path: "/srv/x".into(),
+            path: "/x".into(),
+            shared: true,
+            ..Default::default()
+        },
+    ];
+    s.devices = vec![v1::Device {
+        index: 0,
+        path: "/dev/ttyUSB0".into(),
+        mode: "0660".into(),
+        uid: None,
+        gid: Some(20),
+        deny_write: true,
+    }];
+    s.idmap = vec![
+        v1::IdMapEntry {
+            kind: "u".into(),
+            container_id: 0,
+            host_id: 200000,
+            size: 65536,
+        },
+        v1::IdMapEntry {
+            kind: "g".into(),
+            container_id: 0,
+            host_id: 200000,
+            size: 65536,
+        },
+    ];
+    let typed = create_spec(&s).unwrap();
+    let text = crate::pve_options::options_text(&typed);
+    let get = |k: &str| -> Vec<&str> {
+        text.iter()
+            .filter(|(key, _)| key == k)
+            .map(|(_, v)| v.as_str())
+            .collect()
+    };
+    assert_eq!(
+        get("mp0"),
+        ["local-zfs:8,mp=/data,acl=0,mountoptions=noatime,quota=1,replicate=0"]
+    );
+    assert_eq!(get("mp1"), ["local-lvm:vm-900-disk-1,mp=/kept,backup=1"]);
+    assert_eq!(get("mp2"), ["/srv/x,mp=/x,shared=1"]);
+    assert_eq!(
+        get("dev0"),
+        ["path=/dev/ttyUSB0,deny-write=1,gid=20,mode=0660"]
+    );
+    assert_eq!(get("lxc.idmap"), ["u 0 200000 65536", "g 0 200000 65536"]);
+    // The journal reads it back to the same typed value (an existing volume stays existing).
+    assert_eq!(crate::pve_options::options_spec(&text).unwrap(), typed);
+    // pct create gets the mpN and devN, never lxc.idmap (written into the file afterwards).
+    let argv = pxfleet_pve::argv::create_args(
+        &pxfleet_pve::CreateSpec {
+            vmid: 2100,
+            template: "local:vztmpl/ubuntu.tar.xz".into(),
+            ..typed.clone()
+        },
+        None,
+    )
+    .unwrap();
+    assert!(argv.iter().any(|a| a == "--dev0"), "{argv:?}");
+    assert!(!argv.iter().any(|a| a.contains("idmap")), "{argv:?}");
+
+    // Read back as PVE stores them: the same options, the idmap lines in order.
+    let mut cfg = crate::node::CtConfig::new();
+    cfg.insert(
+        "mp0".into(),
+        "local-zfs:subvol-2100-disk-1,mp=/data,acl=0,mountoptions=noatime,quota=1,replicate=0,size=8G".into(),
+    );
+    cfg.insert(
+        "mp1".into(),
+        "local-lvm:vm-900-disk-1,mp=/kept,backup=1,size=32G".into(),
+    );
+    cfg.insert("mp2".into(), "/srv/x,mp=/x,shared=1".into());
+    cfg.insert(
+        "dev0".into(),
+        "path=/dev/ttyUSB0,deny-write=1,gid=20,mode=0660".into(),
+    );
+    let mut typed_cfg = crate::node::typed_config(&cfg).unwrap();
+    typed_cfg.idmap = vec!["u 0 200000 65536".into(), "g 0 200000 65536".into()];
+    let back = config_to_spec(2100, &typed_cfg);
+    let mp0 = &back.mount_points[0];
+    assert_eq!(
+        (mp0.acl, mp0.quota, mp0.replicate, mp0.mount_options.clone()),
+        (Some(false), true, Some(false), vec!["noatime".to_string()])
+    );
+    assert_eq!(back.mount_points[1].volume, "local-lvm:vm-900-disk-1");
+    assert!(back.mount_points[2].shared);
+    assert_eq!(back.devices, s.devices);
+    assert_eq!(back.idmap, s.idmap);
+}

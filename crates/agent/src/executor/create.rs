@@ -42,6 +42,19 @@ impl<D: NodeApi> Executor<D> {
                 }
             }
         }
+        // pct destroy frees the volumes a container owns: an existing volume must belong to another vm_id so
+        // that pxfleet never deletes a volume it did not allocate.
+        for (i, m) in &c.options.mount_points {
+            if let (Some(owner), pxfleet_pve::MountVolume::Existing { volume }) =
+                (m.volume.existing_owner(), &m.volume)
+            {
+                if owner == vmid {
+                    return Err(fail(format!(
+                        "mp{i}: existing volume {volume} belongs to vm_id {vmid}, the container being created: PVE would free it with the container; mount a volume owned by another vm_id"
+                    )));
+                }
+            }
+        }
         self.progress(op_id, format!("ensuring template {}", c.template.volid()));
         let (ostemplate, _) = self.ensure_template(op_id, &c.template).await?;
         if c.options.rootfs.storage.is_empty() {
@@ -74,6 +87,15 @@ impl<D: NodeApi> Executor<D> {
                 return Err(e.into());
             }
         };
+        // lxc.idmap is no `pct create` option: written into the config file before the first start (a
+        // container the create left running restarts to take it).
+        if !spec.idmap.is_empty() {
+            self.progress(op_id, "writing lxc.idmap into the config file");
+            d.write_idmap(vmid, &spec.idmap).await?;
+            if running {
+                d.reboot(vmid, REBOOT_TIMEOUT_SECS).await?;
+            }
+        }
         // What was asked for is what was created (pct create fails otherwise): no need to read it back here.
         let has_net = !spec.nets.is_empty();
         if c.start {

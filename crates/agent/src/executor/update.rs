@@ -50,9 +50,15 @@ impl<D: NodeApi> Executor<D> {
             self.progress(&op.id, format!("pct set --revert {}", revert.join(",")));
             d.revert(*vmid, &revert).await?;
         }
+        let idmap = change.idmap.take();
+        let keys = change.keys();
         if !change.is_empty() {
-            self.progress(&op.id, format!("pct set {}", change.keys().join(" ")));
+            self.progress(&op.id, format!("pct set {}", keys.join(" ")));
             d.set(*vmid, &change).await?;
+        }
+        if let Some(values) = &idmap {
+            self.progress(&op.id, "writing lxc.idmap into the config file");
+            d.write_idmap(*vmid, values).await?;
         }
         // What PVE could not apply to the running container waits for its next start (also from an
         // earlier update that was not allowed to restart).
@@ -61,9 +67,13 @@ impl<D: NodeApi> Executor<D> {
         } else {
             Vec::new()
         };
-        let keys: Vec<&str> = pending.iter().map(|p| p.key.as_str()).collect();
+        let mut keys: Vec<&str> = pending.iter().map(|p| p.key.as_str()).collect();
+        // lxc.idmap is read when the container starts; PVE does not list it as pending.
+        if idmap.is_some() && self.status(*vmid).await? == "running" {
+            keys.push("lxc.idmap");
+        }
         let message = match (keys.is_empty(), *restart) {
-            (true, _) if change.is_empty() && revert.is_empty() => {
+            (true, _) if change.is_empty() && revert.is_empty() && idmap.is_none() => {
                 return ok("nothing to change", self.observed(*vmid).await)
             }
             (true, _) => "updated".to_string(),

@@ -311,24 +311,59 @@ pub fn entry_fields(
     let mounts: Vec<Value> = c
         .mount_points
         .iter()
-        .map(|mp| match &mp.mount {
-            MountPoint::Volume {
-                datastore_id,
-                size_gib,
-                path,
-                backup,
-                read_only,
-            } => json!({"datastore_id": datastore_id, "size": size_gib, "path": path,
-                "backup": backup, "read_only": read_only}),
-            MountPoint::Bind {
-                host_path,
-                path,
-                read_only,
-            } => json!({"host_path": host_path, "path": path, "read_only": read_only}),
+        .map(|mp| {
+            let mut v = match &mp.mount {
+                MountPoint::Volume {
+                    datastore_id,
+                    size_gib,
+                    path,
+                    backup,
+                    read_only,
+                    ..
+                } => json!({"datastore_id": datastore_id, "size": size_gib, "path": path,
+                    "backup": backup, "read_only": read_only}),
+                MountPoint::Bind {
+                    host_path,
+                    path,
+                    read_only,
+                    ..
+                } => json!({"host_path": host_path, "path": path, "read_only": read_only}),
+                MountPoint::Existing {
+                    volume,
+                    path,
+                    backup,
+                    read_only,
+                    ..
+                } => json!({"volume": volume, "path": path, "backup": backup,
+                    "read_only": read_only}),
+            };
+            let f = mp.mount.flags();
+            if !f.mount_options.is_empty() {
+                v["mount_options"] = json!(f.mount_options);
+            }
+            if let Some(acl) = f.acl {
+                v["acl"] = json!(acl);
+            }
+            if f.quota {
+                v["quota"] = json!(true);
+            }
+            if !f.replicate {
+                v["replicate"] = json!(false);
+            }
+            if f.shared {
+                v["shared"] = json!(true);
+            }
+            v
         })
         .collect();
     if !mounts.is_empty() {
         m.insert("mount_points".into(), Value::Array(mounts));
+    }
+    if !c.devices.is_empty() {
+        m.insert("devices".into(), json!(c.devices));
+    }
+    if !c.idmap.is_empty() {
+        m.insert("idmap".into(), json!(c.idmap));
     }
     (m, notes)
 }

@@ -223,6 +223,8 @@ pub fn container(
                     }
                 }
                 "mount_point" => mount_point(&mut ev, b),
+                "device_passthrough" => device_passthrough(&mut ev, b),
+                "idmap" => idmap(&mut ev, b),
                 "lifecycle" => {}
                 _ => ev.unmapped(name, b, "no pxfleet field"),
             }
@@ -566,10 +568,14 @@ fn mount_point(ev: &mut Eval<'_>, b: &Block) {
             "path" => {
                 mp.insert("path".into(), v);
             }
+            // bpg's three forms: a host path (bind mount), a full volume id (mount an existing volume), a storage
+            // id (allocate a new volume of `size`).
             "volume" => {
                 let s = v.as_str().unwrap_or_default().to_string();
                 if s.starts_with('/') {
                     mp.insert("host_path".into(), json!(s));
+                } else if s.contains(':') {
+                    mp.insert("volume".into(), json!(s));
                 } else {
                     mp.insert("datastore_id".into(), json!(s));
                 }
@@ -587,14 +593,23 @@ fn mount_point(ev: &mut Eval<'_>, b: &Block) {
                     None => ev.unmapped(&path, a, "size is not in GiB"),
                 }
             }
-            "backup" => {
-                mp.insert("backup".into(), v);
+            "backup" | "read_only" | "acl" | "quota" | "replicate" | "shared" => {
+                match as_bool(&v) {
+                    Some(b) => {
+                        mp.insert(a.key.as_str().into(), json!(b));
+                    }
+                    None => ev.unmapped(&path, a, "not a bool"),
+                }
             }
-            "read_only" => {
-                mp.insert("read_only".into(), v);
+            "mount_options" => {
+                mp.insert("mount_options".into(), v);
             }
             _ => ev.unmapped(&path, a, "no pxfleet field"),
         }
+    }
+    // An existing volume is mounted as it is: bpg's `size` there is the volume's, not a request.
+    if mp.contains_key("volume") {
+        mp.remove("size");
     }
     let mut all = match ev.ct.remove("mount_points") {
         Some(Value::Array(a)) => a,
@@ -602,4 +617,66 @@ fn mount_point(ev: &mut Eval<'_>, b: &Block) {
     };
     all.push(Value::Object(mp));
     ev.ct.set("mount_points", Value::Array(all));
+}
+
+/// Appends `item` to the list field `field` of the container.
+fn push_item(ev: &mut Eval<'_>, field: &str, item: serde_json::Map<String, Value>) {
+    let mut all = match ev.ct.remove(field) {
+        Some(Value::Array(a)) => a,
+        _ => Vec::new(),
+    };
+    all.push(Value::Object(item));
+    ev.ct.set(field, Value::Array(all));
+}
+
+/// bpg `device_passthrough { path, mode, uid, gid, deny_write }` -> `devices:` (PVE `devN`).
+fn device_passthrough(ev: &mut Eval<'_>, b: &Block) {
+    let mut d = serde_json::Map::new();
+    for (path, a) in ev.attrs("device_passthrough.", &b.body) {
+        let Some(v) = ev.value(&path, a) else {
+            continue;
+        };
+        match a.key.as_str() {
+            "path" | "mode" => {
+                d.insert(a.key.as_str().into(), v);
+            }
+            "uid" | "gid" => match as_u64(&v) {
+                Some(n) => {
+                    d.insert(a.key.as_str().into(), json!(n));
+                }
+                None => ev.unmapped(&path, a, "not a number"),
+            },
+            "deny_write" => match as_bool(&v) {
+                Some(b) => {
+                    d.insert("deny_write".into(), json!(b));
+                }
+                None => ev.unmapped(&path, a, "not a bool"),
+            },
+            _ => ev.unmapped(&path, a, "no pxfleet field"),
+        }
+    }
+    push_item(ev, "devices", d);
+}
+
+/// bpg `idmap { type, container_id, host_id, size }` -> `idmap:` (`lxc.idmap` lines).
+fn idmap(ev: &mut Eval<'_>, b: &Block) {
+    let mut m = serde_json::Map::new();
+    for (path, a) in ev.attrs("idmap.", &b.body) {
+        let Some(v) = ev.value(&path, a) else {
+            continue;
+        };
+        match a.key.as_str() {
+            "type" => {
+                m.insert("type".into(), v);
+            }
+            "container_id" | "host_id" | "size" => match as_u64(&v) {
+                Some(n) => {
+                    m.insert(a.key.as_str().into(), json!(n));
+                }
+                None => ev.unmapped(&path, a, "not a number"),
+            },
+            _ => ev.unmapped(&path, a, "no pxfleet field"),
+        }
+    }
+    push_item(ev, "idmap", m);
 }

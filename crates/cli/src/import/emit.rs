@@ -66,6 +66,8 @@ const ORDER: &[&str] = &[
     "tags",
     "description",
     "mount_points",
+    "devices",
+    "idmap",
 ];
 
 /// Fields `defaults:` may not hold.

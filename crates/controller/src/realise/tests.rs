@@ -102,6 +102,7 @@ fn build(k: &Knobs, node: &str, vm_id: u32) -> Container {
             path: "/data".into(),
             backup: false,
             read_only: false,
+            flags: Default::default(),
         }];
     }
     c

@@ -147,6 +147,10 @@ fn mount_points_are_matched_by_path_not_slot() {
         backup: None,
         read_only: None,
         mount_options: vec![],
+        acl: None,
+        quota: None,
+        replicate: None,
+        shared: None,
     };
     // /data left the file (so /logs is mp0 in the spec), /new came in as mp1
     let mut d = desired();

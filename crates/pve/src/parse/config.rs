@@ -8,6 +8,7 @@ use serde_json::Value;
 use super::json::{split_list, value_to_string};
 use super::propstr::{parse_bool, Features, MountPoint, NetConfig, Startup};
 use super::{json_payload, ParseError};
+use crate::spec::DeviceSpec;
 
 /// Typed view of a CT config; every key is also kept as text in `raw`.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -27,6 +28,10 @@ pub struct ContainerConfig {
     pub mount_points: BTreeMap<u32, MountPoint>,
     /// `net0`.. by index.
     pub nets: BTreeMap<u32, NetConfig>,
+    /// `dev0`.. by index.
+    pub devices: BTreeMap<u32, DeviceSpec>,
+    /// Values of the raw `lxc.idmap` lines (`u 0 100000 65536`), in file order.
+    pub idmap: Vec<String>,
     /// All off when the key is absent.
     pub features: Features,
     pub startup: Option<Startup>,
@@ -97,6 +102,10 @@ impl ContainerConfig {
                         c.nets.insert(i, NetConfig::parse(&v)?);
                     } else if let Some(i) = idx(&k, "mp") {
                         c.mount_points.insert(i, MountPoint::parse(&v)?);
+                    } else if let Some(i) = idx(&k, "dev") {
+                        c.devices.insert(i, DeviceSpec::parse(&v)?);
+                    } else if k == "lxc.idmap" {
+                        c.idmap.push(v.trim().to_string());
                     }
                 }
             }

@@ -291,6 +291,46 @@ impl MountPoint {
     }
 }
 
+impl crate::spec::DeviceSpec {
+    /// A `devN` value: `[path=]/dev/..[,deny-write=0|1][,gid=N][,mode=0NNN][,uid=N]`.
+    pub fn parse(s: &str) -> Result<Self, ParseError> {
+        const W: &str = "dev property string";
+        let mut d = crate::spec::DeviceSpec::default();
+        for (k, v) in split_kv(W, s, Some("path"))? {
+            match k.as_str() {
+                "path" => d.path = v,
+                "mode" => d.mode = Some(v),
+                "uid" => d.uid = Some(pnum(W, &k, &v)?),
+                "gid" => d.gid = Some(pnum(W, &k, &v)?),
+                "deny-write" => d.deny_write = Some(pbool(W, &k, &v)?),
+                _ => return Err(ParseError::new(W, format!("unknown key `{k}` in `{s}`"))),
+            }
+        }
+        if d.path.is_empty() {
+            return Err(ParseError::new(W, format!("`{s}` has no path")));
+        }
+        Ok(d)
+    }
+
+    /// Stored form: `path=` first, then the other keys alphabetically.
+    pub fn to_property_string(&self) -> String {
+        let mut s = format!("path={}", self.path);
+        if let Some(v) = self.deny_write {
+            let _ = write!(s, ",deny-write={}", b(v));
+        }
+        if let Some(v) = self.gid {
+            let _ = write!(s, ",gid={v}");
+        }
+        if let Some(v) = &self.mode {
+            let _ = write!(s, ",mode={v}");
+        }
+        if let Some(v) = self.uid {
+            let _ = write!(s, ",uid={v}");
+        }
+        s
+    }
+}
+
 /// The `features` value. Every flag defaults to off, as in PVE.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Features {

@@ -116,27 +116,28 @@ pub fn set(node: &Node, vmid: u32, p: &BTreeMap<String, String>, err: &mut Strin
                 }
                 None => {
                     let vol = d.opts.get("volume").cloned().unwrap_or_default();
-                    let size = if vol.starts_with('/') {
-                        0
-                    } else {
-                        storage::size_of(node, &vol).unwrap_or(0)
-                    };
                     let mut d2 = DiskPlan {
                         key: d.key.clone(),
                         opts: d.opts.clone(),
                         alloc: None,
                     };
                     d2.opts.remove("volume");
-                    finish_disk(&d2, &vol, size)
+                    if vol.starts_with('/') {
+                        finish_disk(&d2, &vol, 0)
+                    } else {
+                        existing_volume(node, &d2, &vol, err)?
+                    }
                 }
             }
         } else {
             normalize_value(node, &k, &v)?
         };
+        // New mpN and devN are hot-plugged; a changed one waits for the next start.
+        let hotplug = (is_disk_key(&k) && k != "rootfs") || is_dev_key(&k);
         if running
             && !HOT_KEYS.contains(&k.as_str())
             && !is_net_key(&k)
-            && (!k.starts_with("mp") || conf.opts.contains_key(&k))
+            && (!hotplug || conf.opts.contains_key(&k))
         {
             conf.pending.insert(k, value);
         } else {
@@ -156,6 +157,26 @@ pub fn set(node: &Node, vmid: u32, p: &BTreeMap<String, String>, err: &mut Strin
         crate::lxc::apply_limits(node, vmid, &conf)?;
     }
     Ok(())
+}
+
+fn is_dev_key(k: &str) -> bool {
+    k.starts_with("dev") && k[3..].parse::<u32>().is_ok()
+}
+
+/// An existing volume given as `mpN`: its storage must exist (`parse_volname`); its size is rescanned, and a
+/// volume that is not there only warns (PVE: `Could not rescan volume size`), leaving `size` out.
+fn existing_volume(node: &Node, d: &DiskPlan, vol: &str, err: &mut String) -> Result<String> {
+    let sid = vol.split(':').next().unwrap_or("");
+    storage::get(node, sid)?;
+    match storage::size_of(node, vol) {
+        Ok(size) => Ok(finish_disk(d, vol, size)),
+        Err(e) => {
+            err.push_str(&format!("Could not rescan volume size - {e}\n"));
+            let mut m = d.opts.clone();
+            m.insert("volume".into(), vol.to_string());
+            Ok(print_prop(&m, &["volume", "mp"]))
+        }
+    }
 }
 
 pub(super) fn add_unused(conf: &mut CtConf, old: &str) {

@@ -147,7 +147,10 @@ pub(super) fn plan_disk(
 pub(super) fn finish_disk(d: &DiskPlan, volid: &str, size: u64) -> String {
     let mut m = d.opts.clone();
     m.insert("volume".into(), volid.to_string());
-    m.insert("size".into(), format_size(size));
+    // Bind and device mounts have no size (CONTRACT §2.4: `mp0: /mnt/bindmounts/shared,mp=/shared`).
+    if !volid.starts_with('/') {
+        m.insert("size".into(), format_size(size));
+    }
     print_prop(&m, &["volume", "mp"])
 }
 

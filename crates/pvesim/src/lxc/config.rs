@@ -199,7 +199,8 @@ pub fn render(conf: &CtConf, h: &Host<'_>, seccomp: Option<&Path>) -> String {
         "lxc.rootfs.path",
         &format!("dir:{}", h.rootfs_dir.display()),
     );
-    if unpriv {
+    // Custom `lxc.idmap` lines of the config (written last, with the other raw lines) replace PVE's default map.
+    if unpriv && !conf.lxc.iter().any(|(k, _)| k == "lxc.idmap") {
         kv("lxc.idmap", &format!("u 0 {} 65536", h.idmap_base));
         kv("lxc.idmap", &format!("g 0 {} 65536", h.idmap_base));
     }
@@ -259,37 +260,89 @@ pub fn render(conf: &CtConf, h: &Host<'_>, seccomp: Option<&Path>) -> String {
         if !(k.starts_with("mp") && k[2..].parse::<u32>().is_ok()) {
             continue;
         }
-        // Bind mounts of host directories as they are; a storage volume is mounted by pvesim on `<dir>/mpN`
-        // while the container runs (`super::volumes`) and bound from there.
+        // Bind mounts of host directories as they are, with `ro` and `mountoptions`; a storage volume is
+        // mounted by pvesim on `<dir>/mpN` while the container runs (`super::volumes`) and bound from there.
         let mut parts = v.split(',');
         let src = parts.next().unwrap_or("").trim_start_matches("volume=");
-        let rest: Vec<&str> = parts.collect();
-        let target = rest
-            .iter()
-            .find_map(|p| p.strip_prefix("mp="))
-            .unwrap_or("")
-            .trim_start_matches('/');
-        let ro = if rest.contains(&"ro=1") { ",ro" } else { "" };
+        let mut target = "";
+        let mut extra = String::new();
+        for p in parts {
+            if let Some(t) = p.strip_prefix("mp=") {
+                target = t.trim_start_matches('/');
+            } else if p == "ro=1" {
+                extra.push_str(",ro");
+            } else if let Some(o) = p.strip_prefix("mountoptions=") {
+                // `discard` applies to block devices only; a bind mount has none.
+                for o in o.split(';').filter(|o| !o.is_empty() && *o != "discard") {
+                    extra.push(',');
+                    extra.push_str(o);
+                }
+            }
+        }
         if target.is_empty() {
             continue;
         }
         if src.starts_with('/') {
             kv(
                 "lxc.mount.entry",
-                &format!("{src} {target} none rbind,create=dir{ro} 0 0"),
+                &format!("{src} {target} none rbind,create=dir{extra} 0 0"),
             );
         } else if src.contains(':') {
             let host = super::volumes::host_dir(h.dir, k);
             kv(
                 "lxc.mount.entry",
-                &format!("{} {target} none bind,create=dir{ro} 0 0", host.display()),
+                &format!("{} {target} none bind,create=dir{extra} 0 0", host.display()),
             );
         }
+    }
+    // Device passthrough: the host's node bind-mounted at the same path and allowed in the devices cgroup
+    // (PVE creates the node with `mode`/`uid`/`gid` in a hook; a bind mount keeps the host's owner and mode).
+    for (k, v) in &conf.opts {
+        if !(k.starts_with("dev") && k[3..].parse::<u32>().is_ok()) {
+            continue;
+        }
+        let Some(m) = crate::schema::property_format("dev0")
+            .and_then(|f| parse_property_string(&f, v, k).ok())
+        else {
+            continue;
+        };
+        let Some(path) = m.get("path") else { continue };
+        let deny_write = m.get("deny-write").map(|x| x == "1").unwrap_or(false);
+        if let Some((kind, major, minor)) = device_numbers(Path::new(path)) {
+            let access = if deny_write { "r" } else { "rw" };
+            kv(
+                &format!("{pre}.devices.allow"),
+                &format!("{kind} {major}:{minor} {access}"),
+            );
+        }
+        let ro = if deny_write { ",ro" } else { "" };
+        kv(
+            "lxc.mount.entry",
+            &format!(
+                "{path} {} none bind,create=file{ro} 0 0",
+                path.trim_start_matches('/')
+            ),
+        );
     }
     for (k, v) in &conf.lxc {
         kv(k, v);
     }
     c
+}
+
+/// `(c|b, major, minor)` of a device node on the host.
+fn device_numbers(path: &Path) -> Option<(char, u64, u64)> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let md = std::fs::metadata(path).ok()?;
+    let kind = if md.file_type().is_char_device() {
+        'c'
+    } else if md.file_type().is_block_device() {
+        'b'
+    } else {
+        return None;
+    };
+    let rdev = md.rdev();
+    Some((kind, libc::major(rdev) as u64, libc::minor(rdev) as u64))
 }
 
 #[cfg(test)]

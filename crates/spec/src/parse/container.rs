@@ -347,6 +347,8 @@ impl Cx<'_> {
                     }
                 }
                 "mount_points" => c.mount_points = self.mount_points(n, &p),
+                "devices" => c.devices = self.devices(n, &p),
+                "idmap" => c.idmap = self.idmap(n, &p),
                 _ => self.unknown_field(e, path, CONTAINER_FIELDS),
             }
         }

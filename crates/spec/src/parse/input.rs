@@ -111,6 +111,8 @@ pub(super) struct ContainerInput {
     pub(super) labels: Option<BTreeMap<String, String>>,
     pub(super) constraints: ConstraintsInput,
     pub(super) mount_points: Option<Vec<MountPoint>>,
+    pub(super) devices: Option<Vec<Device>>,
+    pub(super) idmap: Option<Vec<IdMap>>,
 }
 
 pub(super) fn or<T: Clone>(a: Option<T>, b: &Option<T>) -> Option<T> {
@@ -189,6 +191,8 @@ impl ContainerInput {
                 anti_affinity: or(self.constraints.anti_affinity, &d.constraints.anti_affinity),
             },
             mount_points: or(self.mount_points, &d.mount_points),
+            devices: or(self.devices, &d.devices),
+            idmap: or(self.idmap, &d.idmap),
         }
     }
 }

@@ -1,13 +1,49 @@
-//! `mount_points:`: each volume or bind mount of a container, with its datastore, size,
-//! path and options.
+//! `mount_points:`: each new volume, existing volume or bind mount of a container, with its datastore, size,
+//! path and options (`mount_options`, `acl`, `quota`, `replicate`, `shared`, `backup`, `read_only`).
 
 use std::collections::BTreeMap;
 
 use super::{join, quote, Cx, MAX_MOUNT_POINTS, VOLUME_FIELDS};
 use crate::model::*;
+use crate::syntax;
 use crate::yaml::Node;
 
+/// Whether `s` names a volume in storage (`local-lvm:vm-100-disk-1`, `local:100/vm-100-disk-1.raw`), not a new
+/// allocation (`local-lvm:8`) nor a path.
+fn is_volume_id(s: &str) -> bool {
+    let Some((st, name)) = s.split_once(':') else {
+        return false;
+    };
+    syntax::is_storage_id(st)
+        && !name.is_empty()
+        && name.parse::<f64>().is_err()
+        && !name.contains([',', ' ', '\t', '='])
+        && !name.starts_with('/')
+        && !name.split('/').any(|p| p == "..")
+}
+
 impl Cx<'_> {
+    fn mount_options(&mut self, n: &Node, path: &str) -> Option<Vec<String>> {
+        let list = self.strings(n, path)?;
+        let mut out: Vec<String> = Vec::new();
+        for (i, (o, span)) in list.into_iter().enumerate() {
+            if !MOUNT_OPTIONS.contains(&o.as_str()) {
+                self.err(
+                    span,
+                    &join(path, &i.to_string()),
+                    format!("mount option {} is not one PVE accepts", quote(&o)),
+                    Some(&format!("PVE accepts {}", MOUNT_OPTIONS.join(", "))),
+                );
+                return None;
+            }
+            if !out.contains(&o) {
+                out.push(o);
+            }
+        }
+        out.sort();
+        Some(out)
+    }
+
     pub(super) fn mount_points(&mut self, n: &Node, path: &str) -> Option<Vec<MountPoint>> {
         let items = self.seq(n, path)?;
         if items.len() > MAX_MOUNT_POINTS {
@@ -30,8 +66,10 @@ impl Cx<'_> {
             let Some(es) = self.map(item, &ip) else {
                 continue;
             };
-            let (mut ds, mut size, mut mpath, mut backup, mut ro, mut host) =
-                (None, None, None, None, None, None);
+            let (mut ds, mut size, mut mpath, mut backup, mut ro, mut host, mut volume) =
+                (None, None, None, None, None, None, None);
+            let mut flags = MountFlags::default();
+            let mut shared_span = None;
             let mut ok = true;
             for e in es {
                 let p = join(&ip, &e.key);
@@ -39,6 +77,7 @@ impl Cx<'_> {
                 if Self::given_empty(e, VOLUME_FIELDS) {
                     continue;
                 }
+                let flag = |cx: &mut Self| cx.boolean(&e.value, &p);
                 match e.key.as_str() {
                     "datastore_id" => {
                         ds = self.storage_id(&e.value, &p).or_else(|| {
@@ -54,6 +93,33 @@ impl Cx<'_> {
                                 ok = false;
                                 None
                             })
+                    }
+                    "volume" => {
+                        let Some(s) = self.string(&e.value, &p) else {
+                            ok = false;
+                            continue;
+                        };
+                        if is_volume_id(&s) {
+                            volume = Some(s);
+                        } else {
+                            let hint = if s.starts_with('/') {
+                                "a host directory is a bind mount: use `host_path`"
+                            } else if s
+                                .split_once(':')
+                                .is_some_and(|(_, n)| n.parse::<f64>().is_ok())
+                            {
+                                "to allocate a new volume use `datastore_id` and `size`"
+                            } else {
+                                "a volume id STORAGE:NAME such as local-lvm:vm-100-disk-1 (see `pvesm list STORAGE`)"
+                            };
+                            self.err(
+                                e.value.span,
+                                &p,
+                                format!("volume {} is not a PVE volume id", quote(&s)),
+                                Some(hint),
+                            );
+                            ok = false;
+                        }
                     }
                     "path" | "host_path" => {
                         let Some(s) = self.string(&e.value, &p) else {
@@ -86,8 +152,27 @@ impl Cx<'_> {
                             host = Some(s);
                         }
                     }
-                    "backup" => backup = self.boolean(&e.value, &p),
-                    "read_only" => ro = self.boolean(&e.value, &p),
+                    "backup" | "read_only" | "acl" | "quota" | "replicate" | "shared" => {
+                        let Some(v) = flag(self) else {
+                            ok = false;
+                            continue;
+                        };
+                        match e.key.as_str() {
+                            "backup" => backup = Some(v),
+                            "read_only" => ro = Some(v),
+                            "acl" => flags.acl = Some(v),
+                            "quota" => flags.quota = v,
+                            "replicate" => flags.replicate = v,
+                            _ => {
+                                flags.shared = v;
+                                shared_span = Some(e.value.span);
+                            }
+                        }
+                    }
+                    "mount_options" => match self.mount_options(&e.value, &p) {
+                        Some(o) => flags.mount_options = o,
+                        None => ok = false,
+                    },
                     _ => {
                         self.unknown_field(e, &ip, VOLUME_FIELDS);
                         ok = false;
@@ -116,27 +201,50 @@ impl Cx<'_> {
                 continue;
             }
             let read_only = ro.unwrap_or(false);
-            match (host, ds, size) {
-                (Some(host_path), None, None) => {
+            if flags.shared && host.is_none() {
+                self.err(
+                    shared_span.unwrap_or(item.span),
+                    &join(&ip, "shared"),
+                    "`shared` marks a bind mount (host_path) as present on every node; PVE volumes are not marked shared",
+                    Some("storage volumes follow their storage's `shared` setting"),
+                );
+                continue;
+            }
+            match (host, volume, ds, size) {
+                (Some(host_path), None, None, None) => {
                     if backup.is_some() {
                         self.err(item.span, &ip, "`backup` applies to volumes, not bind mounts", None);
                         continue;
                     }
-                    out.push(MountPoint::Bind { host_path, path: mpath, read_only });
+                    out.push(MountPoint::Bind { host_path, path: mpath, read_only, flags });
                 }
-                (None, Some(datastore_id), Some(size_gib)) => out.push(MountPoint::Volume {
+                (None, Some(volume), None, None) => out.push(MountPoint::Existing {
+                    volume,
+                    path: mpath,
+                    backup: backup.unwrap_or(false),
+                    read_only,
+                    flags,
+                }),
+                (None, None, Some(datastore_id), Some(size_gib)) => out.push(MountPoint::Volume {
                     datastore_id,
                     size_gib,
                     path: mpath,
                     backup: backup.unwrap_or(false),
                     read_only,
+                    flags,
                 }),
-                (Some(_), _, _) => self.err(item.span, &ip, "a bind mount has `host_path` and `path` only; `datastore_id` and `size` are for volumes", None),
-                (None, _, _) => self.err(
+                (Some(_), _, _, _) => self.err(item.span, &ip, "a bind mount has `host_path` and `path` only; `volume`, `datastore_id` and `size` are for volumes", None),
+                (None, Some(_), _, _) => self.err(
                     item.span,
                     &ip,
-                    "a volume mount point needs `datastore_id` and `size` (GiB); a bind mount needs `host_path`",
-                    Some("e.g. {datastore_id: local-zfs, size: 10, path: /data} or {host_path: /srv/x, path: /data}"),
+                    "an existing `volume` is mounted as it is: `datastore_id` and `size` are for new volumes",
+                    Some("pxfleet never resizes or deletes a volume it did not allocate"),
+                ),
+                (None, None, _, _) => self.err(
+                    item.span,
+                    &ip,
+                    "a volume mount point needs `datastore_id` and `size` (GiB), or an existing `volume`; a bind mount needs `host_path`",
+                    Some("e.g. {datastore_id: local-zfs, size: 10, path: /data}, {volume: local-lvm:vm-100-disk-1, path: /data} or {host_path: /srv/x, path: /data}"),
                 ),
             }
         }

@@ -66,6 +66,27 @@ impl Cx<'_> {
                 ),
             );
         }
+        let idmap = c.idmap.clone().unwrap_or_default();
+        if let (Some(id), Some(mounts)) = (c.vm_id, &c.mount_points) {
+            for (i, m) in mounts.iter().enumerate() {
+                if let MountPoint::Existing { volume, .. } = m {
+                    if volume_owner(volume) == Some(id) {
+                        self.err_at(
+                            &join(path, &format!("mount_points.{i}.volume")),
+                            format!("volume {volume} belongs to vm_id {id}, this container: PVE would free it when the container is destroyed or replaced"),
+                            Some("mount an existing volume owned by another vm_id (or by none), so that it outlives the container"),
+                        );
+                    }
+                }
+            }
+        }
+        if !idmap.is_empty() && !unprivileged {
+            self.err_at(
+                &join(path, "idmap"),
+                "idmap is for unprivileged containers only (a privileged container's ids are the host's)",
+                Some("remove `idmap` or keep the container unprivileged"),
+            );
+        }
         let features = Features {
             nesting: c.features.nesting.unwrap_or(false),
             fuse: c.features.fuse.unwrap_or(false),
@@ -159,6 +180,8 @@ impl Cx<'_> {
                 anti_affinity: c.constraints.anti_affinity.unwrap_or_default(),
             },
             mount_points: c.mount_points.unwrap_or_default(),
+            devices: c.devices.unwrap_or_default(),
+            idmap,
         })
     }
 }

@@ -13,17 +13,19 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::types::FieldChange;
-use crate::model::{Container, Interface, MountPoint};
+use crate::model::{Container, Interface};
 use crate::observed::{ObservedContainer, PowerState};
 
 mod attributes;
 pub(crate) mod field;
+mod mounts;
 mod views;
 
 pub(crate) use attributes::attributes;
+use mounts::{devices, idmap, mounts};
 use views::{
-    cpu_limit_view, cpu_units_view, description_view, iface_eq, iface_value, json, mount_shape,
-    mount_value, non_null, s, same_shape, tags_view,
+    cpu_limit_view, cpu_units_view, description_view, iface_eq, iface_value, json, non_null, s,
+    tags_view,
 };
 
 /// Collects the changes of one existing container.
@@ -263,6 +265,8 @@ pub(crate) fn existing(d: &Container, a: Option<&Container>, o: &ObservedContain
         true,
     );
     mounts(&mut df, &mut grow, &mut shrink, d, a, o);
+    devices(&mut df, d, a, o);
+    idmap(&mut df, d, a, o);
     // Only when the file names one: otherwise PVE's detection stands.
     if d.ostype.is_some() {
         df.cmp(
@@ -353,88 +357,6 @@ fn interfaces(
                 ap.map(value),
                 value(d),
                 true,
-            );
-        }
-    }
-}
-
-fn mounts(
-    df: &mut Differ,
-    grow: &mut Vec<Growth>,
-    shrink: &mut Vec<Growth>,
-    d: &Container,
-    a: Option<&Container>,
-    o: &ObservedContainer,
-) {
-    let obs = &o.config.mount_points;
-    if d.mount_points.is_empty() && obs.is_empty() {
-        return;
-    }
-    let applied_by_path = |path: &str| {
-        a.map(|a| {
-            a.mount_points
-                .iter()
-                .find(|m| m.path() == path)
-                .map(mount_shape)
-        })
-    };
-    for m in &d.mount_points {
-        match obs.iter().find(|om| om.mount.path() == m.path()) {
-            Some(om) => {
-                if !same_shape(m, &om.mount) {
-                    df.cmp(
-                        || field::mount_point(m.path()),
-                        Some(mount_shape(&om.mount)),
-                        applied_by_path(m.path()),
-                        Some(mount_shape(m)),
-                        false,
-                    );
-                    continue;
-                }
-                if let MountPoint::Volume { size_gib, .. } = m {
-                    let want = *size_gib as f64;
-                    let have = om.size_gib.unwrap_or(match &om.mount {
-                        MountPoint::Volume { size_gib, .. } => *size_gib as f64,
-                        MountPoint::Bind { .. } => want,
-                    });
-                    if want > have + 1e-9 {
-                        grow.push((format!("mp{}", om.slot), have, want));
-                    } else if want + 1e-9 < have {
-                        shrink.push((
-                            format!("{}.size_gib", field::mount_point(m.path())),
-                            have,
-                            want,
-                        ));
-                    }
-                }
-            }
-            // A new mount point is hot-plugged into a running container.
-            None => {
-                let full = |m: &MountPoint| mount_value(m, true);
-                let applied = a.map(|a| {
-                    a.mount_points
-                        .iter()
-                        .find(|x| x.path() == m.path())
-                        .map(full)
-                });
-                df.cmp(
-                    || field::mount_point(m.path()),
-                    None,
-                    applied,
-                    Some(full(m)),
-                    true,
-                )
-            }
-        }
-    }
-    for om in obs {
-        if !d.mount_points.iter().any(|m| m.path() == om.mount.path()) {
-            df.cmp(
-                || field::mount_point(om.mount.path()),
-                Some(mount_shape(&om.mount)),
-                applied_by_path(om.mount.path()),
-                None,
-                false,
             );
         }
     }

@@ -164,6 +164,7 @@ fn adopt(cfg: &mut ObservedConfig, name: &str, d: &Container, vm_id: u32) {
         field::START_ON_BOOT => cfg.start_on_boot = d.start_on_boot,
         field::PROTECTION => cfg.protection = d.protection,
         field::TAGS => cfg.tags = normalise_tags(&d.tags),
+        field::IDMAP => cfg.idmap = d.idmap.clone(),
         field::DESCRIPTION => {
             cfg.description = d.description.as_deref().and_then(normalise_description)
         }
@@ -174,6 +175,8 @@ fn adopt(cfg: &mut ObservedConfig, name: &str, d: &Container, vm_id: u32) {
                 adopt_interface(cfg, i, sub, d, vm_id);
             } else if let Some(path) = field::parse_mount_point(other) {
                 adopt_mount(cfg, &path, d);
+            } else if let Some(path) = field::parse_device(other) {
+                adopt_device(cfg, &path, d);
             }
         }
     }
@@ -228,6 +231,19 @@ fn adopt_mount(cfg: &mut ObservedConfig, path: &str, d: &Container) {
             cfg.mount_points.push(observed_mount(slot, w));
             cfg.mount_points.sort_by_key(|m| m.slot);
         }
+        (None, None) => {}
+    }
+}
+
+fn adopt_device(cfg: &mut ObservedConfig, path: &str, d: &Container) {
+    let want = d.devices.iter().find(|x| x.path == path);
+    let at = cfg.devices.iter().position(|x| x.path == path);
+    match (want, at) {
+        (None, Some(i)) => {
+            cfg.devices.remove(i);
+        }
+        (Some(w), Some(i)) => cfg.devices[i] = w.clone(),
+        (Some(w), None) => cfg.devices.push(w.clone()),
         (None, None) => {}
     }
 }

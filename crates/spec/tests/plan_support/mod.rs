@@ -68,6 +68,8 @@ pub fn container(name: &str, vm_id: Option<u32>) -> Container {
         labels: BTreeMap::new(),
         constraints: Constraints::default(),
         mount_points: vec![],
+        devices: vec![],
+        idmap: vec![],
     }
 }
 

@@ -105,5 +105,11 @@ pub(crate) fn attributes(c: &Container) -> Vec<Attribute> {
             mount_value(m, true),
         ));
     }
+    for dev in &c.devices {
+        v.push(Attribute::known(field::device(&dev.path), json(dev)));
+    }
+    if !c.idmap.is_empty() {
+        v.push(Attribute::known(field::IDMAP, json(&c.idmap)));
+    }
     v
 }

@@ -29,6 +29,7 @@ pub const PASSWORD: &str = "password";
 pub const SSH_PUBLIC_KEYS: &str = "ssh_public_keys";
 pub const LABELS: &str = "labels";
 pub const OSTYPE: &str = "ostype";
+pub const IDMAP: &str = "idmap";
 
 /// Sub-fields of an interface, after [`interface_prefix`].
 pub const IFACE_FIELDS: [&str; 11] = [
@@ -75,6 +76,17 @@ pub fn mount_point(path: &str) -> String {
 /// Inverse of [`mount_point`].
 pub fn parse_mount_point(f: &str) -> Option<String> {
     let inner = f.strip_prefix("mount_points[")?.strip_suffix(']')?;
+    serde_json::from_str(inner).ok()
+}
+
+/// `devices["/dev/ttyUSB0"]`: devices are identified by their path.
+pub fn device(path: &str) -> String {
+    format!("devices[{}]", serde_json::Value::String(path.to_owned()))
+}
+
+/// Inverse of [`device`].
+pub fn parse_device(f: &str) -> Option<String> {
+    let inner = f.strip_prefix("devices[")?.strip_suffix(']')?;
     serde_json::from_str(inner).ok()
 }
 

@@ -138,9 +138,9 @@ pub(super) fn gw6_ref(c: &Ipv6Config) -> Option<std::net::Ipv6Addr> {
 }
 
 /// A mount point as plans show it: its path is in the field name; the size only when `with_size` (a size
-/// change alone is a resize, not an update).
+/// change alone is a resize, not an update); the options only where they differ from PVE's defaults.
 pub(crate) fn mount_value(m: &MountPoint, with_size: bool) -> Value {
-    match m {
+    let mut v = match m {
         MountPoint::Volume {
             datastore_id,
             size_gib,
@@ -163,7 +163,32 @@ pub(crate) fn mount_value(m: &MountPoint, with_size: bool) -> Value {
         } => {
             serde_json::json!({ "host_path": host_path, "read_only": read_only })
         }
+        MountPoint::Existing {
+            volume,
+            backup,
+            read_only,
+            ..
+        } => {
+            serde_json::json!({ "volume": volume, "backup": backup, "read_only": read_only })
+        }
+    };
+    let f = m.flags();
+    if !f.mount_options.is_empty() {
+        v["mount_options"] = Value::from(f.mount_options.clone());
     }
+    if let Some(acl) = f.acl {
+        v["acl"] = Value::from(acl);
+    }
+    if f.quota {
+        v["quota"] = Value::from(true);
+    }
+    if !f.replicate {
+        v["replicate"] = Value::from(false);
+    }
+    if f.shared {
+        v["shared"] = Value::from(true);
+    }
+    v
 }
 
 pub(super) fn mount_shape(m: &MountPoint) -> Value {
@@ -178,6 +203,7 @@ pub(super) fn same_shape(a: &MountPoint, b: &MountPoint) -> bool {
                 path: p1,
                 backup: b1,
                 read_only: r1,
+                flags: f1,
                 ..
             },
             MountPoint::Volume {
@@ -185,9 +211,10 @@ pub(super) fn same_shape(a: &MountPoint, b: &MountPoint) -> bool {
                 path: p2,
                 backup: b2,
                 read_only: r2,
+                flags: f2,
                 ..
             },
-        ) => d1 == d2 && p1 == p2 && b1 == b2 && r1 == r2,
+        ) => d1 == d2 && p1 == p2 && b1 == b2 && r1 == r2 && f1 == f2,
         (x, y) => x == y,
     }
 }
