@@ -4,7 +4,8 @@
 //! - [`runner`]: [`Runner`] spawns processes from an argv with a timeout ([`ProcessRunner`]); [`ScriptedRunner`]
 //!   answers from a script in tests.
 //! - [`parse`]: pure parsers for pct/pvesh/pvesm/pveam output and printers for PVE property strings.
-//! - [`spec`] and [`argv`]: typed create/set requests and the pure argv builders for them.
+//! - [`spec`] and [`argv`]: typed create/set requests and the pure argv builders for them ([`runtime`]: `env`
+//!   and `entrypoint`).
 //! - [`diff`]: [`ConfigChange::diff`], the in-place change from a stored configuration to a desired one.
 //! - [`node`]: [`Node`], async typed operations with failure detection and lock-contention retries.
 //! - [`error`]: [`PveError`], classification of PVE's error texts.
@@ -19,6 +20,7 @@ pub mod mark;
 pub mod node;
 pub mod parse;
 pub mod runner;
+pub mod runtime;
 pub mod scripted;
 pub mod secret;
 pub mod spec;

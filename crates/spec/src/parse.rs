@@ -21,6 +21,7 @@ mod mounts;
 mod network;
 mod reader;
 mod resolve;
+mod runtime;
 mod templates;
 
 pub(crate) const TOP_FIELDS: &[&str] = &[
@@ -34,7 +35,7 @@ pub(crate) const TOP_FIELDS: &[&str] = &[
     "hooks",
 ];
 pub(crate) const TEMPLATE_FIELDS: &[&str] =
-    &["url", "sha256", "sha512", "storage", "pveam", "seed"];
+    &["url", "sha256", "sha512", "storage", "pveam", "volume", "seed"];
 /// The fields of an entry of `extra_interfaces`: every interface field (the planner compares the same ones).
 pub(crate) const EXTRA_NET_FIELDS: &[&str] = &crate::plan::diff::field::IFACE_FIELDS;
 pub(crate) const CONTAINER_FIELDS: &[&str] = &[
@@ -79,6 +80,10 @@ pub(crate) const CONTAINER_FIELDS: &[&str] = &[
     "restart_policy",
     "drift",
     "ostype",
+    "env",
+    "entrypoint",
+    "interface_name",
+    "host_managed",
 ];
 const FEATURE_FIELDS: &[&str] = &["nesting", "fuse", "keyctl", "mount"];
 const DNS_FIELDS: &[&str] = &["servers", "domain"];

@@ -40,6 +40,7 @@ fn interface(index: u32, n: &NetConfig) -> v1::NetworkInterface {
         firewall: n.firewall.unwrap_or(false),
         rate_mbps: n.rate,
         index,
+        host_managed: n.host_managed.unwrap_or(false),
     }
 }
 
@@ -150,5 +151,11 @@ pub fn config_to_spec(vmid: u32, cfg: &ContainerConfig) -> v1::ContainerSpec {
         mount_points,
         template: String::new(),
         ostype: cfg.ostype.clone().unwrap_or_default(),
+        entrypoint: cfg.entrypoint.clone().unwrap_or_default(),
+        env: cfg
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
     }
 }
