@@ -27,7 +27,7 @@ pub mod spec;
 
 pub use error::PveError;
 pub use mark::{ManagedMark, MANAGED_LINE_PREFIX, MANAGED_TAG};
-pub use node::{Node, PendingKey, RetryPolicy, ShutdownOutcome, Timeouts};
+pub use node::{CloneSpec, Node, PendingKey, RetryPolicy, ShutdownOutcome, Timeouts};
 pub use parse::ContainerConfig;
 pub use runner::{Command, Output, ProcessRunner, RunError, Runner};
 pub use scripted::ScriptedRunner;
