@@ -35,25 +35,45 @@ async fn runtime_fields_named_interfaces_and_a_volume_template_reach_the_node() 
     let out = c.pve(
         "mk33",
         "pveam",
-        &["download", "local", "debian-13-standard_13.6-1_amd64.tar.zst"],
+        &[
+            "download",
+            "local",
+            "debian-13-standard_13.6-1_amd64.tar.zst",
+        ],
     );
     assert_eq!(out.code, 0, "{}", out.stderr);
 
     let yaml = fleet("bpg", VOLUME, &app("8080", true));
     let plan = c.plan(&yaml).await.unwrap();
-    for shown in ["\"env\"", "\"entrypoint\"", "\"interface_name\"", "\"host_managed\""] {
-        assert!(plan.plan_json.contains(shown), "{shown}: {}", plan.plan_json);
+    for shown in [
+        "\"env\"",
+        "\"entrypoint\"",
+        "\"interface_name\"",
+        "\"host_managed\"",
+    ] {
+        assert!(
+            plan.plan_json.contains(shown),
+            "{shown}: {}",
+            plan.plan_json
+        );
     }
     let path = submit(&c, "bpg.yaml", &yaml).await;
     c.wait_running("bpg", &["app"], UP).await;
     let cfg = c.pct_config("mk33", 2700);
-    assert_eq!(cfg.get("env").map(String::as_str), Some("APP_PORT=8080"), "{cfg:?}");
+    assert_eq!(
+        cfg.get("env").map(String::as_str),
+        Some("APP_PORT=8080"),
+        "{cfg:?}"
+    );
     assert_eq!(
         cfg.get("entrypoint").map(String::as_str),
         Some("/sbin/init --app")
     );
     let net0 = &cfg["net0"];
-    assert!(net0.starts_with("name=lan0,bridge=vmbr0,host-managed=1,"), "{net0}");
+    assert!(
+        net0.starts_with("name=lan0,bridge=vmbr0,host-managed=1,"),
+        "{net0}"
+    );
     assert!(cfg["net1"].starts_with("name=wan0,"), "{}", cfg["net1"]);
     assert!(!cfg["net1"].contains("host-managed"), "{}", cfg["net1"]);
     plan_is_empty(&c, &path).await;
@@ -64,7 +84,9 @@ async fn runtime_fields_named_interfaces_and_a_volume_template_reach_the_node() 
         let cfg = c.pct_config("mk33", 2700);
         let p = pending(&c, "mk33", 2700);
         match (cfg.get("env"), cfg.get("net0")) {
-            (Some(e), Some(n)) if e == "APP_PORT=9090" && !n.contains("host-managed") && p.is_empty() => {
+            (Some(e), Some(n))
+                if e == "APP_PORT=9090" && !n.contains("host-managed") && p.is_empty() =>
+            {
                 Ok(())
             }
             other => Err(format!("{other:?} pending {p:?}")),

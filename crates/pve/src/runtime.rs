@@ -79,8 +79,8 @@ pub fn parse_env(v: &str) -> BTreeMap<String, String> {
 mod tests {
     use super::*;
     use crate::argv::{create_args, set_args};
-    use crate::spec::{ConfigChange, CreateSpec, RootfsSpec};
     use crate::parse::NetConfig;
+    use crate::spec::{ConfigChange, CreateSpec, RootfsSpec};
 
     fn after<'a>(argv: &'a [String], flag: &str) -> Option<&'a str> {
         let i = argv.iter().position(|a| a == flag)?;
@@ -111,7 +111,10 @@ mod tests {
         );
         let argv = create_args(&s, None).unwrap();
         assert_eq!(after(&argv, "--env"), Some("APP_PORT=8080"));
-        assert_eq!(after(&argv, "--entrypoint"), Some("/usr/local/bin/app --serve"));
+        assert_eq!(
+            after(&argv, "--entrypoint"),
+            Some("/usr/local/bin/app --serve")
+        );
         assert_eq!(
             after(&argv, "--net0"),
             Some("name=lan0,bridge=vmbr0,host-managed=1,ip=dhcp")

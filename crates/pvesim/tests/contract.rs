@@ -311,10 +311,18 @@ async fn env_entrypoint_and_host_managed_nics() {
     assert_eq!(c.entrypoint.as_deref(), Some("/usr/local/bin/app --serve"));
     assert_eq!(c.nets[&0].name, "lan0");
     assert_eq!(c.nets[&0].host_managed, Some(true));
-    assert!(c.raw["net0"].contains(",host-managed=1,"), "{}", c.raw["net0"]);
+    assert!(
+        c.raw["net0"].contains(",host-managed=1,"),
+        "{}",
+        c.raw["net0"]
+    );
     // The file keeps env as lxc.environment.runtime lines after the sorted keys (CONTRACT §7).
-    let file = std::fs::read_to_string(s.state("pve1").join("nodes/pve1/lxc/210.conf")).expect("conf");
-    assert!(file.contains("\nlxc.environment.runtime: APP_PORT=8080\n"), "{file}");
+    let file =
+        std::fs::read_to_string(s.state("pve1").join("nodes/pve1/lxc/210.conf")).expect("conf");
+    assert!(
+        file.contains("\nlxc.environment.runtime: APP_PORT=8080\n"),
+        "{file}"
+    );
     assert!(!file.contains("\nenv:"), "{file}");
     let text = s.cli("pve1", "pct", &["config", "210"]).stdout;
     assert!(text.contains("\nenv: APP_PORT=8080\n"), "{text}");
@@ -322,7 +330,10 @@ async fn env_entrypoint_and_host_managed_nics() {
     // On a running CT both are read at the next start: pending, shown merged by pct config.
     n.start(210).await.expect("start");
     let change = ConfigChange {
-        env: Some(BTreeMap::from([("APP_PORT".to_string(), "9090".to_string())])),
+        env: Some(BTreeMap::from([(
+            "APP_PORT".to_string(),
+            "9090".to_string(),
+        )])),
         entrypoint: Some("/usr/local/bin/app".into()),
         ..ConfigChange::default()
     };
@@ -346,18 +357,29 @@ async fn env_entrypoint_and_host_managed_nics() {
     let o = s.cli(
         "pve1",
         "pct",
-        &["set", "210", "--net1", "name=eth1,bridge=vmbr0,ip6=auto,host-managed=1"],
+        &[
+            "set",
+            "210",
+            "--net1",
+            "name=eth1,bridge=vmbr0,ip6=auto,host-managed=1",
+        ],
     );
     assert_ne!(o.code, 0);
     assert!(
-        o.stderr.contains("SLAAC is not supported for host-managed network configuration"),
+        o.stderr
+            .contains("SLAAC is not supported for host-managed network configuration"),
         "{}",
         o.stderr
     );
     // A name outside \w is refused by PVE's pattern.
     let o = s.cli("pve1", "pct", &["set", "210", "--env", "APP-PORT=1"]);
     assert_ne!(o.code, 0);
-    assert!(o.stderr.contains("env: value does not match the regex pattern"), "{}", o.stderr);
+    assert!(
+        o.stderr
+            .contains("env: value does not match the regex pattern"),
+        "{}",
+        o.stderr
+    );
 }
 
 // ----- pct template, pct clone (linked from a template, full from anything) ------------------------------------
@@ -370,7 +392,13 @@ async fn templates_are_cloned_linked_or_full() {
     sp.hostname = Some("golden".into());
     sp.nets.insert(0, nic("eth0", "dhcp"));
     n.create(&sp).await.expect("create");
-    let src_mac = n.config(9000).await.expect("config").hwaddr(0).unwrap().to_string();
+    let src_mac = n
+        .config(9000)
+        .await
+        .expect("config")
+        .hwaddr(0)
+        .unwrap()
+        .to_string();
     let clone = |vmid: u32, full: bool, storage: Option<&str>| CloneSpec {
         source: 9000,
         vmid,
@@ -385,29 +413,56 @@ async fn templates_are_cloned_linked_or_full() {
     n.template(9000).await.expect("template");
     assert!(n.config(9000).await.expect("config").template);
     let e = n.start(9000).await.unwrap_err();
-    assert!(e.to_string().contains("you can't start a CT if it's a template"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("you can't start a CT if it's a template"),
+        "{e}"
+    );
     let o = s.cli("pve1", "pct", &["template", "9000"]);
-    assert!(o.stderr.contains("you can't convert a template to a template"), "{}", o.stderr);
+    assert!(
+        o.stderr
+            .contains("you can't convert a template to a template"),
+        "{}",
+        o.stderr
+    );
 
-    n.clone_ct(&clone(301, false, None)).await.expect("linked clone");
+    n.clone_ct(&clone(301, false, None))
+        .await
+        .expect("linked clone");
     let c = n.config(301).await.expect("config");
     assert_eq!(c.hostname.as_deref(), Some("web301"));
     assert!(!c.template && c.lock.is_none());
-    assert!(c.raw["rootfs"].starts_with("local-lvm:"), "{}", c.raw["rootfs"]);
+    assert!(
+        c.raw["rootfs"].starts_with("local-lvm:"),
+        "{}",
+        c.raw["rootfs"]
+    );
     assert_eq!(c.rootfs_size(), Some(2 << 30));
     let mac = c.hwaddr(0).unwrap();
-    assert!(is_generated_mac(mac) && mac != src_mac, "a clone gets its own MAC");
+    assert!(
+        is_generated_mac(mac) && mac != src_mac,
+        "a clone gets its own MAC"
+    );
     n.start(301).await.expect("a clone runs");
 
     // A full copy may go to another storage; a linked one may not, and only where the storage can.
-    n.clone_ct(&clone(302, true, Some("local-zfs"))).await.expect("full clone");
+    n.clone_ct(&clone(302, true, Some("local-zfs")))
+        .await
+        .expect("full clone");
     assert!(n.config(302).await.expect("config").raw["rootfs"].starts_with("local-zfs:"));
-    let o = s.cli("pve1", "pct", &["clone", "9000", "303", "--full", "0", "--storage", "local"]);
+    let o = s.cli(
+        "pve1",
+        "pct",
+        &["clone", "9000", "303", "--full", "0", "--storage", "local"],
+    );
     assert_ne!(o.code, 0);
     assert!(o.stderr.contains("storage"), "{}", o.stderr);
     // The id is taken: refused before anything is made.
     let e = n.clone_ct(&clone(301, true, None)).await.unwrap_err();
-    assert!(matches!(e, PveError::AlreadyExists { vmid: 301, .. }), "{e}");
+    assert!(
+        matches!(e, PveError::AlreadyExists { vmid: 301, .. }),
+        "{e}"
+    );
 
     let mut dir = spec(9100, "local", 2);
     dir.hostname = Some("dirbase".into());
@@ -415,8 +470,15 @@ async fn templates_are_cloned_linked_or_full() {
     n.template(9100).await.expect("template");
     let o = s.cli("pve1", "pct", &["clone", "9100", "304"]);
     assert_ne!(o.code, 0, "{}", o.stderr);
-    assert!(o.stderr.contains("linked clone feature for 'local:"), "{}", o.stderr);
-    assert!(!s.state("pve1").join("nodes/pve1/lxc/304.conf").exists(), "nothing left behind");
+    assert!(
+        o.stderr.contains("linked clone feature for 'local:"),
+        "{}",
+        o.stderr
+    );
+    assert!(
+        !s.state("pve1").join("nodes/pve1/lxc/304.conf").exists(),
+        "nothing left behind"
+    );
 }
 
 #[tokio::test]

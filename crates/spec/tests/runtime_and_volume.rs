@@ -41,27 +41,27 @@ fn bad_runtime_fields_are_errors_at_their_place() {
     let cases = [
         (
             "  app:\n    template: deb\n    env: {APP-PORT: 1}\n",
-            "fleet.yaml:8:11",
+            "fleet.yaml:7:11",
             "environment variable name 'APP-PORT' is not valid",
         ),
         (
             "  app:\n    template: deb\n    env: {A: 1, B: 2}\n",
-            "fleet.yaml:8:10",
+            "fleet.yaml:7:10",
             "env has 2 variables; pct can be given only one",
         ),
         (
             "  app:\n    template: deb\n    env: {A: \"x\\ny\"}\n",
-            "fleet.yaml:8:14",
+            "fleet.yaml:7:14",
             "control character",
         ),
         (
             "  app:\n    template: deb\n    entrypoint: \"  \"\n",
-            "fleet.yaml:8:17",
+            "fleet.yaml:7:17",
             "entrypoint is blank",
         ),
         (
             "  app:\n    template: deb\n    interface_name: \"eth 0\"\n",
-            "fleet.yaml:8:21",
+            "fleet.yaml:7:21",
             "interface name 'eth 0' is not valid",
         ),
         (
@@ -71,7 +71,7 @@ fn bad_runtime_fields_are_errors_at_their_place() {
         ),
         (
             "  app:\n    template: deb\n    interface_name: wan0\n    extra_interfaces: [{name: wan0}]\n",
-            "containers.app.interface_name",
+            "fleet.yaml:8:31: containers.app.extra_interfaces.0.name",
             "used twice",
         ),
     ];
@@ -95,7 +95,11 @@ fn a_volume_template_is_used_as_it_is() {
     assert_eq!(t.storage, "nfs-tmpl");
     assert_eq!(t.file_name(), "debian-13-standard_13.1-2_amd64.tar.zst");
     for (tmpl, at, what) in [
-        ("{volume: \"local:iso/x.iso\"}", "fleet.yaml:3:17", "not a template volume id"),
+        (
+            "{volume: \"local:iso/x.iso\"}",
+            "fleet.yaml:3:17",
+            "not a template volume id",
+        ),
         (
             "{volume: \"local:vztmpl/x.tar.zst\", pveam: x.tar.zst}",
             "templates.deb",
@@ -112,8 +116,13 @@ fn a_volume_template_is_used_as_it_is() {
             "nothing is downloaded",
         ),
     ] {
-        let text = format!("fleet: dev\ntemplates:\n  deb: {tmpl}\ncontainers:\n  app: {{template: deb}}\n");
-        let err = format!("{}", parse_fleet("fleet.yaml", &text, &NoFiles).unwrap_err());
+        let text = format!(
+            "fleet: dev\ntemplates:\n  deb: {tmpl}\ncontainers:\n  app: {{template: deb}}\n"
+        );
+        let err = format!(
+            "{}",
+            parse_fleet("fleet.yaml", &text, &NoFiles).unwrap_err()
+        );
         assert!(err.contains(at) && err.contains(what), "{tmpl}: {err}");
     }
 }

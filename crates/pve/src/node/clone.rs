@@ -32,7 +32,11 @@ pub fn clone_args(s: &CloneSpec) -> Result<Vec<String>, PveError> {
             "an id other than the source's",
         ));
     }
-    let mut a = vec!["clone".to_string(), s.source.to_string(), s.vmid.to_string()];
+    let mut a = vec![
+        "clone".to_string(),
+        s.source.to_string(),
+        s.vmid.to_string(),
+    ];
     if let Some(h) = &s.hostname {
         if !argv::is_dns_name(h) {
             return Err(PveError::invalid(v, "hostname", h, "a DNS name"));
@@ -96,7 +100,17 @@ mod tests {
     fn clone_argv() {
         assert_eq!(
             clone_args(&spec()).unwrap(),
-            ["clone", "9000", "120", "--hostname", "web", "--full", "1", "--storage", "local-zfs"]
+            [
+                "clone",
+                "9000",
+                "120",
+                "--hostname",
+                "web",
+                "--full",
+                "1",
+                "--storage",
+                "local-zfs"
+            ]
         );
         let linked = CloneSpec {
             full: false,
@@ -111,7 +125,10 @@ mod tests {
             full: false,
             ..spec()
         };
-        assert!(clone_args(&bad).unwrap_err().to_string().contains("linked clone"));
+        assert!(clone_args(&bad)
+            .unwrap_err()
+            .to_string()
+            .contains("linked clone"));
         let same = CloneSpec {
             vmid: 9000,
             ..spec()

@@ -60,7 +60,9 @@ pub fn clone(
     err: &mut String,
 ) -> Result<TaskOutcome> {
     if crate::lxc::is_lxc(node) {
-        return Err(SimError::die("pct clone is simulated on the memory backend only"));
+        return Err(SimError::die(
+            "pct clone is simulated on the memory backend only",
+        ));
     }
     let newid: u32 = p["newid"]
         .parse()
@@ -181,7 +183,8 @@ pub fn clone(
                 let mut m2 = m.clone();
                 m2.insert("volume".into(), new);
                 m2.insert("size".into(), format_size(size));
-                conf.opts.insert(key.clone(), print_prop(&m2, &["volume", "mp"]));
+                conf.opts
+                    .insert(key.clone(), print_prop(&m2, &["volume", "mp"]));
             }
             write_conf(node, newid, &conf)
         })();

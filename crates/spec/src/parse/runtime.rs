@@ -92,7 +92,11 @@ impl Cx<'_> {
             self.err(
                 n.span,
                 path,
-                format!("entrypoint {} has a control character (U+{:04X})", quote(&s), c as u32),
+                format!(
+                    "entrypoint {} has a control character (U+{:04X})",
+                    quote(&s),
+                    c as u32
+                ),
                 Some("one line without control characters (a tab is fine)"),
             );
             return None;

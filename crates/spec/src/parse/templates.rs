@@ -117,21 +117,23 @@ impl Cx<'_> {
                     },
                     None => ok = false,
                 },
-                "volume" => match self.string(&e.value, &p) {
-                    Some(v) => match template_volid(&v) {
-                        Ok(storage) => volume = Some((v, storage)),
-                        Err(right) => {
-                            self.err(
+                "volume" => {
+                    match self.string(&e.value, &p) {
+                        Some(v) => match template_volid(&v) {
+                            Ok(storage) => volume = Some((v, storage)),
+                            Err(right) => {
+                                self.err(
                                 e.value.span,
                                 &p,
                                 format!("volume {} is not a template volume id", quote(&v)),
                                 Some(&format!("expected {right} (see `pvesm list STORAGE --content vztmpl`)")),
                             );
-                            ok = false;
-                        }
-                    },
-                    None => ok = false,
-                },
+                                ok = false;
+                            }
+                        },
+                        None => ok = false,
+                    }
+                }
                 _ => {
                     self.unknown_field(e, path, TEMPLATE_FIELDS);
                     ok = false;
@@ -143,12 +145,20 @@ impl Cx<'_> {
         }
         let at = self.lookup(path);
         if let Some((volid, vol_storage)) = volume {
-            return self.volume_template(path, at, volid, vol_storage, &[
-                ("url", url.is_some()),
-                ("pveam", pveam.is_some()),
-                ("sha256", sha256.is_some()),
-                ("sha512", sha512.is_some()),
-            ], storage_span, seed_span);
+            return self.volume_template(
+                path,
+                at,
+                volid,
+                vol_storage,
+                &[
+                    ("url", url.is_some()),
+                    ("pveam", pveam.is_some()),
+                    ("sha256", sha256.is_some()),
+                    ("sha512", sha512.is_some()),
+                ],
+                storage_span,
+                seed_span,
+            );
         }
         let storage = storage.unwrap_or_else(|| DEFAULT_TEMPLATE_STORAGE.to_owned());
         match (url, pveam) {

@@ -18,7 +18,7 @@ pub fn iface(name: &str) -> Interface {
         mac_address: None,
         firewall: false,
         rate_limit: None,
-            host_managed: false,
+        host_managed: false,
     }
 }
 

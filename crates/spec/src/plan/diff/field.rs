@@ -107,7 +107,10 @@ mod tests {
         assert_eq!(parse_interface("ip_address"), Some((0, "ip_address")));
         assert_eq!(parse_interface("extra_interfaces[1].mtu"), Some((2, "mtu")));
         assert_eq!(parse_interface("cores"), None);
-        assert_eq!(parse_interface(&interface_field(0, "name")), Some((0, "name")));
+        assert_eq!(
+            parse_interface(&interface_field(0, "name")),
+            Some((0, "name"))
+        );
         assert_eq!(parse_interface("name"), None);
         assert_eq!(
             parse_interface(&interface_field(2, "host_managed")),
