@@ -309,7 +309,12 @@ pub(crate) fn existing(d: &Container, a: Option<&Container>, o: &ObservedContain
 
 /// `env` and `entrypoint`: compared only when the file gives them (an OCI image brings its own, which stands
 /// otherwise). PVE applies both at the next start, so a change on a running container is not live.
-fn runtime(df: &mut Differ, d: &Container, a: Option<&Container>, oc: &crate::observed::ObservedConfig) {
+fn runtime(
+    df: &mut Differ,
+    d: &Container,
+    a: Option<&Container>,
+    oc: &crate::observed::ObservedConfig,
+) {
     if !d.env.is_empty() {
         df.cmp(s(field::ENV), &oc.env, a.map(|a| &a.env), &d.env, false);
     }
