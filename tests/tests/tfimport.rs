@@ -250,8 +250,8 @@ async fn the_imported_prd_dev_environment_takes_over_terraforms_containers_witho
         for kind in ["create", "replace", "destroy", "move", "resize", "start"] {
             assert_eq!(s[kind], 0, "{kind}: {out}");
         }
-        // Nothing to change: the file describes what Terraform made (the net0 name veth0, which the import warned
-        // about, is not compared by the planner).
+        // Nothing to change: the file describes what Terraform made (net0's name veth0 imported as
+        // `interface_name: veth0`).
         assert_eq!(plan["actions"], serde_json::json!([]), "{out}");
         let (code, _, err) = pxctl(&bins, &config, &["plan", fleet, "--detailed-exitcode"]).await;
         assert_eq!(code, 0, "{err}");

@@ -222,6 +222,18 @@ pub trait NodeApi: Send + Sync + 'static {
     /// The directory that holds `STORAGE:vztmpl/` files.
     fn template_dir(&self, storage: &str)
         -> impl Future<Output = Result<PathBuf, PveError>> + Send;
+    /// Whether `storage` holds the template file `file_name` (`STORAGE:vztmpl/FILE`). The default looks in
+    /// [`NodeApi::template_dir`]; a PVE node asks the storage's content list.
+    fn has_template(
+        &self,
+        storage: &str,
+        file_name: &str,
+    ) -> impl Future<Output = Result<bool, PveError>> + Send {
+        async move {
+            let dir = self.template_dir(storage).await?;
+            Ok(dir.join(file_name).is_file())
+        }
+    }
     /// `pveam download STORAGE NAME` (appliance templates from the index).
     fn pveam_download(
         &self,

@@ -149,6 +149,9 @@ pub enum TemplateSource {
     Appliance,
     /// Already present on the node (or managed by someone else): use as is.
     Existing,
+    /// A volume the fleet names as already in storage (fleet.yaml `volume:`): never downloaded; checked to be
+    /// there.
+    Volume,
 }
 
 /// An expected checksum, lower-case hex.

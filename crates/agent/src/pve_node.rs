@@ -309,6 +309,12 @@ impl NodeApi for PveNode {
         Ok(dir)
     }
 
+    async fn has_template(&self, storage: &str, file_name: &str) -> Result<bool, PveError> {
+        let volid = format!("{storage}:vztmpl/{file_name}");
+        let list = self.node.templates(storage).await?;
+        Ok(list.iter().any(|t| t.volid == volid))
+    }
+
     async fn pveam_download(&self, storage: &str, name: &str) -> Result<(), PveError> {
         self.node.pveam_download(storage, name).await
     }

@@ -141,6 +141,8 @@ fn apply_options(s: &mut CreateSpec, options: &[(String, String)]) -> Result<(),
             "onboot" => s.onboot = Some(flag(k, v)?),
             "protection" => s.protection = Some(flag(k, v)?),
             "ostype" => s.ostype = Some(v.to_string()),
+            "env" => s.env = pxfleet_pve::runtime::parse_env(v),
+            "entrypoint" => s.entrypoint = Some(v.to_string()),
             "tags" => s.tags = words(v),
             "description" => s.description = Some(v.to_string()),
             "lxc.idmap" => s.idmap.push(v.trim().to_string()),
@@ -235,6 +237,13 @@ pub fn options_text(s: &CreateSpec) -> Vec<(String, String)> {
     }
     if let Some(t) = &s.ostype {
         push("ostype", t.clone());
+    }
+    if !s.env.is_empty() {
+        let vars: Vec<String> = s.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        push("env", vars.join("\0"));
+    }
+    if let Some(e) = &s.entrypoint {
+        push("entrypoint", e.clone());
     }
     if let Some(b) = s.protection {
         push("protection", b01(b));

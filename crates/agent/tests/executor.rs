@@ -418,6 +418,30 @@ async fn seed_template_mismatch_fails_with_both_digests() {
 }
 
 #[tokio::test]
+async fn a_volume_template_is_looked_for_never_downloaded() {
+    let r = rig(4, Duration::ZERO);
+    let op = |id: &str, file: &str| Operation {
+        id: id.into(),
+        kind: OpKind::SeedTemplate(TemplateSpec {
+            storage: "local".into(),
+            file_name: file.into(),
+            source: TemplateSource::Volume,
+        }),
+    };
+    let done = r.exec.execute(op("v1", "t.tar.zst")).await;
+    assert_eq!(
+        succeeded(&done).template_volid.as_deref(),
+        Some("local:vztmpl/t.tar.zst")
+    );
+    let e = failed(&r.exec.execute(op("v2", "missing.tar.zst")).await);
+    assert!(
+        e.contains("local:vztmpl/missing.tar.zst is not on this node"),
+        "{e}"
+    );
+    assert_eq!(r.node.calls("pveam"), 0, "nothing downloaded");
+}
+
+#[tokio::test]
 async fn seed_template_without_checksum_reports_the_sha256() {
     let r = rig(4, Duration::ZERO);
     let srv = common::serve(b"unpinned payload".to_vec(), Duration::ZERO).await;

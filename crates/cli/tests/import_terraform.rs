@@ -71,6 +71,11 @@ fn the_prd_dev_environment_becomes_the_same_two_containers() {
             "{name}"
         );
         assert_eq!(net0(c).bridge, "vmbr0");
+        assert_eq!(
+            net0(c).name,
+            "veth0",
+            "{name}: network_interface.name becomes interface_name"
+        );
         assert!(c.unprivileged, "{name}: unprivileged = true in the module");
         // features: optional(object({nesting = optional(bool, true), ...}), {})
         assert!(
@@ -114,7 +119,6 @@ fn the_prd_dev_environment_becomes_the_same_two_containers() {
         ("modules/lxc/main.tf:53:7", "user_account.keys"),
         ("modules/lxc/main.tf:53:7", "main.tf:5:3"),
         ("modules/lxc/main.tf:54:7", "user_account.password"),
-        ("modules/lxc/main.tf:59:5", "veth0"),
         ("modules/lxc/main.tf:65:5", "operating_system.type"),
     ];
     for (place, text) in expect_warnings {
@@ -281,6 +285,13 @@ resource "proxmox_virtual_environment_vm" "x" {}
     assert!(!c.unprivileged, "the provider's default is privileged");
     assert!(fleet.allow_privileged, "{yaml}");
     assert_eq!(c.template, "debian-12-standard_12.7-1_amd64.tar.zst");
+    assert_eq!(
+        fleet.templates[&c.template].source,
+        pxfleet_spec::TemplateSource::Volume {
+            volid: "local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst".into()
+        },
+        "a static template_file_id is the volume as it is in storage"
+    );
     assert_eq!(c.mount_points.len(), 1);
     assert_eq!(c.tags, vec!["db".to_string()]);
     assert_eq!(net0(c).bridge, "vmbr1");
@@ -288,7 +299,6 @@ resource "proxmox_virtual_environment_vm" "x" {}
         ("main.tf:9:3", "pool_id"),
         ("main.tf:6:1", "privileged"),
         ("main.tf:34:1", "proxmox_virtual_environment_vm.x"),
-        ("main.tf:26:5", "PVE appliance"),
     ] {
         assert!(
             warnings

@@ -159,6 +159,8 @@ pub fn observed_config_from_pb(c: &pb::ContainerSpec) -> ObservedConfig {
         datastore_id: non_empty(&c.datastore_id),
         template: non_empty(&c.template),
         ostype: non_empty(&c.ostype),
+        env: c.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        entrypoint: non_empty(&c.entrypoint),
         unprivileged: c.unprivileged,
         features: Features {
             nesting: features.nesting,
@@ -235,6 +237,7 @@ fn interface_from_pb(i: &pb::NetworkInterface) -> Interface {
         mac_address: i.mac.parse().ok(),
         firewall: i.firewall,
         rate_limit: i.rate_mbps,
+        host_managed: i.host_managed,
     }
 }
 
@@ -360,6 +363,8 @@ pub fn container_spec(
         disk_size_gib: c.disk_size,
         datastore_id: c.datastore_id.clone().unwrap_or_default(),
         ostype: c.ostype.clone().unwrap_or_default(),
+        entrypoint: c.entrypoint.clone().unwrap_or_default(),
+        env: c.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         template_volid: template_volid(template),
         unprivileged: c.unprivileged,
         features: Some(pb::Features {
@@ -405,6 +410,7 @@ pub fn container_spec(
                 firewall: iface.firewall,
                 rate_mbps: iface.rate_limit,
                 index: i as u32,
+                host_managed: iface.host_managed,
             })
             .collect(),
         dns: Some(pb::Dns {
@@ -447,12 +453,15 @@ pub fn seed_pb(t: &Template) -> pb::SeedTemplate {
         ),
         // A catalogue appliance: the agent fetches it with pveam; no URL.
         TemplateSource::Pveam { .. } => (String::new(), None),
+        // A volume in storage: the agent only checks that it is there.
+        TemplateSource::Volume { .. } => (String::new(), None),
     };
     pb::SeedTemplate {
         url,
         checksum,
         storage: t.storage.clone(),
         file_name: t.file_name().to_string(),
+        existing: matches!(t.source, TemplateSource::Volume { .. }),
     }
 }
 

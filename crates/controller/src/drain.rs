@@ -89,10 +89,7 @@ pub fn plan(snap: &Snapshot, node: &str) -> DrainPlan {
                 .datastore_id
                 .iter()
                 .map(String::as_str)
-                .chain(c.mount_points.iter().filter_map(|m| match m {
-                    MountPoint::Volume { datastore_id, .. } => Some(datastore_id.as_str()),
-                    MountPoint::Bind { .. } => None,
-                }))
+                .chain(c.mount_points.iter().filter_map(MountPoint::datastore))
                 .collect();
             let mut refused = Vec::new();
             let reachable: Vec<String> = candidates
@@ -229,6 +226,7 @@ mod tests {
             path: "/data".into(),
             backup: false,
             read_only: false,
+            flags: Default::default(),
         }];
         s.desired = vec![a, b];
         let p = plan(&s, "n1");

@@ -18,6 +18,8 @@ pub(crate) fn template_ready(state: &State, d: &DesiredContainer) -> bool {
 
 /// Whether template `name` can be created from on node `n` without seeding first.
 /// - An appliance: cached (inventory) or seeded.
+/// - A volume already in storage: listed in the node's inventory, or found there by a seed operation (which only
+///   checks; nothing is downloaded).
 /// - A URL with a sha256: cached or seeded, unless the digest the node reported differs from the pin.
 /// - A URL without checksum: only once the node reported the file's sha256 (a seed operation hashes a cached
 ///   file without downloading), so nodes can be compared; a seed by an agent that reports no digest counts.
@@ -26,7 +28,8 @@ pub fn template_ready_on(n: &NodeRecord, name: &str, t: &Template) -> bool {
     let seeded = n.seeded.get(name).map(String::as_str) == Some(volid.as_str());
     let cached = n.inventory.templates.contains(&volid);
     match &t.source {
-        TemplateSource::Pveam { .. } => seeded || cached,
+        // A volume: nothing to download; its seed operation checks that the node has it.
+        TemplateSource::Pveam { .. } | TemplateSource::Volume { .. } => seeded || cached,
         TemplateSource::Url { url, checksum } => {
             let reported = n.template_digests.get(url);
             match checksum {

@@ -88,6 +88,7 @@ fn seed_template_checksum_oneof_round_trips() {
             checksum: Some(seed_template::Checksum::Sha512("ab".repeat(64))),
             storage: "local".into(),
             file_name: "t.tar.xz".into(),
+            existing: false,
         })),
         ..Default::default()
     };

@@ -444,6 +444,13 @@ pub fn create_args(spec: &CreateSpec, ssh_keys_file: Option<&Path>) -> R<Vec<Str
     if let Some(tz) = &spec.timezone {
         a.opt("timezone", tz.clone());
     }
+    if !spec.env.is_empty() {
+        a.opt("env", crate::runtime::env_value(vmid, &spec.env)?);
+    }
+    if let Some(e) = &spec.entrypoint {
+        crate::runtime::check_entrypoint(vmid, e)?;
+        a.opt("entrypoint", e.clone());
+    }
     a.flag("unprivileged", spec.unprivileged);
     if !spec.ssh_public_keys.is_empty() {
         for k in &spec.ssh_public_keys {
@@ -531,6 +538,17 @@ pub fn set_args(vmid: u32, c: &ConfigChange) -> R<Vec<String>> {
     }
     if let Some(o) = &c.ostype {
         a.opt("ostype", o.clone());
+    }
+    match &c.env {
+        Some(e) if e.is_empty() => {
+            delete.insert("env".into());
+        }
+        Some(e) => a.opt("env", crate::runtime::env_value(vmid, e)?),
+        None => {}
+    }
+    if let Some(e) = &c.entrypoint {
+        crate::runtime::check_entrypoint(vmid, e)?;
+        a.opt("entrypoint", e.clone());
     }
     match &c.startup {
         Some(s) if *s == Default::default() => {

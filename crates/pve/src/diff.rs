@@ -11,7 +11,7 @@ use crate::parse::{ContainerConfig, NetConfig};
 use crate::spec::{ConfigChange, CreateSpec};
 
 /// A NIC as compared: MAC upper-case (left out when the desired side has none, so a generated one is accepted),
-/// `type` defaulting to `veth`, an explicit `firewall=0` / `link_down=0` the same as none.
+/// `type` defaulting to `veth`, an explicit `firewall=0` / `link_down=0` / `host-managed=0` the same as none.
 fn normalised(n: &NetConfig, ignore_hwaddr: bool) -> NetConfig {
     let mut n = n.clone();
     n.hwaddr = if ignore_hwaddr {
@@ -25,6 +25,9 @@ fn normalised(n: &NetConfig, ignore_hwaddr: bool) -> NetConfig {
     }
     if n.link_down == Some(false) {
         n.link_down = None;
+    }
+    if n.host_managed == Some(false) {
+        n.host_managed = None;
     }
     n
 }
@@ -63,11 +66,12 @@ impl ConfigChange {
     /// now, the pending change is reverted (`revert`) instead of another one piled on it.
     ///
     /// From `desired`, only what can change in place is read: hostname, cores, cpulimit, cpuunits, memory, swap,
-    /// features, nets, nameservers, searchdomains, startup, onboot, protection, ostype, tags, description and
-    /// mount points (vmid, template, rootfs, unprivileged, SSH keys, arch and timezone are create-only).
-    /// `None` / empty desired values delete what the config has (memory, swap, hostname, ostype and the
-    /// description are never deleted; tags are compared as the whole list). A NIC without `hwaddr` keeps its
-    /// current MAC. Mount points and devices are matched by their path, not their slot (see [`mounts::diff`]).
+    /// features, nets, nameservers, searchdomains, startup, onboot, protection, ostype, env, entrypoint, tags,
+    /// description, mount points and devices (vmid, template, rootfs, unprivileged, SSH keys, arch and timezone
+    /// are create-only). `None` / empty desired values delete what the config has (memory, swap, hostname, ostype,
+    /// env, entrypoint and the description are never deleted; tags are compared as the whole list). A NIC without
+    /// `hwaddr` keeps its current MAC. Mount points and devices are matched by their path, not their slot (see
+    /// [`mounts::diff`]).
     pub fn diff(
         current: &ContainerConfig,
         desired: &CreateSpec,
@@ -205,6 +209,19 @@ impl ConfigChange {
             d.ostype.as_ref(),
             false,
         );
+        // Set when given, never deleted: an OCI image brings its own (the fleet compares them only when given).
+        if !d.env.is_empty() && current.env != d.env {
+            c.env = Some(d.env.clone());
+        }
+        scalar(
+            &mut c.entrypoint,
+            del,
+            "entrypoint",
+            current,
+            current.entrypoint.clone(),
+            d.entrypoint.as_ref(),
+            false,
+        );
         if current.tags != d.tags {
             c.tags = Some(d.tags.clone());
         }
@@ -271,6 +288,13 @@ impl ConfigChange {
             "onboot" => self.onboot.map(b),
             "protection" => self.protection.map(b),
             "ostype" => self.ostype.clone(),
+            "env" => self.env.as_ref().map(|e| {
+                e.iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join("\0")
+            }),
+            "entrypoint" => self.entrypoint.clone(),
             "tags" => self.tags.as_ref().map(|t| {
                 let set: BTreeSet<String> = t.iter().map(|t| t.to_ascii_lowercase()).collect();
                 set.into_iter().collect::<Vec<_>>().join(";")
@@ -299,6 +323,8 @@ impl ConfigChange {
             "onboot" => self.onboot = None,
             "protection" => self.protection = None,
             "ostype" => self.ostype = None,
+            "env" => self.env = None,
+            "entrypoint" => self.entrypoint = None,
             "tags" => self.tags = None,
             "description" => self.description = None,
             _ => {
@@ -325,6 +351,8 @@ impl ConfigChange {
             "onboot",
             "protection",
             "ostype",
+            "env",
+            "entrypoint",
             "tags",
             "description",
         ]

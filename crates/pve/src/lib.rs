@@ -4,7 +4,8 @@
 //! - [`runner`]: [`Runner`] spawns processes from an argv with a timeout ([`ProcessRunner`]); [`ScriptedRunner`]
 //!   answers from a script in tests.
 //! - [`parse`]: pure parsers for pct/pvesh/pvesm/pveam output and printers for PVE property strings.
-//! - [`spec`] and [`argv`]: typed create/set requests and the pure argv builders for them.
+//! - [`spec`] and [`argv`]: typed create/set requests and the pure argv builders for them ([`runtime`]: `env`
+//!   and `entrypoint`).
 //! - [`diff`]: [`ConfigChange::diff`], the in-place change from a stored configuration to a desired one.
 //! - [`node`]: [`Node`], async typed operations with failure detection and lock-contention retries.
 //! - [`error`]: [`PveError`], classification of PVE's error texts.
@@ -20,13 +21,14 @@ pub mod mark;
 pub mod node;
 pub mod parse;
 pub mod runner;
+pub mod runtime;
 pub mod scripted;
 pub mod secret;
 pub mod spec;
 
 pub use error::PveError;
 pub use mark::{ManagedMark, MANAGED_LINE_PREFIX, MANAGED_TAG};
-pub use node::{Node, PendingKey, RetryPolicy, ShutdownOutcome, Timeouts};
+pub use node::{CloneSpec, Node, PendingKey, RetryPolicy, ShutdownOutcome, Timeouts};
 pub use parse::ContainerConfig;
 pub use runner::{Command, Output, ProcessRunner, RunError, Runner};
 pub use scripted::ScriptedRunner;

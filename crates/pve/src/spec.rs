@@ -140,6 +140,10 @@ pub struct CreateSpec {
     pub arch: Option<String>,
     pub ostype: Option<String>,
     pub timezone: Option<String>,
+    /// `--env` (PVE 9.1+); empty: left out.
+    pub env: BTreeMap<String, String>,
+    /// `--entrypoint` (PVE 9.1+).
+    pub entrypoint: Option<String>,
 }
 
 impl CreateSpec {
@@ -172,6 +176,8 @@ impl CreateSpec {
             arch: None,
             ostype: None,
             timezone: None,
+            env: BTreeMap::new(),
+            entrypoint: None,
         }
     }
 }
@@ -198,6 +204,10 @@ pub struct ConfigChange {
     pub description: Option<String>,
     /// `--ostype` (never deleted: PVE requires it).
     pub ostype: Option<String>,
+    /// `--env`, replacing every variable (PVE 9.1+).
+    pub env: Option<BTreeMap<String, String>>,
+    /// `--entrypoint` (PVE 9.1+).
+    pub entrypoint: Option<String>,
     /// New mount points (allocated by PVE), and existing ones whose options change (`MountVolume::Existing`
     /// with the volume they have).
     pub mount_points: BTreeMap<u32, MountPointSpec>,

@@ -4,7 +4,8 @@
 //!
 //! This module keeps what every operation shares (runtime state, config files, locks, faults, sizes)
 //! and `pct unlock`; each `pct` subcommand group has its own submodule: `create`, `config` (set,
-//! resize), `power`, `destroy`, `migrate`, `status`, `guest` (chpasswd, interfaces), and `values`
+//! resize), `power`, `destroy`, `migrate`, `clone` (clone, template), `status`, `guest` (chpasswd, interfaces), and
+//! `values`
 //! (normalisation of option values and disk plans).
 // pvesim simulates PVE: its timestamps and lock timeouts are the simulated node's real time
 #![allow(clippy::disallowed_methods)]
@@ -23,6 +24,7 @@ use crate::lock::{self, Held};
 use crate::node::{write_file, Node};
 use crate::task::now;
 
+mod clone;
 mod config;
 mod create;
 mod destroy;
@@ -32,6 +34,7 @@ mod power;
 mod status;
 mod values;
 
+pub use clone::{clone, template};
 pub use config::{resize, set};
 pub use create::create;
 pub use destroy::destroy;

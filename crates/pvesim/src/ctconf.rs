@@ -1,9 +1,13 @@
 //! Container config files in PVE's format (`/etc/pve/nodes/<node>/lxc/<vmid>.conf`): parsing, writing
-//! (description comments first, sorted keys, raw `lxc.*` lines, `[pve:pending]`), and `encode_text`.
+//! (description comments first, sorted keys, `env` as `lxc.environment.runtime` lines, raw `lxc.*` lines,
+//! `[pve:pending]`), and `encode_text`.
 
 use std::collections::BTreeMap;
 
 use sha2::{Digest, Sha256};
+
+/// The raw key `env` is written as, one line per variable (CONTRACT §7).
+const ENV_LINE: &str = "lxc.environment.runtime";
 
 /// One container config.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -90,6 +94,13 @@ impl CtConf {
                 } else {
                     c.pending.insert(k, v);
                 }
+            } else if k == ENV_LINE {
+                // `env` is kept as one line per variable; PVE's parser joins them with NUL.
+                let env = c.opts.entry("env".into()).or_default();
+                if !env.is_empty() {
+                    env.push('\0');
+                }
+                env.push_str(&v);
             } else if k.starts_with("lxc.") {
                 c.lxc.push((k, v));
             } else {
@@ -112,8 +123,11 @@ impl CtConf {
                 raw.push('\n');
             }
         }
-        for (k, v) in &self.opts {
+        for (k, v) in self.opts.iter().filter(|(k, _)| *k != "env") {
             raw.push_str(&format!("{k}: {v}\n"));
+        }
+        for var in self.opts.get("env").into_iter().flat_map(|e| e.split('\0')) {
+            raw.push_str(&format!("{ENV_LINE}: {var}\n"));
         }
         for (k, v) in &self.lxc {
             raw.push_str(&format!("{k}: {v}\n"));
@@ -174,6 +188,20 @@ mod tests {
         assert_eq!(c.description, "Web server\n");
         assert_eq!(c.opts["hostname"], "web1");
         assert_eq!(c.write(), EXAMPLE);
+    }
+
+    #[test]
+    fn env_is_written_as_runtime_lines() {
+        let mut c = CtConf::default();
+        c.opts.insert("memory".into(), "512".into());
+        c.opts.insert("env".into(), "A=1\0B=x y".into());
+        c.lxc.push(("lxc.init.cwd".into(), "/srv".into()));
+        let text = c.write();
+        assert_eq!(
+            text,
+            "memory: 512\nlxc.environment.runtime: A=1\nlxc.environment.runtime: B=x y\nlxc.init.cwd: /srv\n"
+        );
+        assert_eq!(CtConf::parse(&text), c);
     }
 
     #[test]

@@ -47,6 +47,8 @@ fn spec(cmd: &str) -> Option<Spec> {
             "POST",
             &["vmid", "target"],
         ),
+        "clone" => s("/nodes/{node}/lxc/{vmid}/clone", "POST", &["vmid", "newid"]),
+        "template" => s("/nodes/{node}/lxc/{vmid}/template", "POST", &["vmid"]),
         "status" => s("local:status", "", &["vmid"]),
         "list" => s("local:list", "", &[]),
         "exec" => s("local:exec", "", &["vmid", "extra-args"]),
@@ -232,6 +234,11 @@ fn dispatch(
             err.push_str(&stderr_after(&t));
             Ok(Some(0))
         }
+        "clone" => {
+            let t = ct::clone(node, vmid, p, out, err)?;
+            task(t, out, err)
+        }
+        "template" => ct::template(node, vmid, err).map(|_| None),
         "set" => ct::set(node, vmid, p, err).map(|_| None),
         "unlock" => ct::unlock(node, vmid, err).map(|_| None),
         "list" => {

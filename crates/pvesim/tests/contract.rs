@@ -290,6 +290,197 @@ async fn create_gives_normalised_config_and_set_keeps_the_mac() {
     assert!(is_generated_mac(mac3) && mac3 != mac, "{mac3} vs {mac}");
 }
 
+// ----- PVE 9.1 runtime options: env, entrypoint, host-managed NICs ----------------------------------------------
+
+#[tokio::test]
+async fn env_entrypoint_and_host_managed_nics() {
+    let (s, n) = seeded(None).await;
+    let mut sp = spec(210, "local-lvm", 2);
+    sp.env = BTreeMap::from([("APP_PORT".to_string(), "8080".to_string())]);
+    sp.entrypoint = Some("/usr/local/bin/app --serve".into());
+    sp.nets.insert(
+        0,
+        NetConfig {
+            host_managed: Some(true),
+            ..nic("lan0", "dhcp")
+        },
+    );
+    n.create(&sp).await.expect("create");
+    let c = n.config(210).await.expect("config");
+    assert_eq!(c.env, sp.env);
+    assert_eq!(c.entrypoint.as_deref(), Some("/usr/local/bin/app --serve"));
+    assert_eq!(c.nets[&0].name, "lan0");
+    assert_eq!(c.nets[&0].host_managed, Some(true));
+    assert!(
+        c.raw["net0"].contains(",host-managed=1,"),
+        "{}",
+        c.raw["net0"]
+    );
+    // The file keeps env as lxc.environment.runtime lines after the sorted keys (CONTRACT §7).
+    let file =
+        std::fs::read_to_string(s.state("pve1").join("nodes/pve1/lxc/210.conf")).expect("conf");
+    assert!(
+        file.contains("\nlxc.environment.runtime: APP_PORT=8080\n"),
+        "{file}"
+    );
+    assert!(!file.contains("\nenv:"), "{file}");
+    let text = s.cli("pve1", "pct", &["config", "210"]).stdout;
+    assert!(text.contains("\nenv: APP_PORT=8080\n"), "{text}");
+
+    // On a running CT both are read at the next start: pending, shown merged by pct config.
+    n.start(210).await.expect("start");
+    let change = ConfigChange {
+        env: Some(BTreeMap::from([(
+            "APP_PORT".to_string(),
+            "9090".to_string(),
+        )])),
+        entrypoint: Some("/usr/local/bin/app".into()),
+        ..ConfigChange::default()
+    };
+    n.set(210, &change).await.expect("set");
+    let pending: Vec<String> = n
+        .pending(210)
+        .await
+        .expect("pending")
+        .into_iter()
+        .filter(|p| p.pending.is_some())
+        .map(|p| p.key)
+        .collect();
+    assert!(
+        pending.contains(&"env".to_string()) && pending.contains(&"entrypoint".to_string()),
+        "{pending:?}"
+    );
+    let c = n.config(210).await.expect("config");
+    assert_eq!(c.env["APP_PORT"], "9090");
+
+    // host-managed NICs have no SLAAC.
+    let o = s.cli(
+        "pve1",
+        "pct",
+        &[
+            "set",
+            "210",
+            "--net1",
+            "name=eth1,bridge=vmbr0,ip6=auto,host-managed=1",
+        ],
+    );
+    assert_ne!(o.code, 0);
+    assert!(
+        o.stderr
+            .contains("SLAAC is not supported for host-managed network configuration"),
+        "{}",
+        o.stderr
+    );
+    // A name outside \w is refused by PVE's pattern.
+    let o = s.cli("pve1", "pct", &["set", "210", "--env", "APP-PORT=1"]);
+    assert_ne!(o.code, 0);
+    assert!(
+        o.stderr
+            .contains("env: value does not match the regex pattern"),
+        "{}",
+        o.stderr
+    );
+}
+
+// ----- pct template, pct clone (linked from a template, full from anything) ------------------------------------
+
+#[tokio::test]
+async fn templates_are_cloned_linked_or_full() {
+    use pxfleet_pve::CloneSpec;
+    let (s, n) = seeded(None).await;
+    let mut sp = spec(9000, "local-lvm", 2);
+    sp.hostname = Some("golden".into());
+    sp.nets.insert(0, nic("eth0", "dhcp"));
+    n.create(&sp).await.expect("create");
+    let src_mac = n
+        .config(9000)
+        .await
+        .expect("config")
+        .hwaddr(0)
+        .unwrap()
+        .to_string();
+    let clone = |vmid: u32, full: bool, storage: Option<&str>| CloneSpec {
+        source: 9000,
+        vmid,
+        hostname: Some(format!("web{vmid}")),
+        full,
+        storage: storage.map(String::from),
+        description: None,
+    };
+    // Linked clones come from templates only.
+    let e = n.clone_ct(&clone(301, false, None)).await.unwrap_err();
+    assert!(e.to_string().contains("not a template"), "{e}");
+    n.template(9000).await.expect("template");
+    assert!(n.config(9000).await.expect("config").template);
+    let e = n.start(9000).await.unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("you can't start a CT if it's a template"),
+        "{e}"
+    );
+    let o = s.cli("pve1", "pct", &["template", "9000"]);
+    assert!(
+        o.stderr
+            .contains("you can't convert a template to a template"),
+        "{}",
+        o.stderr
+    );
+
+    n.clone_ct(&clone(301, false, None))
+        .await
+        .expect("linked clone");
+    let c = n.config(301).await.expect("config");
+    assert_eq!(c.hostname.as_deref(), Some("web301"));
+    assert!(!c.template && c.lock.is_none());
+    assert!(
+        c.raw["rootfs"].starts_with("local-lvm:"),
+        "{}",
+        c.raw["rootfs"]
+    );
+    assert_eq!(c.rootfs_size(), Some(2 << 30));
+    let mac = c.hwaddr(0).unwrap();
+    assert!(
+        is_generated_mac(mac) && mac != src_mac,
+        "a clone gets its own MAC"
+    );
+    n.start(301).await.expect("a clone runs");
+
+    // A full copy may go to another storage; a linked one may not, and only where the storage can.
+    n.clone_ct(&clone(302, true, Some("local-zfs")))
+        .await
+        .expect("full clone");
+    assert!(n.config(302).await.expect("config").raw["rootfs"].starts_with("local-zfs:"));
+    let o = s.cli(
+        "pve1",
+        "pct",
+        &["clone", "9000", "303", "--full", "0", "--storage", "local"],
+    );
+    assert_ne!(o.code, 0);
+    assert!(o.stderr.contains("storage"), "{}", o.stderr);
+    // The id is taken: refused before anything is made.
+    let e = n.clone_ct(&clone(301, true, None)).await.unwrap_err();
+    assert!(
+        matches!(e, PveError::AlreadyExists { vmid: 301, .. }),
+        "{e}"
+    );
+
+    let mut dir = spec(9100, "local", 2);
+    dir.hostname = Some("dirbase".into());
+    n.create(&dir).await.expect("create on dir");
+    n.template(9100).await.expect("template");
+    let o = s.cli("pve1", "pct", &["clone", "9100", "304"]);
+    assert_ne!(o.code, 0, "{}", o.stderr);
+    assert!(
+        o.stderr.contains("linked clone feature for 'local:"),
+        "{}",
+        o.stderr
+    );
+    assert!(
+        !s.state("pve1").join("nodes/pve1/lxc/304.conf").exists(),
+        "nothing left behind"
+    );
+}
+
 #[tokio::test]
 async fn defaults_and_mount_points_on_other_storages() {
     let (_s, n) = seeded(None).await;

@@ -103,6 +103,9 @@ pub enum TemplateSource {
     /// An appliance from PVE's catalogue, fetched with `pveam download`,
     /// e.g. `debian-12-standard_12.7-1_amd64.tar.zst`.
     Pveam { appliance: String },
+    /// A volume already in storage (bpg `template_file_id`), `STORAGE:vztmpl/FILE`: nothing is downloaded; the
+    /// agent checks that it is there before creating. [`Template::storage`] is the volume's storage.
+    Volume { volid: String },
 }
 
 impl Template {
@@ -111,6 +114,9 @@ impl Template {
         match &self.source {
             TemplateSource::Url { url, .. } => url_file_name(url),
             TemplateSource::Pveam { appliance } => appliance,
+            TemplateSource::Volume { volid } => volid
+                .split_once(":vztmpl/")
+                .map_or(volid.as_str(), |(_, f)| f),
         }
     }
 }
@@ -232,6 +238,14 @@ pub struct Container {
     /// PVE from the template (not compared).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ostype: Option<String>,
+    /// `--env` (bpg `environment_variables`): the container's runtime environment, `NAME: value`. Empty: not
+    /// compared (an OCI image's own `Env` stands). PVE 9.1+.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// `--entrypoint` (bpg `entrypoint`): the command PVE runs as init (`lxc.init.cmd`). `None`: not compared
+    /// (PVE's `/sbin/init`, or an OCI image's own entrypoint). PVE 9.1+.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entrypoint: Option<String>,
 }
 
 /// The `ostype` values PVE accepts (CONTRACT §3.1).
@@ -307,7 +321,7 @@ pub struct Features {
 /// One network interface (`netN`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Interface {
-    /// `eth0`, `eth1`, ... (the position in [`Container::interfaces`] gives `netN`).
+    /// `eth0`, `eth1`, ... (the position in [`Container::interfaces`] gives `netN`); net0's is `interface_name`.
     pub name: String,
     /// `bridge=`. Default `vmbr0`.
     pub bridge: String,
@@ -325,6 +339,9 @@ pub struct Interface {
     pub firewall: bool,
     /// `rate=`, MB/s.
     pub rate_limit: Option<f64>,
+    /// `host-managed=` (PVE 9.1+): the host runs DHCP for the interface instead of the container. Default false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub host_managed: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

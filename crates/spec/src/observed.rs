@@ -9,6 +9,8 @@
 //! The planner compares these values with the desired [`Container`]; [`ObservedContainer::from_desired`] builds the
 //! observation a perfectly applied container would give, which the simulator and tests use.
 
+use std::collections::BTreeMap;
+
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
@@ -82,6 +84,12 @@ pub struct ObservedConfig {
     /// `ostype` as the node reports it (PVE fills it in from the template when not given).
     #[serde(default)]
     pub ostype: Option<String>,
+    /// `env` as the node reports it (`lxc.environment.runtime` lines).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// `entrypoint`; `None` when the config has none (PVE's `/sbin/init`).
+    #[serde(default)]
+    pub entrypoint: Option<String>,
 }
 
 /// One `netN` and, for a running container, the addresses it really has.
@@ -147,6 +155,8 @@ impl ObservedContainer {
                 ),
                 template: Some(c.template.clone()),
                 ostype: c.ostype.clone(),
+                env: c.env.clone(),
+                entrypoint: c.entrypoint.clone(),
                 unprivileged: c.unprivileged,
                 features: c.features.clone(),
                 interfaces: c

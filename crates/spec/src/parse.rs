@@ -22,6 +22,7 @@ mod mounts;
 mod network;
 mod reader;
 mod resolve;
+mod runtime;
 mod templates;
 
 pub(crate) const TOP_FIELDS: &[&str] = &[
@@ -34,8 +35,9 @@ pub(crate) const TOP_FIELDS: &[&str] = &[
     "policies",
     "hooks",
 ];
-pub(crate) const TEMPLATE_FIELDS: &[&str] =
-    &["url", "sha256", "sha512", "storage", "pveam", "seed"];
+pub(crate) const TEMPLATE_FIELDS: &[&str] = &[
+    "url", "sha256", "sha512", "storage", "pveam", "volume", "seed",
+];
 /// The fields of an entry of `extra_interfaces`: every interface field (the planner compares the same ones).
 pub(crate) const EXTRA_NET_FIELDS: &[&str] = &crate::plan::diff::field::IFACE_FIELDS;
 pub(crate) const CONTAINER_FIELDS: &[&str] = &[
@@ -82,6 +84,10 @@ pub(crate) const CONTAINER_FIELDS: &[&str] = &[
     "restart_policy",
     "drift",
     "ostype",
+    "env",
+    "entrypoint",
+    "interface_name",
+    "host_managed",
 ];
 const FEATURE_FIELDS: &[&str] = &["nesting", "fuse", "keyctl", "mount"];
 const DNS_FIELDS: &[&str] = &["servers", "domain"];

@@ -50,11 +50,21 @@ fn gen_interface(r: &mut Rng, idx: usize, k: usize) -> Interface {
     }
     i.vlan_id = (r.below(3) == 0).then(|| 10 + k as u16);
     i.firewall = r.flip();
+    i.host_managed = r.below(5) == 0;
+    if k == 0 && r.below(5) == 0 {
+        i.name = "lan0".into();
+    }
     i
 }
 
 fn gen_container(r: &mut Rng, idx: usize) -> Container {
     let mut c = container(&format!("c{idx}"), r.flip().then_some(100 + idx as u32));
+    if r.below(4) == 0 {
+        c.env.insert("APP_ID".into(), idx.to_string());
+    }
+    if r.below(4) == 0 {
+        c.entrypoint = Some(format!("/app --id {idx}"));
+    }
     c.node = match r.below(3) {
         0 => None,
         1 => Some("pve1".into()),

@@ -295,6 +295,7 @@ fn moved_to(to: &str, protection: bool) -> Result<Plan, PlanError> {
         path: "/data".into(),
         backup: false,
         read_only: false,
+        flags: Default::default(),
     }];
     let applied = fleet("dev", vec![a.clone()]);
     let mut obs = observe(&applied, PowerState::Running);

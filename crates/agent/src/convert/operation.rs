@@ -168,6 +168,16 @@ pub fn operation_from_proto(op: v1::Operation) -> Result<Operation, ConvertError
                 Some(v1::seed_template::Checksum::Sha512(h)) => {
                     Some(Digest::Sha512(h.to_ascii_lowercase()))
                 }
+                None if s.existing => {
+                    return Ok(Operation {
+                        id: op.op_id,
+                        kind: OpKind::SeedTemplate(TemplateSpec {
+                            storage: s.storage,
+                            file_name: s.file_name,
+                            source: TemplateSource::Volume,
+                        }),
+                    });
+                }
                 None if s.url.is_empty() => {
                     // An appliance name from the PVE index: pveam verifies it.
                     return Ok(Operation {

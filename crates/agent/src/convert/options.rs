@@ -45,6 +45,7 @@ pub fn net_config(i: &v1::NetworkInterface) -> Result<NetConfig, String> {
             .transpose()?,
         mtu: i.mtu,
         rate: i.rate_mbps,
+        host_managed: i.host_managed.then_some(true),
         kind: Some("veth".into()),
         ..NetConfig::default()
     })
@@ -118,6 +119,12 @@ pub fn create_spec(spec: &v1::ContainerSpec) -> Result<CreateSpec, String> {
     s.onboot = spec.onboot.then_some(true);
     s.protection = spec.protection.then_some(true);
     s.ostype = Some(spec.ostype.clone()).filter(|o| !o.is_empty());
+    s.env = spec
+        .env
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    s.entrypoint = Some(spec.entrypoint.clone()).filter(|e| !e.is_empty());
     for m in &spec.mount_points {
         let volume = if m.existing {
             MountVolume::Existing {

@@ -41,6 +41,7 @@ fn interface(index: u32, n: &NetConfig) -> v1::NetworkInterface {
         firewall: n.firewall.unwrap_or(false),
         rate_mbps: n.rate,
         index,
+        host_managed: n.host_managed.unwrap_or(false),
     }
 }
 
@@ -182,5 +183,11 @@ pub fn config_to_spec(vmid: u32, cfg: &ContainerConfig) -> v1::ContainerSpec {
         ostype: cfg.ostype.clone().unwrap_or_default(),
         devices: cfg.devices.iter().map(|(i, d)| device(*i, d)).collect(),
         idmap: cfg.idmap.iter().filter_map(|l| idmap_entry(l)).collect(),
+        entrypoint: cfg.entrypoint.clone().unwrap_or_default(),
+        env: cfg
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
     }
 }

@@ -200,6 +200,7 @@ fn bad_operations_name_the_field() {
             checksum: Some(v1::seed_template::Checksum::Sha256("abc".into())),
             storage: "local".into(),
             file_name: "x.tar.xz".into(),
+            existing: false,
         })),
         ..Default::default()
     };
@@ -213,6 +214,7 @@ fn bad_operations_name_the_field() {
             checksum: None,
             storage: "local".into(),
             file_name: "x.tar.xz".into(),
+            existing: false,
         })),
         ..Default::default()
     })
@@ -221,6 +223,25 @@ fn bad_operations_name_the_field() {
         op.kind,
         OpKind::SeedTemplate(TemplateSpec {
             source: TemplateSource::Url { digest: None, .. },
+            ..
+        })
+    ));
+    // A volume already in storage (fleet.yaml `volume:`): only looked for.
+    let op = operation_from_proto(v1::Operation {
+        op_id: "op-5".into(),
+        kind: Some(v1::operation::Kind::SeedTemplate(v1::SeedTemplate {
+            storage: "nfs".into(),
+            file_name: "x.tar.zst".into(),
+            existing: true,
+            ..Default::default()
+        })),
+        ..Default::default()
+    })
+    .unwrap();
+    assert!(matches!(
+        op.kind,
+        OpKind::SeedTemplate(TemplateSpec {
+            source: TemplateSource::Volume,
             ..
         })
     ));

@@ -1,5 +1,6 @@
 //! `seed_template` and the template step of `create`: a template file in its storage, from a URL (verified
-//! against its digest) or from PVE's appliance index (`pveam download`), one download per template at a time.
+//! against its digest) or from PVE's appliance index (`pveam download`), one download per template at a time;
+//! a volume the fleet says is already in storage is only looked for.
 
 use super::*;
 
@@ -26,6 +27,21 @@ impl<D: NodeApi> Executor<D> {
         let volid = spec.volid();
         match &spec.source {
             TemplateSource::Existing => Ok((volid, None)),
+            TemplateSource::Volume => {
+                if d.has_template(&spec.storage, &spec.file_name).await? {
+                    Ok((volid, None))
+                } else {
+                    Err(OpFailure {
+                        error: format!(
+                            "template volume {volid} is not on this node: storage {} has no such vztmpl file \
+                             (a `volume:` template is used as it is, never downloaded; put the file there or \
+                             use `url:`/`pveam:`)",
+                            spec.storage
+                        ),
+                        retryable: false,
+                    })
+                }
+            }
             TemplateSource::Url { url, digest } => {
                 let dir = d.template_dir(&spec.storage).await?;
                 self.progress(op_id, format!("downloading {url}"));

@@ -134,6 +134,8 @@ pub fn container(
                         ev.ct.set("tags", v);
                     }
                 }
+                "environment_variables" => set(&mut ev, &path, a, "env", Value::is_object),
+                "entrypoint" => set(&mut ev, &path, a, "entrypoint", Value::is_string),
                 "started" => {
                     if let Some(false) = ev.value(&path, a).as_ref().and_then(as_bool) {
                         ev.ct.set("state", json!("stopped"));
@@ -438,21 +440,11 @@ fn network_interface(ev: &mut Eval<'_>, b: &Block) {
             continue;
         };
         if field == "name" {
-            let expected = format!("eth{index}");
-            if index == 0 && v.as_str() == Some("eth0") {
-                continue;
+            if v.as_str() == Some(format!("eth{index}").as_str()) {
+                continue; // pxfleet's default name
             }
             if index == 0 {
-                ev.notes.add(
-                    ev.file.loc(a),
-                    format!(
-                        "{path} = {}: not imported: pxfleet names net0 `eth0` (an existing container keeps its name until pxfleet rewrites net0, which a changed network field does)",
-                        ev.file.source(&a.value)
-                    ),
-                );
-                continue;
-            }
-            if index > 0 && v.as_str() == Some(expected.as_str()) {
+                net.insert("interface_name".into(), v); // net0's fields are the container's own
                 continue;
             }
         }
@@ -484,7 +476,7 @@ fn operating_system(ev: &mut Eval<'_>, b: &Block) {
 }
 
 /// `template_file_id`: a reference to a `download_file` resource becomes its `url` (`template_url`); a static
-/// volume id `STORAGE:vztmpl/FILE` is taken as a PVE appliance (`templates:` with `pveam:`).
+/// volume id `STORAGE:vztmpl/FILE` becomes a `templates:` entry with `volume:` (used as it is in storage).
 fn template(ev: &mut Eval<'_>, path: &str, a: &Attribute) {
     let e: hcl::Expression = a.value.clone().into();
     if let hcl::Expression::Traversal(t) = &e {
@@ -542,14 +534,10 @@ fn template(ev: &mut Eval<'_>, path: &str, a: &Attribute) {
     }
     match ev.value(path, a) {
         Some(Value::String(id)) => match id.split_once(":vztmpl/") {
-            Some((storage, file)) => {
+            Some((_, file)) => {
+                // The volume as it is in storage, as the provider uses it: nothing downloaded.
                 ev.ct.set("template", json!(file));
-                ev.ct
-                    .set("_template_def", json!({"pveam": file, "storage": storage}));
-                ev.notes.add(
-                    ev.file.loc(a),
-                    format!("{path} = {id:?}: taken as the PVE appliance `{file}` (`templates:` with `pveam:`); if it is not one, give its `url:` and `sha256:` instead"),
-                );
+                ev.ct.set("_template_def", json!({"volume": id}));
             }
             None => ev.unmapped(path, a, "not a STORAGE:vztmpl/FILE volume id"),
         },

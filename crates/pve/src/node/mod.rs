@@ -3,11 +3,13 @@
 //! config-lock contention.
 //!
 //! Reads (listings, configs, node facts) are here; the changes (create, set, resize, power, destroy, migrate,
-//! downloads, the root password) are in [`changes`].
+//! downloads, the root password) are in [`changes`]; `pct clone` and `pct template` in [`clone`].
 
 mod changes;
+mod clone;
 
 pub use changes::fill_hwaddrs;
+pub use clone::{clone_args, CloneSpec};
 
 use std::hash::{BuildHasher, Hasher};
 use std::io::Write as _;

@@ -16,6 +16,10 @@ pub struct ContainerConfig {
     pub hostname: Option<String>,
     pub arch: Option<String>,
     pub ostype: Option<String>,
+    /// `env` (PVE 9.1+): the `lxc.environment.runtime` variables; empty when none.
+    pub env: BTreeMap<String, String>,
+    /// `entrypoint` (PVE 9.1+).
+    pub entrypoint: Option<String>,
     pub cores: Option<u32>,
     pub cpulimit: Option<f64>,
     pub cpuunits: Option<u32>,
@@ -79,6 +83,8 @@ impl ContainerConfig {
                 "hostname" => c.hostname = Some(v.clone()),
                 "arch" => c.arch = Some(v.clone()),
                 "ostype" => c.ostype = Some(v.clone()),
+                "env" => c.env = crate::runtime::parse_env(&v),
+                "entrypoint" => c.entrypoint = Some(v.clone()),
                 "cores" => c.cores = Some(num(&k, &v)? as u32),
                 "cpulimit" => c.cpulimit = Some(num(&k, &v)?),
                 "cpuunits" => c.cpuunits = Some(num(&k, &v)? as u32),

@@ -64,6 +64,14 @@ pub(super) fn normalize_net(node: &Node, param: &str, value: &str) -> Result<Str
         *h = h.to_ascii_uppercase();
     }
     m.insert("type".into(), "veth".into());
+    let host_managed = m
+        .get("host-managed")
+        .is_some_and(|v| schema::parse_boolean(v) == Some(true));
+    if host_managed && m.get("ip6").map(String::as_str) == Some("auto") {
+        return Err(SimError::die(
+            "SLAAC is not supported for host-managed network configuration",
+        ));
+    }
     if let Some(b) = m.get("bridge") {
         match node.cfg.bridge.iter().find(|x| &x.name == b) {
             None => return Err(SimError::die(format!("bridge '{b}' does not exist"))),

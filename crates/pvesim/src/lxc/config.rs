@@ -291,7 +291,10 @@ pub fn render(conf: &CtConf, h: &Host<'_>, seccomp: Option<&Path>) -> String {
             let host = super::volumes::host_dir(h.dir, k);
             kv(
                 "lxc.mount.entry",
-                &format!("{} {target} none bind,create=dir{extra} 0 0", host.display()),
+                &format!(
+                    "{} {target} none bind,create=dir{extra} 0 0",
+                    host.display()
+                ),
             );
         }
     }

@@ -101,6 +101,16 @@ impl MountPoint {
         }
     }
 
+    /// The datastore its volume lives on (a new volume's, or the `STORAGE` of an existing `STORAGE:NAME`);
+    /// `None` for a bind mount. What a migration needs on the target node.
+    pub fn datastore(&self) -> Option<&str> {
+        match self {
+            MountPoint::Volume { datastore_id, .. } => Some(datastore_id),
+            MountPoint::Existing { volume, .. } => volume.split_once(':').map(|(storage, _)| storage),
+            MountPoint::Bind { .. } => None,
+        }
+    }
+
     /// The options besides volume and path.
     pub fn flags(&self) -> &MountFlags {
         match self {

@@ -107,6 +107,13 @@ impl Cx<'_> {
                     }
                 }
                 "unprivileged" => c.unprivileged = self.boolean(n, &p),
+                "interface_name" => {
+                    if let Some(s) = self.iface_name(n, &p) {
+                        c.net.name = Some(s);
+                    }
+                }
+                "env" => c.env = self.env(n, &p),
+                "entrypoint" => c.entrypoint = self.entrypoint(n, &p),
                 "features" => self.features(&mut c.features, n, &p),
                 "extra_interfaces" => {
                     if let Some(items) = self.seq(n, &p) {
@@ -126,12 +133,8 @@ impl Cx<'_> {
                                         continue;
                                     }
                                     if ne.key == "name" {
-                                        if let Some(s) = self.string(&ne.value, &np) {
-                                            if syntax::is_bridge_name(&s) {
-                                                net.name = Some(s);
-                                            } else {
-                                                self.err(ne.value.span, &np, format!("interface name {} is not valid", quote(&s)), Some("1 to 15 letters, digits, '-', '_', '.', e.g. eth1"));
-                                            }
+                                        if let Some(s) = self.iface_name(&ne.value, &np) {
+                                            net.name = Some(s);
                                         }
                                     } else if !self.net_field(&mut net, ne, &np) {
                                         self.unknown_field(ne, &ip, EXTRA_NET_FIELDS);

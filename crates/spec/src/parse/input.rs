@@ -50,6 +50,7 @@ pub(super) struct NetInput {
     pub(super) mac: Option<MacAddr>,
     pub(super) firewall: Option<bool>,
     pub(super) rate_limit: Option<f64>,
+    pub(super) host_managed: Option<bool>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -106,6 +107,8 @@ pub(super) struct ContainerInput {
     pub(super) restart_policy: Option<RestartPolicy>,
     pub(super) drift: Option<DriftPolicy>,
     pub(super) ostype: Option<String>,
+    pub(super) env: Option<BTreeMap<String, String>>,
+    pub(super) entrypoint: Option<String>,
     pub(super) tags: Option<Vec<String>>,
     pub(super) description: Option<String>,
     pub(super) labels: Option<BTreeMap<String, String>>,
@@ -153,7 +156,7 @@ impl ContainerInput {
             },
             net: NetInput {
                 path: None,
-                name: None,
+                name: or(self.net.name, &d.net.name),
                 bridge: or(self.net.bridge, &d.net.bridge),
                 ip: or(self.net.ip, &d.net.ip),
                 gateway: or(self.net.gateway, &d.net.gateway),
@@ -164,6 +167,7 @@ impl ContainerInput {
                 mac: self.net.mac,
                 firewall: or(self.net.firewall, &d.net.firewall),
                 rate_limit: or(self.net.rate_limit, &d.net.rate_limit),
+                host_managed: or(self.net.host_managed, &d.net.host_managed),
             },
             extra_interfaces: or(self.extra_interfaces, &d.extra_interfaces),
             dns_servers: or(self.dns_servers, &d.dns_servers),
@@ -182,6 +186,8 @@ impl ContainerInput {
             restart_policy: or(self.restart_policy, &d.restart_policy),
             drift: or(self.drift, &d.drift),
             ostype: or(self.ostype, &d.ostype),
+            env: or(self.env, &d.env),
+            entrypoint: or(self.entrypoint, &d.entrypoint),
             tags: or(self.tags, &d.tags),
             description: or(self.description, &d.description),
             labels,

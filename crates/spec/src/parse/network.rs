@@ -113,9 +113,26 @@ impl Cx<'_> {
             }
             "firewall" => net.firewall = self.boolean(n, p),
             "rate_limit" => net.rate_limit = self.number(n, p, 0.0, 1e9),
+            "host_managed" => net.host_managed = self.boolean(n, p),
             _ => return false,
         }
         true
+    }
+
+    /// An interface name (`name=` of `netN`): net0's `interface_name`, an extra interface's `name`.
+    pub(super) fn iface_name(&mut self, n: &crate::yaml::Node, p: &str) -> Option<String> {
+        let s = self.string(n, p)?;
+        if syntax::is_bridge_name(&s) {
+            Some(s)
+        } else {
+            self.err(
+                n.span,
+                p,
+                format!("interface name {} is not valid", quote(&s)),
+                Some("1 to 15 letters, digits, '-', '_', '.', e.g. eth1"),
+            );
+            None
+        }
     }
 
     pub(super) fn cidr4(&mut self, s: &str, span: Span, p: &str) -> Option<Ipv4Net> {
@@ -262,6 +279,14 @@ impl Cx<'_> {
                 );
                 return None;
             }
+            (Ip6Spec::Auto, None) if n.host_managed == Some(true) => {
+                self.err_at(
+                    &join(path, "ipv6"),
+                    "`ipv6: auto` with `host_managed: true` is an error: PVE's host-managed interfaces have no SLAAC",
+                    Some("`ipv6: dhcp`, a static ipv6 CIDR, or `host_managed: false`"),
+                );
+                return None;
+            }
             (Ip6Spec::Auto, None) => Ipv6Config::Auto,
             (Ip6Spec::Dhcp, None) => Ipv6Config::Dhcp,
             (Ip6Spec::None, None) => Ipv6Config::None,
@@ -279,6 +304,7 @@ impl Cx<'_> {
             mac_address: n.mac,
             firewall: n.firewall.unwrap_or(false),
             rate_limit: n.rate_limit,
+            host_managed: n.host_managed.unwrap_or(false),
         })
     }
 }

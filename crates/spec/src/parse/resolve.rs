@@ -118,10 +118,11 @@ impl Cx<'_> {
         let mut names = std::collections::BTreeSet::new();
         for (i, iface) in interfaces.iter().enumerate() {
             if !names.insert(iface.name.clone()) {
-                let p = join(
-                    path,
-                    &format!("extra_interfaces.{}.name", i.saturating_sub(1)),
-                );
+                let p = if i == 0 {
+                    join(path, "interface_name")
+                } else {
+                    join(path, &format!("extra_interfaces.{}.name", i - 1))
+                };
                 self.err_at(
                     &p,
                     format!("interface name {} is used twice", iface.name),
@@ -170,6 +171,8 @@ impl Cx<'_> {
             restart_policy: c.restart_policy.unwrap_or_default(),
             drift: c.drift.unwrap_or_default(),
             ostype: c.ostype,
+            env: c.env.unwrap_or_default(),
+            entrypoint: c.entrypoint,
             protection: c.protection.unwrap_or(false),
             tags: c.tags.unwrap_or_default(),
             description: c.description,

@@ -18,7 +18,10 @@ impl Cx<'_> {
         let mut sha512 = None;
         let mut storage = None;
         let mut pveam = None;
+        let mut volume: Option<(String, String)> = None;
+        let mut storage_span = None;
         let mut seed = TemplateSeed::OnDemand;
+        let mut seed_span = None;
         let mut ok = true;
         for e in es {
             let p = join(path, &e.key);
@@ -67,7 +70,10 @@ impl Cx<'_> {
                     }
                 }
                 "storage" => match self.string(&e.value, &p) {
-                    Some(s) if syntax::is_storage_id(&s) => storage = Some(s),
+                    Some(s) if syntax::is_storage_id(&s) => {
+                        storage = Some(s);
+                        storage_span = Some(e.key_span);
+                    }
                     Some(s) => {
                         self.err(
                             e.value.span,
@@ -81,7 +87,10 @@ impl Cx<'_> {
                 },
                 "seed" => match self.string(&e.value, &p).as_deref() {
                     Some("on_demand") => seed = TemplateSeed::OnDemand,
-                    Some("all_nodes") => seed = TemplateSeed::AllNodes,
+                    Some("all_nodes") => {
+                        seed = TemplateSeed::AllNodes;
+                        seed_span = Some(e.key_span);
+                    }
                     Some(other) => {
                         self.err(
                             e.value.span,
@@ -108,6 +117,23 @@ impl Cx<'_> {
                     },
                     None => ok = false,
                 },
+                "volume" => {
+                    match self.string(&e.value, &p) {
+                        Some(v) => match template_volid(&v) {
+                            Ok(storage) => volume = Some((v, storage)),
+                            Err(right) => {
+                                self.err(
+                                e.value.span,
+                                &p,
+                                format!("volume {} is not a template volume id", quote(&v)),
+                                Some(&format!("expected {right} (see `pvesm list STORAGE --content vztmpl`)")),
+                            );
+                                ok = false;
+                            }
+                        },
+                        None => ok = false,
+                    }
+                }
                 _ => {
                     self.unknown_field(e, path, TEMPLATE_FIELDS);
                     ok = false;
@@ -118,6 +144,22 @@ impl Cx<'_> {
             return None;
         }
         let at = self.lookup(path);
+        if let Some((volid, vol_storage)) = volume {
+            return self.volume_template(
+                path,
+                at,
+                volid,
+                vol_storage,
+                &[
+                    ("url", url.is_some()),
+                    ("pveam", pveam.is_some()),
+                    ("sha256", sha256.is_some()),
+                    ("sha512", sha512.is_some()),
+                ],
+                storage_span,
+                seed_span,
+            );
+        }
         let storage = storage.unwrap_or_else(|| DEFAULT_TEMPLATE_STORAGE.to_owned());
         match (url, pveam) {
             (Some(_), Some(_)) => {
@@ -133,7 +175,7 @@ impl Cx<'_> {
                 self.err(
                     at,
                     path,
-                    "a template needs `url` (with `sha256` or `sha512`) or `pveam` (an appliance name)",
+                    "a template needs `url` (with `sha256` or `sha512`), `pveam` (an appliance name) or `volume` (a file already in storage)",
                     Some("e.g. `pveam: debian-12-standard_12.7-1_amd64.tar.zst`"),
                 );
                 None
@@ -181,6 +223,66 @@ impl Cx<'_> {
                 })
             }
         }
+    }
+}
+
+/// `STORAGE:vztmpl/FILE`: its storage, or what was expected.
+fn template_volid(v: &str) -> Result<String, String> {
+    let right = "STORAGE:vztmpl/FILE, e.g. local:vztmpl/debian-13-standard_13.1-2_amd64.tar.zst";
+    let (storage, file) = v.split_once(":vztmpl/").ok_or_else(|| right.to_owned())?;
+    if !syntax::is_storage_id(storage) {
+        return Err(right.to_owned());
+    }
+    syntax::check_template_file_name(file)?;
+    Ok(storage.to_owned())
+}
+
+impl Cx<'_> {
+    /// A `volume:` template: nothing else says where it comes from, its storage is the volume's, nothing is
+    /// seeded.
+    #[allow(clippy::too_many_arguments)]
+    fn volume_template(
+        &mut self,
+        path: &str,
+        at: Span,
+        volid: String,
+        storage: String,
+        others: &[(&str, bool)],
+        storage_span: Option<Span>,
+        seed_span: Option<Span>,
+    ) -> Option<Template> {
+        if let Some((other, _)) = others.iter().find(|(_, given)| *given) {
+            self.err(
+                at,
+                path,
+                format!("a template has either `volume` or `{other}`, not both"),
+                Some("`volume` names a file already in storage; nothing is downloaded or verified"),
+            );
+            return None;
+        }
+        if let Some(sp) = storage_span {
+            self.err(
+                sp,
+                &join(path, "storage"),
+                "`storage` does not apply to a `volume` template: the volume id names its storage",
+                None,
+            );
+            return None;
+        }
+        if let Some(sp) = seed_span {
+            self.err(
+                sp,
+                &join(path, "seed"),
+                "`seed: all_nodes` does not apply to a `volume` template: nothing is downloaded",
+                Some("put the file on each node's storage yourself, or use a shared storage"),
+            );
+            return None;
+        }
+        Some(Template {
+            source: TemplateSource::Volume { volid },
+            storage,
+            seed: TemplateSeed::OnDemand,
+        })
     }
 }
 

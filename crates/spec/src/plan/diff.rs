@@ -267,6 +267,7 @@ pub(crate) fn existing(d: &Container, a: Option<&Container>, o: &ObservedContain
     mounts(&mut df, &mut grow, &mut shrink, d, a, o);
     devices(&mut df, d, a, o);
     idmap(&mut df, d, a, o);
+    runtime(&mut df, d, a, oc);
     // Only when the file names one: otherwise PVE's detection stands.
     if d.ostype.is_some() {
         df.cmp(
@@ -314,6 +315,28 @@ pub(crate) fn existing(d: &Container, a: Option<&Container>, o: &ObservedContain
     }
 }
 
+/// `env` and `entrypoint`: compared only when the file gives them (an OCI image brings its own, which stands
+/// otherwise). PVE applies both at the next start, so a change on a running container is not live.
+fn runtime(
+    df: &mut Differ,
+    d: &Container,
+    a: Option<&Container>,
+    oc: &crate::observed::ObservedConfig,
+) {
+    if !d.env.is_empty() {
+        df.cmp(s(field::ENV), &oc.env, a.map(|a| &a.env), &d.env, false);
+    }
+    if d.entrypoint.is_some() {
+        df.cmp(
+            s(field::ENTRYPOINT),
+            oc.entrypoint.as_deref(),
+            a.map(|a| a.entrypoint.as_deref()),
+            d.entrypoint.as_deref(),
+            false,
+        );
+    }
+}
+
 fn interfaces(
     df: &mut Differ,
     des: &[Interface],
@@ -335,9 +358,6 @@ fn interfaces(
             }
         }
         for sub in field::IFACE_FIELDS {
-            if i == 0 && sub == "name" {
-                continue; // net0 is always eth0: the file has no field for it
-            }
             if sub == "mac_address" && d.is_some_and(|d| d.mac_address.is_none()) {
                 continue;
             }
@@ -352,7 +372,7 @@ fn interfaces(
             let value =
                 |i: Option<&Interface>| i.map(|i| iface_value(i, sub)).unwrap_or(Value::Null);
             df.cmp(
-                || format!("{}{sub}", field::interface_prefix(i)),
+                || field::interface_field(i, sub),
                 value(o),
                 ap.map(value),
                 value(d),

@@ -5,7 +5,6 @@
 
 use std::collections::BTreeMap;
 
-use crate::model::MountPoint;
 use crate::observed::ObservedContainer;
 use crate::world::NodeFacts;
 
@@ -17,10 +16,7 @@ pub type Nodes = BTreeMap<String, NodeFacts>;
 /// when either node is unknown. The datastores are those of its rootfs and volume mount points as observed.
 pub(crate) fn blocker(nodes: &Nodes, o: &ObservedContainer, to: &str) -> Option<String> {
     let rootfs = o.config.datastore_id.iter().map(String::as_str);
-    let volumes = o.config.mount_points.iter().filter_map(|m| match &m.mount {
-        MountPoint::Volume { datastore_id, .. } => Some(datastore_id.as_str()),
-        MountPoint::Bind { .. } => None,
-    });
+    let volumes = o.config.mount_points.iter().filter_map(|m| m.mount.datastore());
     why_not_migrate(nodes, &o.node, to, rootfs.chain(volumes))
 }
 

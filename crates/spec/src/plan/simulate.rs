@@ -149,6 +149,8 @@ fn adopt(cfg: &mut ObservedConfig, name: &str, d: &Container, vm_id: u32) {
     match name {
         field::HOSTNAME => cfg.hostname = d.hostname.clone(),
         field::OSTYPE => cfg.ostype = d.ostype.clone(),
+        field::ENV => cfg.env = d.env.clone(),
+        field::ENTRYPOINT => cfg.entrypoint = d.entrypoint.clone(),
         field::CORES => cfg.cores = d.cores,
         field::CPU_LIMIT => cfg.cpu_limit = d.cpu_limit,
         field::CPU_UNITS => cfg.cpu_units = d.cpu_units,
@@ -209,6 +211,7 @@ fn adopt_interface(cfg: &mut ObservedConfig, i: usize, sub: &str, d: &Container,
         "mac_address" if want.mac_address.is_some() => have.mac_address = want.mac_address,
         "firewall" => have.firewall = want.firewall,
         "rate_limit" => have.rate_limit = want.rate_limit,
+        "host_managed" => have.host_managed = want.host_managed,
         _ => {}
     }
 }

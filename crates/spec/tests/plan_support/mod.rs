@@ -18,6 +18,7 @@ pub fn iface(name: &str) -> Interface {
         mac_address: None,
         firewall: false,
         rate_limit: None,
+        host_managed: false,
     }
 }
 
@@ -62,6 +63,8 @@ pub fn container(name: &str, vm_id: Option<u32>) -> Container {
         restart_policy: Default::default(),
         drift: Default::default(),
         ostype: None,
+        env: Default::default(),
+        entrypoint: None,
         protection: false,
         tags: vec![],
         description: None,

@@ -46,12 +46,14 @@ pub(crate) fn attributes(c: &Container) -> Vec<Attribute> {
         v.push(Attribute::known(field::MOUNT, json(&c.features.mount)));
     }
     for (i, iface) in c.interfaces.iter().enumerate() {
-        let prefix = field::interface_prefix(i);
         for sub in field::IFACE_FIELDS {
-            if i == 0 && sub == "name" {
-                continue; // net0 is always eth0: the file has no field for it
+            // Defaults the file need not name are left out (net0's eth0, host_managed off).
+            if (i == 0 && sub == "name" && iface.name == "eth0")
+                || (sub == "host_managed" && !iface.host_managed)
+            {
+                continue;
             }
-            let name = format!("{prefix}{sub}");
+            let name = field::interface_field(i, sub);
             let val = iface_value(iface, sub);
             if sub == "mac_address" && val.is_null() {
                 v.push(Attribute::after_apply(name));
@@ -98,6 +100,12 @@ pub(crate) fn attributes(c: &Container) -> Vec<Attribute> {
     }
     if let Some(o) = &c.ostype {
         v.push(Attribute::known(field::OSTYPE, json(o)));
+    }
+    if !c.env.is_empty() {
+        v.push(Attribute::known(field::ENV, json(&c.env)));
+    }
+    if let Some(e) = &c.entrypoint {
+        v.push(Attribute::known(field::ENTRYPOINT, json(e)));
     }
     for m in &c.mount_points {
         v.push(Attribute::known(

@@ -30,9 +30,13 @@ pub const SSH_PUBLIC_KEYS: &str = "ssh_public_keys";
 pub const LABELS: &str = "labels";
 pub const OSTYPE: &str = "ostype";
 pub const IDMAP: &str = "idmap";
+pub const ENV: &str = "env";
+pub const ENTRYPOINT: &str = "entrypoint";
+/// net0's `name=`: top-level in the file, where `name` would read as the container's.
+pub const INTERFACE_NAME: &str = "interface_name";
 
 /// Sub-fields of an interface, after [`interface_prefix`].
-pub const IFACE_FIELDS: [&str; 11] = [
+pub const IFACE_FIELDS: [&str; 12] = [
     "name",
     "bridge",
     "ip_address",
@@ -44,6 +48,7 @@ pub const IFACE_FIELDS: [&str; 11] = [
     "mac_address",
     "firewall",
     "rate_limit",
+    "host_managed",
 ];
 
 /// net0's fields are top-level in the file; net1.. live under `extra_interfaces`.
@@ -55,14 +60,29 @@ pub fn interface_prefix(i: usize) -> String {
     }
 }
 
-/// Inverse of [`interface_prefix`] + sub-field: `(index, sub-field)`.
+/// The plan's name of sub-field `sub` of interface `i` (net0's `name` is [`INTERFACE_NAME`]).
+pub fn interface_field(i: usize, sub: &str) -> String {
+    if i == 0 && sub == "name" {
+        INTERFACE_NAME.to_owned()
+    } else {
+        format!("{}{sub}", interface_prefix(i))
+    }
+}
+
+/// Inverse of [`interface_field`]: `(index, sub-field)`.
 pub fn parse_interface(f: &str) -> Option<(usize, &str)> {
+    if f == INTERFACE_NAME {
+        return Some((0, "name"));
+    }
     if let Some(rest) = f.strip_prefix("extra_interfaces[") {
         let (n, sub) = rest.split_once("].")?;
         let n: usize = n.parse().ok()?;
         return Some((n + 1, sub));
     }
-    IFACE_FIELDS.iter().find(|s| **s == f).map(|s| (0, *s))
+    IFACE_FIELDS
+        .iter()
+        .find(|s| **s == f && **s != "name")
+        .map(|s| (0, *s))
 }
 
 /// `mount_points["/data"]`: mount points are identified by their path inside the container.
@@ -99,6 +119,15 @@ mod tests {
         assert_eq!(parse_interface("ip_address"), Some((0, "ip_address")));
         assert_eq!(parse_interface("extra_interfaces[1].mtu"), Some((2, "mtu")));
         assert_eq!(parse_interface("cores"), None);
+        assert_eq!(
+            parse_interface(&interface_field(0, "name")),
+            Some((0, "name"))
+        );
+        assert_eq!(parse_interface("name"), None);
+        assert_eq!(
+            parse_interface(&interface_field(2, "host_managed")),
+            Some((2, "host_managed"))
+        );
         let f = mount_point("/var/lib/a \"b\"");
         assert_eq!(parse_mount_point(&f).as_deref(), Some("/var/lib/a \"b\""));
     }

@@ -95,6 +95,7 @@ pub(crate) fn iface_value(iface: &Interface, sub: &str) -> Value {
         "mac_address" => json(&iface.mac_address),
         "firewall" => json(&iface.firewall),
         "rate_limit" => json(&iface.rate_limit),
+        "host_managed" => json(&iface.host_managed),
         _ => Value::Null,
     }
 }
@@ -119,6 +120,7 @@ pub(super) fn iface_eq(a: &Interface, b: &Interface, sub: &str) -> bool {
         "mac_address" => a.mac_address == b.mac_address,
         "firewall" => a.firewall == b.firewall,
         "rate_limit" => a.rate_limit == b.rate_limit,
+        "host_managed" => a.host_managed == b.host_managed,
         _ => true,
     }
 }

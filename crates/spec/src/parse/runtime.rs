@@ -1,0 +1,106 @@
+//! The runtime fields of a container (PVE 9.1+): `env` (`--env`, the variables of `lxc.environment.runtime`)
+//! and `entrypoint` (`--entrypoint`, `lxc.init.cmd`), checked as PVE's schema checks them.
+
+use std::collections::BTreeMap;
+
+use super::{join, quote, Cx};
+use crate::yaml::Node;
+
+/// A character PVE's `env` / `entrypoint` patterns refuse (control characters; a tab is fine). Stricter than the
+/// schema's pattern, which lets a newline through that would then break the config file's line.
+fn refused_char(s: &str) -> Option<char> {
+    s.chars().find(|c| c.is_control() && *c != '\t')
+}
+
+/// PVE's `\w+` for a variable name, in ASCII: letters, digits, `_`.
+pub(crate) fn is_env_name(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+impl Cx<'_> {
+    /// `env:` a mapping `NAME: value`. PVE takes the variables as one NUL-separated `--env` argument, and a
+    /// command line cannot carry a NUL: one variable is all `pct` can be given.
+    pub(super) fn env(&mut self, n: &Node, path: &str) -> Option<BTreeMap<String, String>> {
+        let es = self.map(n, path)?;
+        let mut out = BTreeMap::new();
+        let mut ok = true;
+        for e in es {
+            let p = join(path, &e.key);
+            self.record(&p, e.value.span);
+            if !is_env_name(&e.key) {
+                self.err(
+                    e.key_span,
+                    &p,
+                    format!("environment variable name {} is not valid", quote(&e.key)),
+                    Some("letters, digits and '_' only (PVE's `\\w+`), e.g. APP_PORT"),
+                );
+                ok = false;
+                continue;
+            }
+            let value = if e.value.is_null() {
+                Some(String::new())
+            } else {
+                self.string(&e.value, &p)
+            };
+            let Some(v) = value else {
+                ok = false;
+                continue;
+            };
+            if let Some(c) = refused_char(&v) {
+                self.err(
+                    e.value.span,
+                    &p,
+                    format!(
+                        "the value of {} has a control character (U+{:04X})",
+                        e.key, c as u32
+                    ),
+                    Some("PVE refuses control characters other than tab in env values"),
+                );
+                ok = false;
+                continue;
+            }
+            out.insert(e.key.clone(), v);
+        }
+        if out.len() > 1 {
+            self.err(
+                n.span,
+                path,
+                format!(
+                    "env has {} variables; pct can be given only one",
+                    out.len()
+                ),
+                Some("PVE takes env as one NUL-separated argument and a command line cannot carry a NUL; set the others in the entrypoint (`entrypoint: env B=2 C=3 /app`) or in the image"),
+            );
+            return None;
+        }
+        ok.then_some(out)
+    }
+
+    /// `entrypoint:` the command line PVE runs as init.
+    pub(super) fn entrypoint(&mut self, n: &Node, path: &str) -> Option<String> {
+        let s = self.string(n, path)?;
+        if s.trim().is_empty() {
+            self.err(
+                n.span,
+                path,
+                "entrypoint is blank",
+                Some("a command such as /usr/local/bin/app --serve, or leave entrypoint out for /sbin/init"),
+            );
+            return None;
+        }
+        if let Some(c) = refused_char(&s) {
+            self.err(
+                n.span,
+                path,
+                format!(
+                    "entrypoint {} has a control character (U+{:04X})",
+                    quote(&s),
+                    c as u32
+                ),
+                Some("one line without control characters (a tab is fine)"),
+            );
+            return None;
+        }
+        Some(s)
+    }
+}
