@@ -255,6 +255,7 @@ fn handle_hello(
             n.cert_serial = cert_serial.to_string();
         }
     })?;
+    st.store.forget_written_memory(node);
     let observed: Vec<_> = inv
         .containers
         .iter()
@@ -281,12 +282,9 @@ fn handle_message(st: &State, node: &str, msg: pb::AgentMessage) -> Result<(), S
     let now = st.now_ms();
     match msg.msg {
         Some(pb::agent_message::Msg::Heartbeat(hb)) => {
-            st.store.update_node(node, |n| {
-                n.last_seen_ms = now;
-                if hb.memory_free_bytes > 0 {
-                    n.inventory.memory_free_mib = hb.memory_free_bytes >> 20;
-                }
-            })?;
+            // liveness in memory; the record is written only when the free memory moved (store/nodes.rs)
+            let memory = (hb.memory_free_bytes > 0).then_some(hb.memory_free_bytes >> 20);
+            st.store.touch_node(node, now, false, memory)?;
             st.sessions.send(
                 node,
                 ToAgent::Ack {
@@ -296,10 +294,7 @@ fn handle_message(st: &State, node: &str, msg: pb::AgentMessage) -> Result<(), S
             );
         }
         Some(pb::agent_message::Msg::OperationUpdate(u)) => {
-            st.store.update_node(node, |n| {
-                n.last_seen_ms = now;
-                n.last_op_update_ms = now;
-            })?;
+            st.store.touch_node(node, now, true, None)?;
             let u = convert_streams::operation_update_from_pb(node, u);
             if reconcile::on_update(st, node, &u)? {
                 st.sessions.send(
@@ -314,31 +309,44 @@ fn handle_message(st: &State, node: &str, msg: pb::AgentMessage) -> Result<(), S
         Some(pb::agent_message::Msg::Observation(obs)) => {
             let storages: Vec<_> = obs.storages.iter().map(convert::storage_from_pb).collect();
             let templates: Vec<String> = obs.templates.iter().map(|t| t.volid.clone()).collect();
-            st.store.update_node(node, |n| {
-                n.last_seen_ms = now;
-                if !storages.is_empty() {
-                    n.inventory.storages = storages.clone();
-                }
-                if obs.full || !templates.is_empty() {
-                    n.inventory.templates = templates.clone();
-                }
-            })?;
+            let set_templates = obs.full || !templates.is_empty();
+            let same = st.store.node(node)?.is_some_and(|n| {
+                (storages.is_empty() || n.inventory.storages == storages)
+                    && (!set_templates || n.inventory.templates == templates)
+            });
+            let mut changed = !same;
+            if same {
+                st.store.touch_node(node, now, false, None)?;
+            } else {
+                st.store.update_node(node, |n| {
+                    n.last_seen_ms = n.last_seen_ms.max(now);
+                    if !storages.is_empty() {
+                        n.inventory.storages = storages.clone();
+                    }
+                    if set_templates {
+                        n.inventory.templates = templates.clone();
+                    }
+                })?;
+            }
             let containers: Vec<_> = obs
                 .containers
                 .iter()
                 .map(|c| convert::observed_from_pb(node, c))
                 .collect();
             if obs.full {
-                st.store.replace_observed(node, &containers)?;
+                changed |= st.store.replace_observed(node, &containers)?;
             } else {
                 for c in &containers {
-                    st.store.set_observed(node, c.vm_id, Some(c))?;
+                    changed |= st.store.set_observed(node, c.vm_id, Some(c))?;
                 }
                 for vm_id in &obs.removed_vm_ids {
-                    st.store.set_observed(node, *vm_id, None)?;
+                    changed |= st.store.set_observed(node, *vm_id, None)?;
                 }
             }
-            st.changed();
+            // an observation that changed nothing (the periodic full resync, mostly) wakes no pass
+            if changed {
+                st.changed();
+            }
         }
         Some(pb::agent_message::Msg::Hello(_)) => {
             tracing::warn!(node, "a second Hello on one stream is ignored");

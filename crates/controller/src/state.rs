@@ -52,6 +52,8 @@ pub struct State {
     /// container between two nodes (migrated by hand) is missing from both agents' reports for a moment, so it is
     /// recreated only once missing for [`crate::reconcile::VANISHED_GRACE_MS`].
     pub vanished: std::sync::Mutex<std::collections::HashMap<(String, String), u64>>,
+    /// Operations due but held back by their node's dispatch window, sent as results free slots.
+    pub backlog: crate::reconcile::Backlog,
 }
 
 impl State {
@@ -82,6 +84,7 @@ impl State {
             placement_lock: tokio::sync::Mutex::new(()),
             preseed: Default::default(),
             vanished: Default::default(),
+            backlog: Default::default(),
         })
     }
 

@@ -5,16 +5,7 @@
 use pxfleet_spec::{Checksum, Template, TemplateSource};
 
 use crate::convert;
-use crate::model::{DesiredContainer, NodeRecord};
-use crate::state::State;
-
-/// Whether `d`'s template is ready on its node (see [`template_ready_on`]).
-pub(crate) fn template_ready(state: &State, d: &DesiredContainer) -> bool {
-    match state.store.node(&d.node) {
-        Ok(Some(n)) => template_ready_on(&n, &d.container.template, &d.template),
-        _ => false,
-    }
-}
+use crate::model::NodeRecord;
 
 /// Whether template `name` can be created from on node `n` without seeding first.
 /// - An appliance: cached (inventory) or seeded.

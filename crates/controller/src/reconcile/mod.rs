@@ -9,10 +9,12 @@ use crate::model::{FleetEvent, Millis, OpEvent, Operation};
 use crate::state::State;
 
 pub mod decide;
+mod dispatch;
 mod pass;
 mod restart;
 mod results;
 
+pub use dispatch::Backlog;
 pub use pass::pass;
 pub use restart::queue_restarts;
 pub use results::{on_update, requeue_node};

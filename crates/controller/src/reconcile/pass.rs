@@ -3,19 +3,19 @@
 //! operations are dispatched to connected agents within each node's window.
 
 use pxfleet_common::Stopwatch;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use super::decide::{adopt_node, backoff_ms, next_action, View};
+use super::dispatch::{self, Waiting};
 use super::{emit, VANISHED_GRACE_MS};
-use crate::agents::ToAgent;
 use crate::model::{
-    AppliedContainer, DesiredContainer, Millis, ObservedContainer, OpState, Operation,
+    AppliedContainer, DesiredContainer, Millis, NodeRecord, ObservedContainer, OpState, Operation,
     OperationKind,
 };
 use crate::query::{load, pick, Key};
 use crate::state::State;
 use crate::store::StoreError;
-use crate::templates::{digest_conflict, template_ready, unpinned_url};
+use crate::templates::{digest_conflict, template_ready_on, unpinned_url};
 
 /// Adopts `o` where it is when [`adopt_node`] says so: the desired (and applied) node
 /// follow it. Returns the updated records.
@@ -77,6 +77,7 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
     let nodes = state.store.nodes()?;
     // Clusters and datastores, for the planner to tell a migration from a replacement.
     let node_facts = crate::planning::nodes_facts(&nodes);
+    let by_name: HashMap<&str, &NodeRecord> = nodes.iter().map(|n| (n.name.as_str(), n)).collect();
     let mut conns: BTreeMap<&str, Option<u64>> = BTreeMap::new();
     for op in &w.ops {
         let unacknowledged = op.state == OpState::Dispatched
@@ -168,8 +169,12 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
             desired: d,
             applied: a,
             observed: o,
-            template_ready: d.is_some_and(|d| template_ready(state, d)),
             nodes: &node_facts,
+            template_ready: d.is_some_and(|d| {
+                by_name
+                    .get(d.node.as_str())
+                    .is_some_and(|n| template_ready_on(n, &d.container.template, &d.template))
+            }),
         };
         let Some(next) = next_action(view) else {
             if d.is_none() && o.is_none() && a.is_some() {
@@ -254,16 +259,14 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
         }
     }
     let mut secrets: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    let mut backlog: HashMap<String, VecDeque<Waiting>> = HashMap::new();
     for op in w.ops.iter().map(|o| &**o).chain(&planned) {
         if op.state != OpState::Pending || op.not_before_ms > now {
             continue;
         }
-        let busy = in_flight.entry(op.node.as_str()).or_default();
-        if *busy >= rc.dispatch_window || !state.sessions.is_connected(&op.node) {
+        if !state.sessions.is_connected(&op.node) {
             continue;
         }
-        let mut op = op.clone();
-        op.deadline_ms = Some(now + rc.operation_deadline_secs * 1000);
         let password = match &op.kind {
             OperationKind::Create { .. } => {
                 if !secrets.contains_key(&op.fleet) {
@@ -273,20 +276,23 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
             }
             _ => None,
         };
-        let msg = ToAgent::Operation {
-            op: Box::new(op.clone()),
-            password,
-        };
-        if let Some(conn) = state.sessions.send_on(&op.node, msg) {
+        let busy = in_flight.entry(op.node.as_str()).or_default();
+        if *busy >= rc.dispatch_window {
+            // sent by the result that frees a slot (dispatch.rs), or by a later pass
+            backlog
+                .entry(op.node.clone())
+                .or_default()
+                .push_back(Waiting {
+                    id: op.id.clone(),
+                    password,
+                });
+            continue;
+        }
+        if dispatch::send(state, op, password, now)? {
             *busy += 1;
-            op.state = OpState::Dispatched;
-            op.dispatched_ms = Some(now);
-            op.dispatched_conn = conn;
-            state.store.put_op(&op)?;
-            state.metrics.op_dispatched();
-            emit(state, &op, "dispatched");
         }
     }
+    state.backlog.replace(backlog);
     // what falls due next without any change: a backoff ends, an acknowledgement wait or a deadline passes, a
     // vanished container's grace ends
     let mut due = vanished_due;
@@ -309,6 +315,14 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
         .store(due, std::sync::atomic::Ordering::Relaxed);
     let took = started.elapsed();
     state.metrics.reconcile_took(took.as_secs_f64());
+    tracing::debug!(
+        took_ms = took.as_millis() as u64,
+        load_ms = loaded.as_millis() as u64,
+        containers = w.keys.len(),
+        operations = w.ops.len(),
+        planned = planned.len(),
+        "reconcile pass"
+    );
     if took > std::time::Duration::from_secs(1) {
         tracing::warn!(
             took_ms = took.as_millis() as u64,

@@ -46,6 +46,7 @@ pub fn on_update(state: &State, node: &str, u: &OperationUpdate) -> Result<bool,
     if !op.state.is_active() {
         return Ok(true); // a late or repeated result; already settled
     }
+    let was_in_flight = matches!(op.state, OpState::Dispatched | OpState::Running);
     op.state = final_state;
     op.finished_ms = Some(now);
     let conflict = if final_state == OpState::Succeeded {
@@ -72,6 +73,10 @@ pub fn on_update(state: &State, node: &str, u: &OperationUpdate) -> Result<bool,
     tracing::info!(op = %op.id, node, kind = op.kind.name(), state = op.state.as_str(),
         error = op.last_error.as_deref().unwrap_or(""), "operation finished");
     emit(state, &op, op.state.as_str());
+    if was_in_flight {
+        // its slot in the node's window is free: the node's next operation goes now, not at the next pass
+        super::dispatch::next_for(state, node, now)?;
+    }
     state.changed();
     Ok(true)
 }

@@ -140,6 +140,40 @@ fn dispatch_is_windowed_per_node_and_drains() {
     assert_eq!(created.len(), 30, "every container's create was dispatched");
 }
 
+/// A result frees a slot of the node's window and the node's next due operation goes out with it, before any
+/// further pass; the window still holds, and every container is created once.
+#[test]
+fn a_result_sends_the_nodes_next_operation_without_waiting_for_a_pass() {
+    let st = state();
+    let window = st.config.reconciler.dispatch_window as usize;
+    let (_, mut rx) = st.sessions.register("n1");
+    submit(&st, many(window as u32 + 3));
+    pass(&st, st.now_ms()).unwrap();
+    let mut in_flight = operations_sent(&mut rx);
+    assert_eq!(in_flight.len(), window);
+    let mut created: BTreeSet<u32> = in_flight.iter().map(|o| o.vm_id).collect();
+    for _ in 0..3 {
+        let op = in_flight.remove(0);
+        finish(&st, &op, true, true);
+        let next = operations_sent(&mut rx);
+        assert_eq!(
+            next.len(),
+            1,
+            "the result sent one more operation, no pass ran"
+        );
+        assert_eq!(kind(&next[0]), "create");
+        assert!(created.insert(next[0].vm_id), "one create per container");
+        in_flight.extend(next);
+        assert_eq!(in_flight.len(), window, "never more than the window");
+    }
+    // the backlog is empty now: a further result sends nothing, and the pass after it nothing either
+    finish(&st, &in_flight.remove(0), true, true);
+    assert!(operations_sent(&mut rx).is_empty());
+    pass(&st, st.now_ms()).unwrap();
+    assert!(operations_sent(&mut rx).is_empty());
+    assert_eq!(created.len(), window + 3);
+}
+
 /// An operation the agent never acknowledged is sent again with the same id once the stream it went out
 /// on is gone (the agent reconnected); on the live stream it is never re-sent, however long the
 /// acknowledgement takes (the stream delivers in order, the controller may just be behind in reading).

@@ -30,36 +30,70 @@ impl Store {
         Ok(())
     }
 
-    /// Replaces everything observed on a node with a full report (the hello, or a full resync).
+    /// Replaces everything observed on a node with a full report (the hello, or a full resync). Returns whether
+    /// anything changed (an unchanged report writes nothing).
     pub fn replace_observed(
         &self,
         node: &str,
         containers: &[ObservedContainer],
-    ) -> Result<(), StoreError> {
-        let mut batch = sled::Batch::default();
-        for r in self.observed.scan_prefix(prefix(node)).keys() {
-            batch.remove(r?);
+    ) -> Result<bool, StoreError> {
+        let mut old = std::collections::BTreeMap::new();
+        for r in self.observed.scan_prefix(prefix(node)) {
+            let (k, v) = r?;
+            old.insert(k, v);
         }
-        for c in containers {
-            batch.insert(key2(node, &format!("{:010}", c.vm_id)), enc(c));
+        let new: std::collections::BTreeMap<sled::IVec, Vec<u8>> = containers
+            .iter()
+            .map(|c| (key2(node, &format!("{:010}", c.vm_id)).into(), enc(c)))
+            .collect();
+        if old.len() == new.len()
+            && old
+                .iter()
+                .zip(&new)
+                .all(|((ok, ov), (nk, nv))| ok == nk && ov.as_ref() == nv.as_slice())
+        {
+            return Ok(false);
+        }
+        let mut batch = sled::Batch::default();
+        for k in old.keys() {
+            if !new.contains_key(k) {
+                batch.remove(k.clone());
+            }
+        }
+        for (k, v) in new {
+            if old.get(&k).is_none_or(|o| o.as_ref() != v.as_slice()) {
+                batch.insert(k, v);
+            }
         }
         self.observed.apply_batch(batch)?;
-        Ok(())
+        Ok(true)
     }
 
-    /// Updates one observed container (a delta), or removes it when `container` is None.
+    /// Updates one observed container (a delta), or removes it when `container` is None. Returns whether
+    /// anything changed.
     pub fn set_observed(
         &self,
         node: &str,
         vm_id: u32,
         container: Option<&ObservedContainer>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
         let key = key2(node, &format!("{vm_id:010}"));
-        match container {
-            Some(c) => self.observed.insert(key, enc(c))?,
-            None => self.observed.remove(key)?,
-        };
-        Ok(())
+        Ok(match container {
+            Some(c) => {
+                let v = enc(c);
+                if self
+                    .observed
+                    .get(&key)?
+                    .is_some_and(|o| o.as_ref() == v.as_slice())
+                {
+                    false
+                } else {
+                    self.observed.insert(key, v)?;
+                    true
+                }
+            }
+            None => self.observed.remove(key)?.is_some(),
+        })
     }
 
     pub fn all_observed(&self) -> Result<Vec<ObservedContainer>, StoreError> {

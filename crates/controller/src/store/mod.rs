@@ -129,6 +129,8 @@ pub struct Store {
     observed_cache: Decoded<ObservedContainer>,
     nodes_cache: Decoded<NodeRecord>,
     ops_cache: Decoded<Operation>,
+    /// Node liveness kept in memory between writes of the node records (nodes.rs).
+    liveness: nodes::Liveness,
     /// Group commit for [`Store::flush`] (sled's `flush_async` deadlocks when called concurrently).
     flusher: pxfleet_common::Flusher,
     /// The key the `secrets` tree is sealed with ([`crate::seal`]); None for a store opened only to read or
@@ -137,6 +139,11 @@ pub struct Store {
     /// Set by the first write that failed on the disk; later writes are refused (store_status.rs).
     disk_failed: crate::store_status::DiskFailure,
 }
+
+/// sled's page cache. Its default (1 GiB) let the cache grow with the store: the hot trees are also held
+/// decoded (store_cache.rs), so the pages of a 10,000-container store are read from the OS's page cache when
+/// sled drops them, at a small cost, instead of being held twice.
+const SLED_CACHE_BYTES: u64 = 64 << 20;
 
 fn enc<T: Serialize>(v: &T) -> Vec<u8> {
     serde_json::to_vec(v).expect("domain types serialize")
@@ -210,7 +217,12 @@ impl Store {
     /// Opens (or creates) the database in `path`.
     /// Opens (or creates) the database in `path` without a seal key: everything but the secrets.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
-        Store::from_db(sled::open(path)?)
+        Store::from_db(
+            sled::Config::new()
+                .path(path)
+                .cache_capacity(SLED_CACHE_BYTES)
+                .open()?,
+        )
     }
 
     /// Opens (or creates) the database in `path` with the seal key in `key_file` (created on first use when
@@ -270,6 +282,7 @@ impl Store {
             observed_cache: Decoded::default(),
             nodes_cache: Decoded::default(),
             ops_cache: Decoded::default(),
+            liveness: Default::default(),
             flusher: pxfleet_common::Flusher::new(db.clone(), "store"),
             disk_failed: Default::default(),
             db,

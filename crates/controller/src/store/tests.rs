@@ -131,7 +131,11 @@ fn observed_replace_and_delta() {
         vm_id,
         ..ObservedContainer::default()
     };
-    s.replace_observed("n1", &[c(100), c(101)]).unwrap();
+    assert!(s.replace_observed("n1", &[c(100), c(101)]).unwrap());
+    assert!(
+        !s.replace_observed("n1", &[c(100), c(101)]).unwrap(),
+        "the same report again changes nothing"
+    );
     s.replace_observed(
         "n10",
         &[ObservedContainer {
@@ -141,12 +145,14 @@ fn observed_replace_and_delta() {
         }],
     )
     .unwrap();
-    s.replace_observed("n1", &[c(102)]).unwrap();
+    assert!(s.replace_observed("n1", &[c(102)]).unwrap());
     let mut ids: Vec<u32> = s.all_observed().unwrap().iter().map(|c| c.vm_id).collect();
     ids.sort();
     assert_eq!(ids, vec![7, 102]);
-    s.set_observed("n1", 102, None).unwrap();
-    s.set_observed("n1", 103, Some(&c(103))).unwrap();
+    assert!(s.set_observed("n1", 102, None).unwrap());
+    assert!(!s.set_observed("n1", 102, None).unwrap());
+    assert!(s.set_observed("n1", 103, Some(&c(103))).unwrap());
+    assert!(!s.set_observed("n1", 103, Some(&c(103))).unwrap());
     let mut ids: Vec<u32> = s.all_observed().unwrap().iter().map(|c| c.vm_id).collect();
     ids.sort();
     assert_eq!(ids, vec![7, 103]);
@@ -240,4 +246,52 @@ fn node_update_creates_and_modifies() {
     assert!(n.cordoned);
     assert_eq!(n.last_seen_ms, 5);
     assert_eq!(s.nodes().unwrap().len(), 1);
+}
+
+/// Heartbeats are seen by every reader at once, but the node record is written only when the free memory moved
+/// or `LIVENESS_PERSIST_MS` went by; an explicit write of the liveness fields still wins.
+#[test]
+fn heartbeats_are_seen_at_once_and_written_only_when_something_moved() {
+    let s = Store::temporary().unwrap();
+    let stored = |s: &Store| -> NodeRecord {
+        dec("nodes", b"n1", &s.nodes.get("n1").unwrap().unwrap()).unwrap()
+    };
+    s.touch_node("n1", 1_000, false, Some(100)).unwrap();
+    assert_eq!(
+        stored(&s).last_seen_ms,
+        1_000,
+        "a new node's record is written"
+    );
+    s.touch_node("n1", 6_000, false, Some(100)).unwrap();
+    assert_eq!(s.node("n1").unwrap().unwrap().last_seen_ms, 6_000);
+    assert_eq!(s.nodes().unwrap()[0].last_seen_ms, 6_000);
+    assert_eq!(
+        stored(&s).last_seen_ms,
+        1_000,
+        "an unchanged heartbeat writes nothing"
+    );
+    s.touch_node("n1", 7_000, true, None).unwrap();
+    assert_eq!(s.node("n1").unwrap().unwrap().last_op_update_ms, 7_000);
+    s.touch_node("n1", 8_000, false, Some(90)).unwrap();
+    let rec = stored(&s);
+    assert_eq!(
+        (
+            rec.inventory.memory_free_mib,
+            rec.last_seen_ms,
+            rec.last_op_update_ms
+        ),
+        (90, 8_000, 7_000),
+        "moved free memory is written, with the times kept in memory"
+    );
+    let later = 8_000 + nodes::LIVENESS_PERSIST_MS;
+    s.touch_node("n1", later - 1, false, Some(90)).unwrap();
+    assert_eq!(stored(&s).last_seen_ms, 8_000);
+    s.touch_node("n1", later, false, Some(90)).unwrap();
+    assert_eq!(
+        stored(&s).last_seen_ms,
+        later,
+        "written after LIVENESS_PERSIST_MS"
+    );
+    s.update_node("n1", |n| n.last_seen_ms = 5).unwrap();
+    assert_eq!(s.node("n1").unwrap().unwrap().last_seen_ms, 5);
 }

@@ -106,7 +106,9 @@ impl MountPoint {
     pub fn datastore(&self) -> Option<&str> {
         match self {
             MountPoint::Volume { datastore_id, .. } => Some(datastore_id),
-            MountPoint::Existing { volume, .. } => volume.split_once(':').map(|(storage, _)| storage),
+            MountPoint::Existing { volume, .. } => {
+                volume.split_once(':').map(|(storage, _)| storage)
+            }
             MountPoint::Bind { .. } => None,
         }
     }

@@ -16,7 +16,11 @@ pub type Nodes = BTreeMap<String, NodeFacts>;
 /// when either node is unknown. The datastores are those of its rootfs and volume mount points as observed.
 pub(crate) fn blocker(nodes: &Nodes, o: &ObservedContainer, to: &str) -> Option<String> {
     let rootfs = o.config.datastore_id.iter().map(String::as_str);
-    let volumes = o.config.mount_points.iter().filter_map(|m| m.mount.datastore());
+    let volumes = o
+        .config
+        .mount_points
+        .iter()
+        .filter_map(|m| m.mount.datastore());
     why_not_migrate(nodes, &o.node, to, rootfs.chain(volumes))
 }
 
