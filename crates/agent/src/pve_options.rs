@@ -254,18 +254,7 @@ pub fn options_text(s: &CreateSpec) -> Vec<(String, String)> {
             MountVolume::Bind { host_path } => host_path.clone(),
             MountVolume::Existing { volume } => volume.clone(),
         };
-        let v = MountPoint {
-            volume,
-            mp: Some(m.path.clone()),
-            backup: m.backup,
-            ro: m.read_only,
-            acl: m.acl,
-            quota: m.quota,
-            replicate: m.replicate,
-            shared: m.shared,
-            mountoptions: Some(m.mount_options.join(";")).filter(|o| !o.is_empty()),
-            ..MountPoint::default()
-        };
+        let v = m.property(volume);
         push(&format!("mp{i}"), v.to_property_string());
     }
     for (i, d) in &s.devices {

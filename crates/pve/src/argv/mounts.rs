@@ -26,6 +26,25 @@ fn is_volume_id(s: &str) -> bool {
     }
 }
 
+impl MountPointSpec {
+    /// The `mpN` property string's fields for this mount point on `volume` (what PVE stores), unchecked: what
+    /// [`mount_point_value`] sends after its checks, and what the agent's journal text shows.
+    pub fn property(&self, volume: String) -> MountPoint {
+        MountPoint {
+            volume,
+            mp: Some(self.path.clone()),
+            backup: self.backup,
+            ro: self.read_only,
+            acl: self.acl,
+            quota: self.quota,
+            replicate: self.replicate,
+            shared: self.shared,
+            mountoptions: Some(self.mount_options.join(";")).filter(|o| !o.is_empty()),
+            ..MountPoint::default()
+        }
+    }
+}
+
 /// `mpN` value: `STORAGE:GiB,mp=/path,..` (new volume), `STORAGE:NAME,mp=/path,..` (existing volume) or
 /// `/host,mp=/path,..` (bind mount), with `acl`, `backup`, `mountoptions`, `quota`, `replicate`, `ro`, `shared`.
 pub fn mount_point_value(vmid: u32, index: u32, m: &MountPointSpec) -> R<String> {
@@ -91,19 +110,7 @@ pub fn mount_point_value(vmid: u32, index: u32, m: &MountPointSpec) -> R<String>
             ));
         }
     }
-    Ok(MountPoint {
-        volume,
-        mp: Some(m.path.clone()),
-        backup: m.backup,
-        ro: m.read_only,
-        acl: m.acl,
-        quota: m.quota,
-        replicate: m.replicate,
-        shared: m.shared,
-        mountoptions: Some(m.mount_options.join(";")).filter(|o| !o.is_empty()),
-        ..MountPoint::default()
-    }
-    .to_property_string())
+    Ok(m.property(volume).to_property_string())
 }
 
 /// `devN` value: `path=/dev/..[,deny-write=1][,gid=N][,mode=0NNN][,uid=N]`.
