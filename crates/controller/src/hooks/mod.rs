@@ -254,8 +254,7 @@ pub fn on_destroyed(state: &State, op: &Operation) {
 
 /// The first IPv4 address the node reported for the container at runtime.
 fn observed_ipv4(state: &State, node: &str, vm_id: u32) -> Option<String> {
-    let all = state.store.all_observed_shared().ok()?;
-    let o = all.iter().find(|o| o.node == node && o.vm_id == vm_id)?;
+    let o = state.store.observed(node, vm_id).ok()??;
     o.addresses.iter().find_map(|a| {
         let a = a.split('/').next().unwrap_or(a);
         a.parse::<std::net::Ipv4Addr>()

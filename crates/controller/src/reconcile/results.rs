@@ -194,10 +194,7 @@ fn apply_success(state: &State, op: &Operation, observed_sent: bool) -> Result<(
             let applied = store
                 .applied(&op.fleet, &op.container)?
                 .filter(|a| a.node == op.node && a.vm_id == op.vm_id);
-            let seen = store
-                .all_observed()?
-                .into_iter()
-                .find(|o| o.node == op.node && o.vm_id == op.vm_id);
+            let seen = store.observed(&op.node, op.vm_id)?;
             let moved = seen.or_else(|| {
                 applied.as_ref().map(|a| ObservedContainer {
                     node: op.node.clone(),
@@ -215,10 +212,7 @@ fn apply_success(state: &State, op: &Operation, observed_sent: bool) -> Result<(
                     ..Default::default()
                 })
             });
-            let already = store
-                .all_observed()?
-                .into_iter()
-                .any(|o| o.node == *target && o.vm_id == op.vm_id);
+            let already = store.observed(target, op.vm_id)?.is_some();
             store.set_observed(&op.node, op.vm_id, None)?;
             if let (Some(mut o), false) = (moved, already) {
                 o.node = target.clone();

@@ -96,6 +96,20 @@ impl Store {
         })
     }
 
+    /// What `node` reports for `vm_id`, if anything: a point read (the hot paths of a result must not scan
+    /// every observed container: at 10,000 containers that made each result cost a full scan).
+    pub fn observed(
+        &self,
+        node: &str,
+        vm_id: u32,
+    ) -> Result<Option<ObservedContainer>, StoreError> {
+        self.observed_cache.get(
+            &self.observed,
+            "observed",
+            &key2(node, &format!("{vm_id:010}")),
+        )
+    }
+
     pub fn all_observed(&self) -> Result<Vec<ObservedContainer>, StoreError> {
         self.observed_cache
             .scan_owned(&self.observed, "observed", b"")

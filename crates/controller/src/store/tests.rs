@@ -156,6 +156,14 @@ fn observed_replace_and_delta() {
     let mut ids: Vec<u32> = s.all_observed().unwrap().iter().map(|c| c.vm_id).collect();
     ids.sort();
     assert_eq!(ids, vec![7, 103]);
+    // point reads: node n1's 103, not n10's 7 under n1, nothing for a removed one
+    assert_eq!(s.observed("n1", 103).unwrap().map(|o| o.vm_id), Some(103));
+    assert_eq!(
+        s.observed("n10", 7).unwrap().map(|o| o.node),
+        Some("n10".into())
+    );
+    assert!(s.observed("n1", 7).unwrap().is_none());
+    assert!(s.observed("n1", 102).unwrap().is_none());
 }
 
 #[test]
