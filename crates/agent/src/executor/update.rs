@@ -44,7 +44,13 @@ impl<D: NodeApi> Executor<D> {
         // `pct config` shows pending values merged in: where the file wants what is in effect now, the diff
         // drops the pending change (a `pct set` made by hand on the running container) instead of piling
         // another one on it.
-        let mut change = ConfigChange::diff(&cfg, &want, &d.pending(*vmid).await?);
+        let pending_before = d.pending(*vmid).await?;
+        let mut change = ConfigChange::diff(&cfg, &want, &pending_before);
+        // env is written into the file's main section: a pending `env` (a `pct set --env` by hand on the running
+        // container) would hide it from `pct config`, so it is reverted.
+        if change.env.is_some() && pending_before.iter().any(|p| p.key == "env") {
+            change.revert.insert("env".into());
+        }
         let revert: Vec<String> = std::mem::take(&mut change.revert).into_iter().collect();
         if !revert.is_empty() {
             self.progress(&op.id, format!("pct set --revert {}", revert.join(",")));
