@@ -1,6 +1,7 @@
 //! bpg/proxmox parity (issue 10 item 13, part B): `env`, `entrypoint`, net0's `interface_name`, `host_managed` and a
 //! `volume:` template, submitted through a real controller and agent to a pvesim node and checked there with
-//! `pct config`; the plan is empty after the submit and after a day-2 change.
+//! `pct config`; the plan is empty after the submit and after a day-2 change. Several `env` variables: written
+//! into the config file, then one changed and one removed (with a restart).
 
 use pxfleet_tests::day2::{pending, plan_is_empty, submit, UP};
 use pxfleet_tests::{describe, v1 as pb, wait_until, Cluster, TEST_SSH_KEY};
