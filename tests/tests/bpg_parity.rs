@@ -1,6 +1,7 @@
 //! bpg/proxmox parity (issue 10 item 13, part B): `env`, `entrypoint`, net0's `interface_name`, `host_managed` and a
 //! `volume:` template, submitted through a real controller and agent to a pvesim node and checked there with
-//! `pct config`; the plan is empty after the submit and after a day-2 change.
+//! `pct config`; the plan is empty after the submit and after a day-2 change. Several `env` variables: written
+//! into the config file, then one changed and one removed (with a restart).
 
 use pxfleet_tests::day2::{pending, plan_is_empty, submit, UP};
 use pxfleet_tests::{describe, v1 as pb, wait_until, Cluster, TEST_SSH_KEY};
@@ -123,4 +124,70 @@ async fn runtime_fields_named_interfaces_and_a_volume_template_reach_the_node() 
     })
     .await;
     assert!(!c.vmids_on("mk33").contains(&2701));
+}
+
+fn envs(vars: &str) -> String {
+    format!(
+        "  envs:\n    node: mk33\n    vm_id: 2710\n    memory: 512\n    disk_size: 4\n    env:\n{vars}"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_env_variables_are_written_changed_and_removed() {
+    let c = Cluster::start(1).await.expect("cluster");
+    let out = c.pve(
+        "mk33",
+        "pveam",
+        &[
+            "download",
+            "local",
+            "debian-13-standard_13.6-1_amd64.tar.zst",
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+
+    let three = "      APP_PORT: \"8080\"\n      DB_URL: \"postgres://db:5432/app?sslmode=require\"\n      MODE: prod\n";
+    let path = submit(&c, "envs.yaml", &fleet("envs", VOLUME, &envs(three))).await;
+    c.wait_running("envs", &["envs"], UP).await;
+    // PVE shows env as one NUL-separated value; all three are there.
+    let cfg = c.pct_config("mk33", 2710);
+    assert_eq!(
+        cfg.get("env").map(String::as_str),
+        Some("APP_PORT=8080\0DB_URL=postgres://db:5432/app?sslmode=require\0MODE=prod"),
+        "{cfg:?}"
+    );
+    plan_is_empty(&c, &path).await;
+
+    let started = c.runtime("mk33", 2710).expect("runtime")["started"].clone();
+    // `started` has a resolution of one second: let it tick, so that the restart shows as a new value.
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+
+    // Day 2: APP_PORT changed, MODE removed; applied at a restart (PVE reads env at start).
+    let two =
+        "      APP_PORT: \"9090\"\n      DB_URL: \"postgres://db:5432/app?sslmode=require\"\n";
+    let next = fleet("envs", VOLUME, &envs(two));
+    let plan = c.plan(&next).await.unwrap();
+    assert!(
+        plan.plan_json.contains("\"restart_required\": true"),
+        "{}",
+        plan.plan_json
+    );
+    let path = submit(&c, "envs.yaml", &next).await;
+    wait_until("env replaced and the container restarted", UP, || async {
+        let cfg = c.pct_config("mk33", 2710);
+        let rt = c.runtime("mk33", 2710).expect("runtime");
+        match cfg.get("env") {
+            Some(e)
+                if e == "APP_PORT=9090\0DB_URL=postgres://db:5432/app?sslmode=require"
+                    && rt["started"] != started
+                    && rt["running"] == true =>
+            {
+                Ok(())
+            }
+            other => Err(format!("{other:?}; runtime {rt}")),
+        }
+    })
+    .await;
+    c.wait_running("envs", &["envs"], UP).await;
+    plan_is_empty(&c, &path).await;
 }

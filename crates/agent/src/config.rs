@@ -74,7 +74,8 @@ pub struct AgentConfig {
     #[serde(default)]
     pub template_ca_file: Option<PathBuf>,
     /// This node's container config directory, where the agent writes `lxc.idmap` lines (no PVE tool sets
-    /// them). Default `/etc/pve/nodes/<node>/lxc`.
+    /// them) and `env`'s `lxc.environment.runtime` lines (`pct` cannot be given more than one variable).
+    /// Default `/etc/pve/nodes/<node>/lxc`.
     #[serde(default)]
     pub pve_config_dir: Option<PathBuf>,
     /// Environment passed to the PVE tools (for example `PVESIM_STATE` in tests).

@@ -414,6 +414,23 @@ impl NodeApi for MemNode {
         })
     }
 
+    /// The config file's `lxc.environment.runtime` lines, kept as PVE shows them: one `env` value, NUL-separated.
+    async fn write_env(
+        &self,
+        vmid: u32,
+        env: &std::collections::BTreeMap<String, String>,
+    ) -> Result<(), PveError> {
+        let entries = pxfleet_pve::runtime::env_entries(vmid, env)?;
+        self.call(format!("write_env {vmid}"));
+        self.with_ct(vmid, |ct| {
+            if entries.is_empty() {
+                ct.config.remove("env");
+            } else {
+                ct.config.insert("env".into(), entries.join("\0"));
+            }
+        })
+    }
+
     async fn resize(&self, vmid: u32, disk: &str, size_gib: u64) -> Result<(), PveError> {
         self.call(format!("resize {vmid}"));
         let _g = self.lock(vmid).await?;

@@ -173,6 +173,25 @@ pub trait NodeApi: Send + Sync + 'static {
             })
         }
     }
+    /// Replaces the `env` of a container (its `lxc.environment.runtime` lines in the config file; `pct` cannot be
+    /// given more than one variable). An empty map removes them. The default: a node whose config files the
+    /// agent cannot edit.
+    fn write_env(
+        &self,
+        vmid: u32,
+        _env: &BTreeMap<String, String>,
+    ) -> impl Future<Output = Result<(), PveError>> + Send {
+        async move {
+            Err(PveError::ConfigFile {
+                vmid,
+                path: String::new(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::Unsupported,
+                    "this node's config files cannot be edited",
+                ),
+            })
+        }
+    }
     /// Keys whose change waits for the next start (`pct pending`). The default: none (a node that applies
     /// every change at once).
     fn pending(

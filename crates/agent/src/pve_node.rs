@@ -21,7 +21,8 @@ pub struct PveNode {
     node: Node,
     /// Storage -> its template directory (`pvesm path`): asked once per storage, not once per create.
     template_dirs: std::sync::Mutex<BTreeMap<String, PathBuf>>,
-    /// This node's container config files (`/etc/pve/nodes/<node>/lxc`), for the `lxc.idmap` lines.
+    /// This node's container config files (`/etc/pve/nodes/<node>/lxc`), for the `lxc.idmap` and
+    /// `lxc.environment.runtime` lines.
     config_dir: PathBuf,
 }
 
@@ -128,6 +129,18 @@ impl NodeApi for PveNode {
         let dir = self.config_dir.clone();
         let values = values.to_vec();
         tokio::task::spawn_blocking(move || pxfleet_pve::conffile::write_idmap(&dir, vmid, &values))
+            .await
+            .map_err(|e| PveError::ConfigFile {
+                vmid,
+                path: String::new(),
+                source: std::io::Error::other(e.to_string()),
+            })?
+    }
+
+    async fn write_env(&self, vmid: u32, env: &BTreeMap<String, String>) -> Result<(), PveError> {
+        let dir = self.config_dir.clone();
+        let env = env.clone();
+        tokio::task::spawn_blocking(move || pxfleet_pve::conffile::write_env(&dir, vmid, &env))
             .await
             .map_err(|e| PveError::ConfigFile {
                 vmid,

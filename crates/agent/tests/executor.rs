@@ -526,3 +526,100 @@ async fn observation_passes_read_only_what_moved() {
     let d = r.exec.observe_pass().await.unwrap();
     assert_eq!(d.removed, vec![120]);
 }
+
+/// An update of `vmid` (`dev-u`) to the create's options plus `env`.
+fn update_env(id: &str, vmid: u32, env: &[(&str, &str)], restart: bool) -> Operation {
+    let mut desired = options_spec(&[
+        ("hostname".into(), "dev-u".into()),
+        ("memory".into(), "512".into()),
+        (
+            "net0".into(),
+            "name=eth0,bridge=vmbr0,ip=dhcp,type=veth".into(),
+        ),
+    ])
+    .unwrap();
+    desired.env = env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    Operation {
+        id: id.into(),
+        kind: OpKind::Update {
+            vmid,
+            expect: Some(mark("dev-u")),
+            desired,
+            tags: vec!["web".into()],
+            description: Some("Web server".into()),
+            restart,
+            adopt: false,
+        },
+    }
+}
+
+/// The observed container's env as the controller gets it (the read-back `ContainerSpec`).
+fn read_back_env(u: &OpUpdate, vmid: u32) -> Vec<(String, String)> {
+    let ct = succeeded(u).container.as_ref().expect("observed container");
+    let spec = pxfleet_agent::convert::config_to_spec(vmid, &ct.config);
+    let mut env: Vec<(String, String)> = spec.env.into_iter().collect();
+    env.sort();
+    env
+}
+
+fn pairs(env: &[(&str, &str)]) -> Vec<(String, String)> {
+    env.iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+#[tokio::test]
+async fn several_env_variables_are_written_on_create_and_replaced_on_update() {
+    let r = rig(4, Duration::ZERO);
+    let three = [
+        ("APP_PORT", "8080"),
+        ("DB_URL", "pg://db/app?x=1"),
+        ("MODE", ""),
+    ];
+    let mut op = create("c", 410, "dev-u");
+    if let OpKind::Create(c) = &mut op.kind {
+        c.options.env = three
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+    }
+    let u = r.exec.execute(op).await;
+    // Written into the config file (one lxc.environment.runtime line each; the node shows `env` NUL-separated).
+    assert_eq!(r.node.calls("write_env 410"), 1);
+    assert_eq!(
+        r.node.get(410).unwrap().1["env"],
+        "APP_PORT=8080\0DB_URL=pg://db/app?x=1\0MODE="
+    );
+    assert_eq!(read_back_env(&u, 410), pairs(&three));
+
+    // One changed, one removed: the whole set is replaced; the running container restarts to take it.
+    let two = [("APP_PORT", "9090"), ("DB_URL", "pg://db/app?x=1")];
+    let u = r.exec.execute(update_env("u1", 410, &two, true)).await;
+    assert_eq!(succeeded(&u).message, "updated and restarted (env applied)");
+    assert_eq!(
+        r.node.get(410).unwrap().1["env"],
+        "APP_PORT=9090\0DB_URL=pg://db/app?x=1"
+    );
+    assert_eq!(read_back_env(&u, 410), pairs(&two));
+    // Not allowed to restart: written, and reported as waiting for the next start.
+    let u = r.exec.execute(update_env("u2", 410, &three, false)).await;
+    assert_eq!(
+        succeeded(&u).message,
+        "updated; pending until the next restart: env"
+    );
+    assert_eq!(read_back_env(&u, 410), pairs(&three));
+    // The same set again: nothing to do.
+    let u = r.exec.execute(update_env("u3", 410, &three, true)).await;
+    assert_eq!(succeeded(&u).message, "nothing to change");
+    assert_eq!(r.node.calls("write_env 410"), 3);
+    // A bad value is refused naming the field, before the file is touched.
+    let u = r
+        .exec
+        .execute(update_env("u4", 410, &[("A", "1\n2")], true))
+        .await;
+    assert!(failed(&u).contains("env.A"), "{}", failed(&u));
+    assert_eq!(r.node.calls("write_env 410"), 3);
+}

@@ -480,3 +480,61 @@ resource "proxmox_virtual_environment_container" "media" {
         "{warnings:#?}"
     );
 }
+
+#[test]
+fn bpg_environment_variables_map_every_variable() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(
+        tmp.path().join("main.tf"),
+        r#"
+resource "proxmox_virtual_environment_container" "app" {
+  node_name = "pve1"
+  vm_id     = 320
+  disk {
+    datastore_id = "local-lvm"
+    size         = 8
+  }
+  initialization {
+    hostname = "app"
+  }
+  operating_system {
+    template_file_id = "local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst"
+  }
+  environment_variables = {
+    APP_PORT = "8080"
+    DB_URL   = "postgres://db:5432/app?sslmode=require"
+    LOG      = ""
+  }
+  entrypoint = "/usr/local/bin/app --serve"
+}
+"#,
+    )
+    .unwrap();
+    let (fleet, yaml, warnings) = import(&Options {
+        dir: tmp.path().to_path_buf(),
+        fleet: Some("app".into()),
+        ..Options::default()
+    });
+    let c = &fleet.containers["app"];
+    let env: Vec<(&str, &str)> = c
+        .env
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    assert_eq!(
+        env,
+        vec![
+            ("APP_PORT", "8080"),
+            ("DB_URL", "postgres://db:5432/app?sslmode=require"),
+            ("LOG", ""),
+        ],
+        "{yaml}"
+    );
+    assert_eq!(c.entrypoint.as_deref(), Some("/usr/local/bin/app --serve"));
+    assert!(
+        !warnings
+            .iter()
+            .any(|w| w.contains("environment_variables") || w.contains("entrypoint")),
+        "{warnings:#?}"
+    );
+}

@@ -444,9 +444,8 @@ pub fn create_args(spec: &CreateSpec, ssh_keys_file: Option<&Path>) -> R<Vec<Str
     if let Some(tz) = &spec.timezone {
         a.opt("timezone", tz.clone());
     }
-    if !spec.env.is_empty() {
-        a.opt("env", crate::runtime::env_value(vmid, &spec.env)?);
-    }
+    // env is written into the config file after the create (lxc.environment.runtime lines): checked here.
+    crate::runtime::env_entries(vmid, &spec.env)?;
     if let Some(e) = &spec.entrypoint {
         crate::runtime::check_entrypoint(vmid, e)?;
         a.opt("entrypoint", e.clone());
@@ -539,12 +538,9 @@ pub fn set_args(vmid: u32, c: &ConfigChange) -> R<Vec<String>> {
     if let Some(o) = &c.ostype {
         a.opt("ostype", o.clone());
     }
-    match &c.env {
-        Some(e) if e.is_empty() => {
-            delete.insert("env".into());
-        }
-        Some(e) => a.opt("env", crate::runtime::env_value(vmid, e)?),
-        None => {}
+    // env is written into the config file by the caller (lxc.environment.runtime lines): checked here.
+    if let Some(e) = &c.env {
+        crate::runtime::env_entries(vmid, e)?;
     }
     if let Some(e) = &c.entrypoint {
         crate::runtime::check_entrypoint(vmid, e)?;

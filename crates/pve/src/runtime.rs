@@ -1,6 +1,7 @@
 //! PVE 9.1's runtime options of a container (CONTRACT §2.2): `env` (a NUL-separated `NAME=value` list that PVE
 //! writes as `lxc.environment.runtime:` lines) and `entrypoint` (`lxc.init.cmd`): the checks of their schema
-//! patterns, the argument values `pct create`/`pct set` are given, and the parse of `env` as `pct config` shows it.
+//! patterns, the `lxc.environment.runtime` entries and the `--entrypoint` value, and the parse of `env` as
+//! `pct config` shows it.
 
 use std::collections::BTreeMap;
 
@@ -17,18 +18,13 @@ fn is_runtime_text(s: &str) -> bool {
     !s.chars().any(|c| c.is_control() && c != '\t')
 }
 
-/// The `--env` argument for `env`. A command line cannot carry PVE's NUL separator, so at most one variable.
-pub fn env_value(vmid: u32, env: &BTreeMap<String, String>) -> Result<String, PveError> {
+/// The `NAME=value` entries of `env`, checked, in name order: the values of the config file's
+/// `lxc.environment.runtime` lines (CONTRACT §2.2, §7). `env` is never passed as an argument: PVE's separator
+/// is a NUL and a command line cannot carry one, so the caller writes these lines into the config file
+/// ([`crate::conffile::write_env`]) for any number of variables.
+pub fn env_entries(vmid: u32, env: &BTreeMap<String, String>) -> Result<Vec<String>, PveError> {
     let v = Some(vmid);
-    if env.len() > 1 {
-        return Err(PveError::invalid(
-            v,
-            "env",
-            env.keys().cloned().collect::<Vec<_>>().join(","),
-            "one variable (PVE's NUL separator cannot be passed in an argument)",
-        ));
-    }
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(env.len());
     for (k, val) in env {
         if !is_env_name(k) {
             return Err(PveError::invalid(
@@ -48,7 +44,7 @@ pub fn env_value(vmid: u32, env: &BTreeMap<String, String>) -> Result<String, Pv
         }
         out.push(format!("{k}={val}"));
     }
-    Ok(out.join("\0"))
+    Ok(out)
 }
 
 /// Checks an `--entrypoint` value.
@@ -64,7 +60,8 @@ pub fn check_entrypoint(vmid: u32, e: &str) -> Result<(), PveError> {
     Ok(())
 }
 
-/// `env` as `pct config` / the API give it (NUL-separated `NAME=value`), as a map.
+/// `env` as `pct config` / the API give it (NUL-separated `NAME=value`, one entry per
+/// `lxc.environment.runtime` line), as a map.
 pub fn parse_env(v: &str) -> BTreeMap<String, String> {
     v.split('\0')
         .filter(|s| !s.is_empty())
@@ -110,7 +107,8 @@ mod tests {
             },
         );
         let argv = create_args(&s, None).unwrap();
-        assert_eq!(after(&argv, "--env"), Some("APP_PORT=8080"));
+        // env goes into the config file (lxc.environment.runtime lines), never on the command line.
+        assert_eq!(after(&argv, "--env"), None);
         assert_eq!(
             after(&argv, "--entrypoint"),
             Some("/usr/local/bin/app --serve")
@@ -130,31 +128,33 @@ mod tests {
         };
         let argv = set_args(120, &set).unwrap();
         assert_eq!(after(&argv, "--entrypoint"), Some("/app"));
-        assert_eq!(after(&argv, "--delete"), Some("env"));
-        let two = ConfigChange {
-            env: Some(BTreeMap::from([
-                ("A".to_string(), "1".to_string()),
-                ("B".to_string(), "2".to_string()),
-            ])),
+        assert_eq!(after(&argv, "--delete"), None);
+        assert_eq!(after(&argv, "--env"), None);
+        // Still checked before anything runs: a bad name is refused naming the field.
+        let bad = ConfigChange {
+            env: Some(BTreeMap::from([("A-B".to_string(), "1".to_string())])),
             ..ConfigChange::default()
         };
-        let e = set_args(120, &two).unwrap_err().to_string();
-        assert!(e.contains("env") && e.contains("NUL"), "{e}");
+        let e = set_args(120, &bad).unwrap_err().to_string();
+        assert!(e.contains("env") && e.contains("A-B"), "{e}");
     }
 
     #[test]
-    fn env_is_one_checked_variable() {
-        let one = BTreeMap::from([("APP_PORT".to_string(), "8080 x".to_string())]);
-        assert_eq!(env_value(100, &one).unwrap(), "APP_PORT=8080 x");
-        let two = BTreeMap::from([
+    fn env_entries_are_checked_name_value_lines() {
+        let three = BTreeMap::from([
+            ("B".to_string(), "x=y z".to_string()),
             ("A".to_string(), "1".to_string()),
-            ("B".to_string(), "2".to_string()),
+            ("C".to_string(), String::new()),
         ]);
-        assert!(env_value(100, &two).is_err());
+        assert_eq!(
+            env_entries(100, &three).unwrap(),
+            vec!["A=1", "B=x=y z", "C="]
+        );
         let bad = BTreeMap::from([("A-B".to_string(), "1".to_string())]);
-        assert!(env_value(100, &bad).is_err());
+        assert!(env_entries(100, &bad).is_err());
         let nl = BTreeMap::from([("A".to_string(), "1\n2".to_string())]);
-        assert!(env_value(100, &nl).is_err());
+        let e = env_entries(100, &nl).unwrap_err().to_string();
+        assert!(e.contains("env.A"), "{e}");
         assert!(check_entrypoint(100, "/app --serve\targ").is_ok());
         assert!(check_entrypoint(100, " ").is_err());
         assert_eq!(

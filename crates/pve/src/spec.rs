@@ -140,7 +140,9 @@ pub struct CreateSpec {
     pub arch: Option<String>,
     pub ostype: Option<String>,
     pub timezone: Option<String>,
-    /// `--env` (PVE 9.1+); empty: left out.
+    /// `env` (PVE 9.1+), any number of variables: not passed to `pct create` (a command line cannot carry PVE's
+    /// NUL separator); written into the config file as `lxc.environment.runtime` lines after the create
+    /// ([`crate::conffile::write_env`]). Empty: left out.
     pub env: BTreeMap<String, String>,
     /// `--entrypoint` (PVE 9.1+).
     pub entrypoint: Option<String>,
@@ -204,7 +206,8 @@ pub struct ConfigChange {
     pub description: Option<String>,
     /// `--ostype` (never deleted: PVE requires it).
     pub ostype: Option<String>,
-    /// `--env`, replacing every variable (PVE 9.1+).
+    /// `env` (PVE 9.1+), replacing every variable; `Some(empty)` removes them. Not sent by `pct set`: the
+    /// caller writes the `lxc.environment.runtime` lines into the config file ([`crate::conffile::write_env`]).
     pub env: Option<BTreeMap<String, String>>,
     /// `--entrypoint` (PVE 9.1+).
     pub entrypoint: Option<String>,

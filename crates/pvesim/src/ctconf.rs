@@ -205,6 +205,19 @@ mod tests {
     }
 
     #[test]
+    fn several_runtime_lines_round_trip_in_place() {
+        // As the agent writes them: after the keys, before raw lxc.* lines; `=` read as PVE reads it.
+        let text = "#app\narch: amd64\nhostname: app\nlxc.environment.runtime: A=1\nlxc.environment.runtime = B=x=y z\nlxc.environment.runtime: C=\nlxc.idmap: u 0 100000 65536\n";
+        let c = CtConf::parse(text);
+        assert_eq!(c.opts["env"], "A=1\0B=x=y z\0C=");
+        assert_eq!(
+            c.lxc,
+            vec![("lxc.idmap".to_string(), "u 0 100000 65536".to_string())]
+        );
+        assert_eq!(c.write(), text.replace(" = B", ": B"));
+    }
+
+    #[test]
     fn encode_description() {
         assert_eq!(encode_text("Web server\n"), "Web server%0A");
         assert_eq!(encode_text("a:b%"), "a%3Ab%25");

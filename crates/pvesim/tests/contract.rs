@@ -306,8 +306,17 @@ async fn env_entrypoint_and_host_managed_nics() {
         },
     );
     n.create(&sp).await.expect("create");
+    // env is no `pct create` argument (a NUL cannot be in one): the caller writes the lines into the file.
+    assert!(n.config(210).await.expect("config").env.is_empty());
+    let three = BTreeMap::from([
+        ("APP_PORT".to_string(), "8080".to_string()),
+        ("DB_URL".to_string(), "pg://db/app?x=1".to_string()),
+        ("MODE".to_string(), String::new()),
+    ]);
+    let dir = s.state("pve1").join("nodes/pve1/lxc");
+    pxfleet_pve::conffile::write_env(&dir, 210, &three).expect("write env");
     let c = n.config(210).await.expect("config");
-    assert_eq!(c.env, sp.env);
+    assert_eq!(c.env, three);
     assert_eq!(c.entrypoint.as_deref(), Some("/usr/local/bin/app --serve"));
     assert_eq!(c.nets[&0].name, "lan0");
     assert_eq!(c.nets[&0].host_managed, Some(true));
@@ -316,24 +325,50 @@ async fn env_entrypoint_and_host_managed_nics() {
         "{}",
         c.raw["net0"]
     );
-    // The file keeps env as lxc.environment.runtime lines after the sorted keys (CONTRACT §7).
-    let file =
-        std::fs::read_to_string(s.state("pve1").join("nodes/pve1/lxc/210.conf")).expect("conf");
+    // The file keeps env as lxc.environment.runtime lines after the sorted keys (CONTRACT §7), and pvesim
+    // rewrites it (a `pct set`) keeping them where PVE writes them.
+    let o = s.cli("pve1", "pct", &["set", "210", "--cores", "2"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let file = std::fs::read_to_string(dir.join("210.conf")).expect("conf");
     assert!(
-        file.contains("\nlxc.environment.runtime: APP_PORT=8080\n"),
+        file.ends_with("\nlxc.environment.runtime: APP_PORT=8080\nlxc.environment.runtime: DB_URL=pg://db/app?x=1\nlxc.environment.runtime: MODE=\n"),
         "{file}"
     );
     assert!(!file.contains("\nenv:"), "{file}");
+    // `pct config` and the API show one `env` value, NUL-separated.
     let text = s.cli("pve1", "pct", &["config", "210"]).stdout;
-    assert!(text.contains("\nenv: APP_PORT=8080\n"), "{text}");
+    assert!(
+        text.contains("\nenv: APP_PORT=8080\0DB_URL=pg://db/app?x=1\0MODE=\n"),
+        "{text:?}"
+    );
+    let json = s.cli(
+        "pve1",
+        "pvesh",
+        &[
+            "get",
+            "/nodes/pve1/lxc/210/config",
+            "--output-format",
+            "json",
+        ],
+    );
+    let v: serde_json::Value = serde_json::from_str(&json.stdout).expect("json");
+    assert_eq!(
+        v["env"],
+        "APP_PORT=8080\u{0}DB_URL=pg://db/app?x=1\u{0}MODE="
+    );
+    // One changed, one removed: the set is replaced.
+    let two = BTreeMap::from([
+        ("APP_PORT".to_string(), "9090".to_string()),
+        ("DB_URL".to_string(), "pg://db/app?x=1".to_string()),
+    ]);
+    pxfleet_pve::conffile::write_env(&dir, 210, &two).expect("write env");
+    assert_eq!(n.config(210).await.expect("config").env, two);
 
     // On a running CT both are read at the next start: pending, shown merged by pct config.
     n.start(210).await.expect("start");
+    let o = s.cli("pve1", "pct", &["set", "210", "--env", "APP_PORT=7070"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
     let change = ConfigChange {
-        env: Some(BTreeMap::from([(
-            "APP_PORT".to_string(),
-            "9090".to_string(),
-        )])),
         entrypoint: Some("/usr/local/bin/app".into()),
         ..ConfigChange::default()
     };
@@ -351,7 +386,10 @@ async fn env_entrypoint_and_host_managed_nics() {
         "{pending:?}"
     );
     let c = n.config(210).await.expect("config");
-    assert_eq!(c.env["APP_PORT"], "9090");
+    assert_eq!(
+        c.env,
+        BTreeMap::from([("APP_PORT".to_string(), "7070".to_string())])
+    );
 
     // host-managed NICs have no SLAAC.
     let o = s.cli(

@@ -238,8 +238,9 @@ pub struct Container {
     /// PVE from the template (not compared).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ostype: Option<String>,
-    /// `--env` (bpg `environment_variables`): the container's runtime environment, `NAME: value`. Empty: not
-    /// compared (an OCI image's own `Env` stands). PVE 9.1+.
+    /// `env` (bpg `environment_variables`): the container's runtime environment, `NAME: value`, any number of
+    /// variables (written as `lxc.environment.runtime` lines). Empty: not compared (an OCI image's own `Env`
+    /// stands). PVE 9.1+.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
     /// `--entrypoint` (bpg `entrypoint`): the command PVE runs as init (`lxc.init.cmd`). `None`: not compared

@@ -87,14 +87,22 @@ impl<D: NodeApi> Executor<D> {
                 return Err(e.into());
             }
         };
-        // lxc.idmap is no `pct create` option: written into the config file before the first start (a
-        // container the create left running restarts to take it).
+        // lxc.idmap and env are no `pct create` options (env's NUL separator cannot be in an argument): written
+        // into the config file before the first start (a container the create left running restarts to take
+        // them).
+        if !spec.env.is_empty() {
+            self.progress(
+                op_id,
+                "writing env (lxc.environment.runtime) into the config file",
+            );
+            d.write_env(vmid, &spec.env).await?;
+        }
         if !spec.idmap.is_empty() {
             self.progress(op_id, "writing lxc.idmap into the config file");
             d.write_idmap(vmid, &spec.idmap).await?;
-            if running {
-                d.reboot(vmid, REBOOT_TIMEOUT_SECS).await?;
-            }
+        }
+        if running && !(spec.env.is_empty() && spec.idmap.is_empty()) {
+            d.reboot(vmid, REBOOT_TIMEOUT_SECS).await?;
         }
         // What was asked for is what was created (pct create fails otherwise): no need to read it back here.
         let has_net = !spec.nets.is_empty();

@@ -44,17 +44,35 @@ impl<D: NodeApi> Executor<D> {
         // `pct config` shows pending values merged in: where the file wants what is in effect now, the diff
         // drops the pending change (a `pct set` made by hand on the running container) instead of piling
         // another one on it.
-        let mut change = ConfigChange::diff(&cfg, &want, &d.pending(*vmid).await?);
+        let pending_before = d.pending(*vmid).await?;
+        let mut change = ConfigChange::diff(&cfg, &want, &pending_before);
+        // env is written into the file's main section: a pending `env` (a `pct set --env` by hand on the running
+        // container) would hide it from `pct config`, so it is reverted.
+        if change.env.is_some() && pending_before.iter().any(|p| p.key == "env") {
+            change.revert.insert("env".into());
+        }
         let revert: Vec<String> = std::mem::take(&mut change.revert).into_iter().collect();
         if !revert.is_empty() {
             self.progress(&op.id, format!("pct set --revert {}", revert.join(",")));
             d.revert(*vmid, &revert).await?;
+        }
+        // Written into the config file, not given to `pct set` (env: its NUL separator cannot be in an argument).
+        let env = change.env.take();
+        if let Some(env) = &env {
+            pxfleet_pve::runtime::env_entries(*vmid, env)?; // refused before anything is changed
         }
         let idmap = change.idmap.take();
         let keys = change.keys();
         if !change.is_empty() {
             self.progress(&op.id, format!("pct set {}", keys.join(" ")));
             d.set(*vmid, &change).await?;
+        }
+        if let Some(env) = &env {
+            self.progress(
+                &op.id,
+                "writing env (lxc.environment.runtime) into the config file",
+            );
+            d.write_env(*vmid, env).await?;
         }
         if let Some(values) = &idmap {
             self.progress(&op.id, "writing lxc.idmap into the config file");
@@ -68,12 +86,20 @@ impl<D: NodeApi> Executor<D> {
             Vec::new()
         };
         let mut keys: Vec<&str> = pending.iter().map(|p| p.key.as_str()).collect();
-        // lxc.idmap is read when the container starts; PVE does not list it as pending.
-        if idmap.is_some() && self.status(*vmid).await? == "running" {
-            keys.push("lxc.idmap");
+        // env and lxc.idmap are read when the container starts; written into the file, they are not listed as
+        // pending.
+        if (env.is_some() || idmap.is_some()) && self.status(*vmid).await? == "running" {
+            if env.is_some() {
+                keys.push("env");
+            }
+            if idmap.is_some() {
+                keys.push("lxc.idmap");
+            }
         }
         let message = match (keys.is_empty(), *restart) {
-            (true, _) if change.is_empty() && revert.is_empty() && idmap.is_none() => {
+            (true, _)
+                if change.is_empty() && revert.is_empty() && env.is_none() && idmap.is_none() =>
+            {
                 return ok("nothing to change", self.observed(*vmid).await)
             }
             (true, _) => "updated".to_string(),

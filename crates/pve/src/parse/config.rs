@@ -112,6 +112,9 @@ impl ContainerConfig {
                         c.devices.insert(i, DeviceSpec::parse(&v)?);
                     } else if k == "lxc.idmap" {
                         c.idmap.push(v.trim().to_string());
+                    } else if k == crate::conffile::ENV_KEY {
+                        // The config file's form of `env`: one `NAME=value` line per variable.
+                        c.env.extend(crate::runtime::parse_env(v.trim()));
                     }
                 }
             }
@@ -265,5 +268,27 @@ mod tests {
         let c = ContainerConfig::from_conf_file("lock: create\n").unwrap();
         assert_eq!(c.lock.as_deref(), Some("create"));
         assert!(c.hostname.is_none());
+    }
+
+    #[test]
+    fn several_env_variables_read_back_from_every_form() {
+        let want = BTreeMap::from([
+            ("A".to_string(), "1".to_string()),
+            ("B".to_string(), "x=y z".to_string()),
+            ("C".to_string(), String::new()),
+        ]);
+        // `pvesh get .../config`: one `env` value, NUL-separated (JSON `\u0000`).
+        let c = ContainerConfig::from_json(r#"{"env":"A=1\u0000B=x=y z\u0000C="}"#).unwrap();
+        assert_eq!(c.env, want);
+        // `pct config`: `env: ` and the raw NULs.
+        let c = ContainerConfig::from_pct_config("arch: amd64\nenv: A=1\0B=x=y z\0C=\n").unwrap();
+        assert_eq!(c.env, want);
+        // The config file: one `lxc.environment.runtime` line per variable.
+        let c = ContainerConfig::from_conf_file(
+            "arch: amd64\nlxc.environment.runtime: A=1\nlxc.environment.runtime: B=x=y z\nlxc.environment.runtime: C=\nlxc.idmap: u 0 100000 65536\n",
+        )
+        .unwrap();
+        assert_eq!(c.env, want);
+        assert_eq!(c.idmap, vec!["u 0 100000 65536"]);
     }
 }

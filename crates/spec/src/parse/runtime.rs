@@ -1,4 +1,4 @@
-//! The runtime fields of a container (PVE 9.1+): `env` (`--env`, the variables of `lxc.environment.runtime`)
+//! The runtime fields of a container (PVE 9.1+): `env` (the `lxc.environment.runtime` lines of the config file)
 //! and `entrypoint` (`--entrypoint`, `lxc.init.cmd`), checked as PVE's schema checks them.
 
 use std::collections::BTreeMap;
@@ -18,8 +18,8 @@ pub(crate) fn is_env_name(s: &str) -> bool {
 }
 
 impl Cx<'_> {
-    /// `env:` a mapping `NAME: value`. PVE takes the variables as one NUL-separated `--env` argument, and a
-    /// command line cannot carry a NUL: one variable is all `pct` can be given.
+    /// `env:` a mapping `NAME: value`, any number of variables. The agent writes them into the container's
+    /// config file as `lxc.environment.runtime: NAME=value` lines, one per variable, as PVE stores `env`.
     pub(super) fn env(&mut self, n: &Node, path: &str) -> Option<BTreeMap<String, String>> {
         let es = self.map(n, path)?;
         let mut out = BTreeMap::new();
@@ -60,18 +60,6 @@ impl Cx<'_> {
                 continue;
             }
             out.insert(e.key.clone(), v);
-        }
-        if out.len() > 1 {
-            self.err(
-                n.span,
-                path,
-                format!(
-                    "env has {} variables; pct can be given only one",
-                    out.len()
-                ),
-                Some("PVE takes env as one NUL-separated argument and a command line cannot carry a NUL; set the others in the entrypoint (`entrypoint: env B=2 C=3 /app`) or in the image"),
-            );
-            return None;
         }
         ok.then_some(out)
     }
