@@ -398,6 +398,27 @@ mod tests {
         assert_eq!(d.removed, vec![103]);
     }
 
+    /// A container an operation is changing is left out of passes (no reads on a node busy with the
+    /// operation, no passing `lock: create` sent): its last entry stays, nothing is reported removed, and once
+    /// the operation ended passes report it again.
+    #[test]
+    fn a_pass_keeps_what_it_knew_of_a_container_an_operation_is_changing() {
+        let mut s = Snapshot::default();
+        pass(&mut s, vec![ct(100, "stopped")]);
+        s.set_busy(100, true);
+        s.set_busy(101, true); // being created: not in the snapshot yet
+        assert_eq!(s.busy_vmids().into_iter().collect::<Vec<_>>(), [100, 101]);
+        // the pass skipped both (observe_changed leaves them out)
+        let d = pass(&mut s, vec![]);
+        assert!(d.is_empty(), "{d:?}");
+        assert_eq!(s.containers.keys().copied().collect::<Vec<_>>(), [100]);
+        s.set_busy(100, false);
+        s.set_busy(101, false);
+        assert!(s.busy_vmids().is_empty());
+        let d = pass(&mut s, vec![ct(100, "running"), ct(101, "running")]);
+        assert_eq!(d.changed, vec![ct(100, "running"), ct(101, "running")]);
+    }
+
     /// The journal keeps results of earlier agents: the configuration as a `key -> text` map.
     #[test]
     fn journaled_configuration_is_text_and_is_typed_when_read() {
