@@ -430,6 +430,36 @@ pub struct E2e {
     namespaces: Vec<String>,
 }
 
+/// `ssh -i KEY root@IP CMD` from the host with the test's options (no known_hosts, batch mode, 3 s connect
+/// timeout); None when ssh fails. [`E2e::ssh`] with the cluster's key; usable from a spawned task.
+pub async fn ssh_with(key: &Path, ip: &str, cmd: &str) -> Option<String> {
+    let key = key.display().to_string();
+    let target = format!("root@{ip}");
+    let o = exec(
+        &[
+            "ssh",
+            "-i",
+            &key,
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "StrictHostKeyChecking=no",
+            "-o",
+            "UserKnownHostsFile=/dev/null",
+            "-o",
+            "ConnectTimeout=3",
+            "-o",
+            "LogLevel=ERROR",
+            &target,
+            cmd,
+        ],
+        &[],
+        Duration::from_secs(20),
+    )
+    .await;
+    o.ok().then_some(o.stdout)
+}
+
 fn nsenter_argv(ns: &str, program: &Path, args: &[String]) -> Vec<String> {
     let mut v = vec![
         "nsenter".to_string(),
@@ -455,8 +485,12 @@ fn spawn_logged(argv: &[String], log: &Path, env: &[(&str, &str)]) -> Result<Chi
         .stderr(f2)
         .kill_on_drop(true);
     if std::env::var_os("PXFLEET_LOG").is_none() {
-        cmd.env("PXFLEET_LOG", "info");
+        // every PVE command with its start and end (crates/pve's runner logs both at debug): the per-step
+        // breakdown of a scenario (crate::breakdown) reads them
+        cmd.env("PXFLEET_LOG", "info,pxfleet_pve::runner=debug");
     }
+    // plain text logs: the breakdown and the scenarios parse them (tracing's fmt layer honours NO_COLOR)
+    cmd.env("NO_COLOR", "1");
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -867,31 +901,7 @@ impl E2e {
 
     /// `ssh -i KEY root@IP CMD` from the host; None when ssh fails.
     pub async fn ssh(&self, ip: &str, cmd: &str) -> Option<String> {
-        let key = self.key.display().to_string();
-        let target = format!("root@{ip}");
-        let o = exec(
-            &[
-                "ssh",
-                "-i",
-                &key,
-                "-o",
-                "BatchMode=yes",
-                "-o",
-                "StrictHostKeyChecking=no",
-                "-o",
-                "UserKnownHostsFile=/dev/null",
-                "-o",
-                "ConnectTimeout=3",
-                "-o",
-                "LogLevel=ERROR",
-                &target,
-                cmd,
-            ],
-            &[],
-            Duration::from_secs(20),
-        )
-        .await;
-        o.ok().then_some(o.stdout)
+        ssh_with(&self.key, ip, cmd).await
     }
 
     /// Waits until `ssh root@ip CMD` succeeds; its output.

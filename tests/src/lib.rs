@@ -19,6 +19,7 @@ pub use pxfleet_proto::v1;
 
 pub mod api;
 pub mod binaries;
+pub mod breakdown;
 pub mod client;
 pub mod cluster;
 pub mod day2;

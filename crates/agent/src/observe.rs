@@ -2,7 +2,7 @@
 //! managed mark, its addresses when running) and the delta between two snapshots, which is what the
 //! agent sends after each operation and on every periodic pass.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -89,6 +89,9 @@ pub struct Snapshot {
     touched: BTreeMap<u32, u64>,
     /// vmid -> the epoch its configuration was last read (by a pass or after an operation).
     read_at: BTreeMap<u32, u64>,
+    /// vmid -> operations running on it now: a pass does not read these (the operation reports the container
+    /// when it ends), and keeps their current entry.
+    busy: BTreeMap<u32, usize>,
 }
 
 impl Snapshot {
@@ -102,6 +105,27 @@ impl Snapshot {
     pub fn touch(&mut self, vmid: u32) {
         self.epoch += 1;
         self.touched.insert(vmid, self.epoch);
+    }
+
+    /// Notes that an operation on `vmid` began (`true`) or ended (`false`); see [`Snapshot::busy_vmids`].
+    pub fn set_busy(&mut self, vmid: u32, busy: bool) {
+        let n = self.busy.entry(vmid).or_default();
+        if busy {
+            *n += 1;
+        } else {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.busy.remove(&vmid);
+            }
+        }
+    }
+
+    /// Containers an operation is changing right now. A pass leaves them alone: reading a container in the
+    /// middle of a create or start costs a `pct config` and an interfaces call per pass on a node that is busy
+    /// with the operation itself, and shows only a passing state (`lock: create`); the operation reads the
+    /// container back when it ends.
+    pub fn busy_vmids(&self) -> BTreeSet<u32> {
+        self.busy.keys().copied().collect()
     }
 
     /// What a quick pass may take from the snapshot instead of reading the node: every container except the
@@ -132,7 +156,9 @@ impl Snapshot {
     /// Replaces the snapshot with what the pass begun at `began` saw, except for containers touched since
     /// (their current entry is kept), and returns what changed.
     pub fn update_pass(&mut self, seen: Vec<ObservedContainer>, began: u64) -> Delta {
-        let fresh = |vmid: &u32| self.touched.get(vmid).is_some_and(|&t| t >= began);
+        let fresh = |vmid: &u32| {
+            self.busy.contains_key(vmid) || self.touched.get(vmid).is_some_and(|&t| t >= began)
+        };
         let mut now: BTreeMap<u32, ObservedContainer> = seen
             .into_iter()
             .filter(|c| !fresh(&c.vmid))
@@ -245,15 +271,19 @@ pub async fn observe_one<D: NodeApi>(
 /// Observes every container on the node with one listing, reading the configuration (and, when running,
 /// the addresses) only of containers that are not in `known` or whose listing moved since; a running one
 /// without an address yet is asked for its addresses again. Returns the containers and the vmids whose
-/// configuration was read.
+/// configuration was read. Containers in `skip` (an operation is changing them) are neither read nor returned.
 pub async fn observe_changed<D: NodeApi>(
     node: &D,
     known: &BTreeMap<u32, ObservedContainer>,
+    skip: &BTreeSet<u32>,
 ) -> Result<(Vec<ObservedContainer>, Vec<u32>), PveError> {
     let mut out = Vec::new();
     let mut read = Vec::new();
     for summary in node.list().await? {
         let vmid = summary.vmid;
+        if skip.contains(&vmid) {
+            continue;
+        }
         if let Some(prev) = known
             .get(&vmid)
             .filter(|p| !p.listed_as.is_empty() && p.listed_as == listing_key(&summary))
@@ -366,6 +396,27 @@ mod tests {
         let d = s.update_pass(vec![ct(100, "stopped")], began);
         assert_eq!(d.changed, vec![ct(100, "stopped")]);
         assert_eq!(d.removed, vec![103]);
+    }
+
+    /// A container an operation is changing is left out of passes (no reads on a node busy with the
+    /// operation, no passing `lock: create` sent): its last entry stays, nothing is reported removed, and once
+    /// the operation ended passes report it again.
+    #[test]
+    fn a_pass_keeps_what_it_knew_of_a_container_an_operation_is_changing() {
+        let mut s = Snapshot::default();
+        pass(&mut s, vec![ct(100, "stopped")]);
+        s.set_busy(100, true);
+        s.set_busy(101, true); // being created: not in the snapshot yet
+        assert_eq!(s.busy_vmids().into_iter().collect::<Vec<_>>(), [100, 101]);
+        // the pass skipped both (observe_changed leaves them out)
+        let d = pass(&mut s, vec![]);
+        assert!(d.is_empty(), "{d:?}");
+        assert_eq!(s.containers.keys().copied().collect::<Vec<_>>(), [100]);
+        s.set_busy(100, false);
+        s.set_busy(101, false);
+        assert!(s.busy_vmids().is_empty());
+        let d = pass(&mut s, vec![ct(100, "running"), ct(101, "running")]);
+        assert_eq!(d.changed, vec![ct(100, "running"), ct(101, "running")]);
     }
 
     /// The journal keeps results of earlier agents: the configuration as a `key -> text` map.

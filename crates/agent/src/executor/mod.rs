@@ -16,7 +16,7 @@ mod resize;
 mod template;
 mod update;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -59,7 +59,7 @@ impl Default for ExecutorSettings {
         ExecutorSettings {
             parallelism: 4,
             address_wait: Duration::from_secs(60),
-            address_poll: Duration::from_millis(500),
+            address_poll: Duration::from_millis(250),
             clock: Clock::system(),
         }
     }
@@ -301,7 +301,9 @@ impl<D: NodeApi> Executor<D> {
             return self.finish_failed(op, e.into()).await;
         }
         if let Some(vmid) = op.vmid() {
-            self.snapshot().touch(vmid);
+            let mut s = self.snapshot();
+            s.touch(vmid);
+            s.set_busy(vmid, true);
         }
         self.progress(&op.id, format!("{} started", op.kind_name()));
         tracing::info!(op_id = %op.id, kind = op.kind_name(), vmid = ?op.vmid(), "operation started");
@@ -314,6 +316,7 @@ impl<D: NodeApi> Executor<D> {
                 }
                 _ => self.observe_vmid(vmid).await,
             }
+            self.snapshot().set_busy(vmid, false);
         }
         match outcome {
             Ok(result) => {
@@ -399,11 +402,15 @@ impl<D: NodeApi> Executor<D> {
     /// the tenth read longest ago (so hundreds of containers do not cost hundreds of `pct config` calls per
     /// pass, and a change the listing does not show is still seen within ten passes).
     pub async fn observe_pass(&self) -> Result<Delta, PveError> {
-        let (began, known) = {
+        let (began, known, busy) = {
             let mut s = self.snapshot();
-            (s.begin_pass(), s.reusable(REREAD_EVERY_PASSES))
+            (
+                s.begin_pass(),
+                s.reusable(REREAD_EVERY_PASSES),
+                s.busy_vmids(),
+            )
         };
-        let (all, read) = observe::observe_changed(&*self.inner.node, &known).await?;
+        let (all, read) = observe::observe_changed(&*self.inner.node, &known, &busy).await?;
         let mut s = self.snapshot();
         s.mark_read(read, began);
         let delta = s.update_pass(all, began);
@@ -418,7 +425,8 @@ impl<D: NodeApi> Executor<D> {
     /// Containers an operation touched while the pass ran keep what the operation reported.
     pub async fn full_observation(&self) -> Result<Vec<ObservedContainer>, PveError> {
         let began = self.snapshot().begin_pass();
-        let (all, read) = observe::observe_changed(&*self.inner.node, &BTreeMap::new()).await?;
+        let (all, read) =
+            observe::observe_changed(&*self.inner.node, &BTreeMap::new(), &BTreeSet::new()).await?;
         let mut snapshot = self.snapshot();
         snapshot.mark_read(read, began);
         snapshot.update_pass(all, began);
