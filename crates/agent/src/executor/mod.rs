@@ -300,11 +300,17 @@ impl<D: NodeApi> Executor<D> {
         if let Err(e) = self.inner.journal.record(op, OpState::Running).await {
             return self.finish_failed(op, e.into()).await;
         }
-        if let Some(vmid) = op.vmid() {
+        // Passes leave the container to this operation while it runs; the guard ends that also when the
+        // operation's future is dropped or panics, so a container is never left unobserved for good.
+        let _busy = op.vmid().map(|vmid| {
             let mut s = self.snapshot();
             s.touch(vmid);
             s.set_busy(vmid, true);
-        }
+            BusyGuard {
+                snapshot: &self.inner.snapshot,
+                vmid,
+            }
+        });
         self.progress(&op.id, format!("{} started", op.kind_name()));
         tracing::info!(op_id = %op.id, kind = op.kind_name(), vmid = ?op.vmid(), "operation started");
         let outcome = self.perform(op).await;
@@ -316,8 +322,8 @@ impl<D: NodeApi> Executor<D> {
                 }
                 _ => self.observe_vmid(vmid).await,
             }
-            self.snapshot().set_busy(vmid, false);
         }
+        drop(_busy);
         match outcome {
             Ok(result) => {
                 tracing::info!(op_id = %op.id, message = %result.message, "operation succeeded");
@@ -576,4 +582,19 @@ fn tag_list(tags: &[String]) -> Vec<String> {
     all.sort();
     all.dedup();
     all
+}
+
+/// Marks a container busy in the observation snapshot for as long as it lives (see [`Snapshot::set_busy`]).
+struct BusyGuard<'a> {
+    snapshot: &'a Mutex<Snapshot>,
+    vmid: u32,
+}
+
+impl Drop for BusyGuard<'_> {
+    fn drop(&mut self) {
+        self.snapshot
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .set_busy(self.vmid, false);
+    }
 }
