@@ -119,7 +119,7 @@ pub fn plan_on(
                     node: d.node.clone(),
                     kind: ActionKind::Create {
                         reason,
-                        attributes: diff::attributes(d),
+                        attributes: diff::attributes(d, desired.templates.get(&d.template)),
                     },
                 },
             ));
@@ -217,7 +217,7 @@ pub fn plan_on(
                 key,
                 at(ActionKind::Replace {
                     reasons: ex.replace,
-                    attributes: diff::attributes(d),
+                    attributes: diff::attributes(d, desired.templates.get(&d.template)),
                 }),
             ));
             continue;
