@@ -9,6 +9,7 @@ use crate::model::NodeRecord;
 
 /// Whether template `name` can be created from on node `n` without seeding first.
 /// - An appliance: cached (inventory) or seeded.
+/// - A clone of a container: always (nothing to seed; the agent's `pct clone` finds the source or fails).
 /// - A volume already in storage: listed in the node's inventory, or found there by a seed operation (which only
 ///   checks; nothing is downloaded).
 /// - A URL with a sha256: cached or seeded, unless the digest the node reported differs from the pin.
@@ -19,6 +20,7 @@ pub fn template_ready_on(n: &NodeRecord, name: &str, t: &Template) -> bool {
     let seeded = n.seeded.get(name).map(String::as_str) == Some(volid.as_str());
     let cached = n.inventory.templates.contains(&volid);
     match &t.source {
+        TemplateSource::Clone { .. } => true,
         // A volume: nothing to download; its seed operation checks that the node has it.
         TemplateSource::Pveam { .. } | TemplateSource::Volume { .. } => seeded || cached,
         TemplateSource::Url { url, checksum } => {
