@@ -2,7 +2,7 @@
 //! and a linked clone of it submitted through a real controller and agent; `pct config` on the node shows the
 //! fleet's memory, MAC and pxfleet's mark, both run, and the plan is empty afterwards.
 
-use pxfleet_tests::day2::{create_by_hand, plan_is_empty, submit, UP};
+use pxfleet_tests::day2::{create_by_hand, plan_is_empty, UP};
 use pxfleet_tests::{Cluster, TEST_SSH_KEY};
 
 fn fleet() -> String {
@@ -50,7 +50,10 @@ async fn full_and_linked_clones_of_a_template_are_configured_and_running() {
     ] {
         assert!(plan.plan_json.contains(shown), "{shown}: {plan:?}");
     }
-    let path = submit(&c, "cln.yaml", &yaml).await;
+    let path = c.write_fleet("cln.yaml", &yaml);
+    let path = path.to_str().unwrap().to_string();
+    let (code, out, err) = c.pxctl(&["submit", &path, "-y", "--timeout", "100s"]).await;
+    assert_eq!(code, 0, "pxctl submit: {out}\n{err}\n{}", c.logs());
     c.wait_running("cln", &["full", "linked"], UP).await;
 
     let full = c.pct_config("mk33", 2800);
