@@ -20,17 +20,17 @@ pub struct Cx<'a> {
     pub unresolved: &'a [(String, Loc, String)],
 }
 
-struct Eval<'a> {
+pub(super) struct Eval<'a> {
     file: &'a TfFile,
     scope: &'a Scope,
     cx: &'a Cx<'a>,
-    ct: &'a mut Ct,
-    notes: &'a mut Notes,
+    pub(super) ct: &'a mut Ct,
+    pub(super) notes: &'a mut Notes,
 }
 
 impl Eval<'_> {
     /// The attribute's value as JSON, or `None` (absent, null, or not static: then a note).
-    fn value(&mut self, path: &str, a: &Attribute) -> Option<Value> {
+    pub(super) fn value(&mut self, path: &str, a: &Attribute) -> Option<Value> {
         match self.scope.eval(&a.value) {
             Ok(hcl::Value::Null) => None,
             Ok(v) => Some(to_json(v)),
@@ -54,7 +54,7 @@ impl Eval<'_> {
         }
     }
 
-    fn unmapped(&mut self, path: &str, what: &dyn hcl::edit::Span, why: &str) {
+    pub(super) fn unmapped(&mut self, path: &str, what: &dyn hcl::edit::Span, why: &str) {
         let src = self.file.source(what);
         let src = src.lines().next().unwrap_or_default().to_string();
         self.notes.add(
@@ -63,7 +63,11 @@ impl Eval<'_> {
         );
     }
 
-    fn attrs<'b>(&mut self, prefix: &str, body: &'b Body) -> Vec<(String, &'b Attribute)> {
+    pub(super) fn attrs<'b>(
+        &mut self,
+        prefix: &str,
+        body: &'b Body,
+    ) -> Vec<(String, &'b Attribute)> {
         body.attributes()
             .map(|a| (format!("{prefix}{}", a.key.as_str()), a))
             .collect()
@@ -74,7 +78,7 @@ fn to_json(v: hcl::Value) -> Value {
     serde_json::to_value(v).unwrap_or(Value::Null)
 }
 
-fn as_u64(v: &Value) -> Option<u64> {
+pub(super) fn as_u64(v: &Value) -> Option<u64> {
     match v {
         Value::Number(n) => n.as_u64().or_else(|| n.as_f64().map(|f| f as u64)),
         Value::String(s) => s.trim().parse().ok(),
@@ -82,7 +86,7 @@ fn as_u64(v: &Value) -> Option<u64> {
     }
 }
 
-fn as_bool(v: &Value) -> Option<bool> {
+pub(super) fn as_bool(v: &Value) -> Option<bool> {
     match v {
         Value::Bool(b) => Some(*b),
         Value::String(s) => s.parse().ok(),
@@ -207,7 +211,7 @@ pub fn container(
                 "initialization" => initialization(&mut ev, b),
                 "network_interface" => network_interface(&mut ev, b),
                 "operating_system" => operating_system(&mut ev, b),
-                "clone" => clone_block(&mut ev, b),
+                "clone" => super::bpg_clone::clone_block(&mut ev, b),
                 "startup" => {
                     let mut s = serde_json::Map::new();
                     for (path, a) in ev.attrs("startup.", &b.body) {
@@ -232,7 +236,7 @@ pub fn container(
                 _ => ev.unmapped(name, b, "no pxfleet field"),
             }
         }
-        clone_datastore(&mut ev, file.loc(res), label(res, 1));
+        super::bpg_clone::clone_datastore(&mut ev, file.loc(res), label(res, 1));
         if ev.ct.get("unprivileged") == Some(&json!(false)) {
             privileged = true;
             if !res.body.has_attribute("unprivileged") {
@@ -546,92 +550,6 @@ fn template(ev: &mut Eval<'_>, path: &str, a: &Attribute) {
         Some(_) => ev.unmapped(path, a, "not a string"),
         None => {}
     }
-}
-
-/// `clone { vm_id, node_name, datastore_id, full }`: a `templates:` entry `clone-VMID` with `clone:` (the
-/// provider's `node_name` defaults to the container's node, `full` to true).
-fn clone_block(ev: &mut Eval<'_>, b: &Block) {
-    let mut def = serde_json::Map::new();
-    for (path, a) in ev.attrs("clone.", &b.body) {
-        let Some(v) = ev.value(&path, a) else {
-            continue;
-        };
-        match a.key.as_str() {
-            "vm_id" => match as_u64(&v) {
-                Some(n) => {
-                    def.insert("vm_id".into(), json!(n));
-                }
-                None => ev.unmapped(&path, a, "not a number"),
-            },
-            "node_name" => {
-                def.insert("node".into(), v);
-            }
-            "datastore_id" => {
-                def.insert("datastore_id".into(), v);
-            }
-            "full" => match as_bool(&v) {
-                Some(f) => {
-                    def.insert("full".into(), json!(f));
-                }
-                None => ev.unmapped(&path, a, "not a boolean"),
-            },
-            _ => ev.unmapped(&path, a, "no pxfleet field"),
-        }
-    }
-    let Some(vm_id) = def.get("vm_id").and_then(as_u64) else {
-        ev.unmapped("clone", b, "no static vm_id of the container to clone");
-        return;
-    };
-    if !def.contains_key("node") {
-        match ev.ct.get("node").cloned() {
-            Some(n) => {
-                def.insert("node".into(), n);
-            }
-            None => {
-                ev.unmapped(
-                    "clone",
-                    b,
-                    "no node_name (neither in clone nor on the container)",
-                );
-                return;
-            }
-        }
-    }
-    if def.get("full") == Some(&json!(true)) {
-        def.remove("full"); // pxfleet's default
-    }
-    ev.ct.set("template", json!(format!("clone-{vm_id}")));
-    ev.ct
-        .set("_template_def", json!({ "clone": Value::Object(def) }));
-}
-
-/// A clone's root disk: a linked clone's stays on the template's storage (the container's `disk.datastore_id`
-/// is dropped); a full clone's goes to `clone.datastore_id`, which wins over `disk.datastore_id`.
-fn clone_datastore(ev: &mut Eval<'_>, at: Loc, name: &str) {
-    let Some(clone) = ev
-        .ct
-        .get("_template_def")
-        .and_then(|t| t.get("clone"))
-        .cloned()
-    else {
-        return;
-    };
-    let full = clone.get("full").and_then(as_bool).unwrap_or(true);
-    let Some(Value::String(mine)) = ev.ct.get("datastore_id").cloned() else {
-        return;
-    };
-    let why = match (full, clone.get("datastore_id").and_then(Value::as_str)) {
-        (false, _) => "a linked clone's disk stays on the template's storage".to_string(),
-        (true, Some(theirs)) if theirs != mine => {
-            format!("the clone's datastore_id {theirs:?} is where the disk goes")
-        }
-        _ => return,
-    };
-    ev.ct.remove("datastore_id");
-    ev.notes.add(
-        at,
-        format!("{CONTAINER}.{name}: disk.datastore_id = {mine:?} not imported: {why}"),
-    );
 }
 
 fn mount_point(ev: &mut Eval<'_>, b: &Block) {
