@@ -124,5 +124,35 @@ mod tests {
             checksum: Some(pxfleet_spec::Checksum::Sha256("cc".repeat(32))),
         };
         assert!(!template_ready_on(&n, "ubuntu", &t));
+        // a clone needs no file: ready on a node with nothing cached, never seeded
+        n.inventory.templates.clear();
+        t.source = pxfleet_spec::TemplateSource::Clone {
+            vm_id: 9000,
+            node: "n1".into(),
+            full: true,
+            datastore_id: None,
+        };
+        assert!(template_ready_on(&n, "gold", &t));
+    }
+
+    #[test]
+    fn a_clone_template_goes_to_the_agent_as_its_source_without_a_file() {
+        let mut t = template();
+        t.source = pxfleet_spec::TemplateSource::Clone {
+            vm_id: 9000,
+            node: "n1".into(),
+            full: false,
+            datastore_id: None,
+        };
+        let c = crate::testutil::container("web");
+        let spec = convert::container_spec("dev", &c, 120, &t, None);
+        assert_eq!(spec.template_volid, "");
+        assert_eq!(
+            spec.clone_source,
+            Some(pxfleet_proto::v1::CloneSource {
+                vm_id: 9000,
+                full: false
+            })
+        );
     }
 }
