@@ -166,3 +166,33 @@ fn the_plan_says_where_a_clone_comes_from_and_is_empty_once_applied() {
         assert!(plan(&f, Some(&f), &obs).unwrap().actions.is_empty());
     }
 }
+
+#[test]
+fn a_linked_clone_is_not_replaced_for_its_datastore() {
+    let f = parse(
+        "{clone: {vm_id: 9000, node: pve1, full: false}}",
+        "{template: base}",
+    )
+    .unwrap();
+    let obs = plan_support::observe(&f, PowerState::Running); // rootfs on local-lvm
+    let mut placed = f.clone();
+    placed.containers.get_mut("app").unwrap().datastore_id = Some("local-zfs".into());
+    assert!(plan(&placed, Some(&placed), &obs)
+        .unwrap()
+        .actions
+        .is_empty());
+    // A full clone elsewhere than asked is replaced, as any container.
+    let f = parse(
+        "{clone: {vm_id: 9000, node: pve1, datastore_id: local-zfs}}",
+        "{template: base}",
+    )
+    .unwrap();
+    let p = plan(&f, Some(&f), &obs).unwrap();
+    assert!(
+        p.actions
+            .iter()
+            .any(|a| matches!(a.kind, ActionKind::Replace { .. })),
+        "{:?}",
+        p.actions
+    );
+}

@@ -138,6 +138,15 @@ pub fn plan_on(
             continue;
         }
         let mut ex = diff::existing(d, a, primary);
+        // A linked clone's disk is where its template's is, whatever datastore placement wrote down.
+        if desired.templates.get(&d.template).is_some_and(|t| {
+            matches!(
+                t.source,
+                crate::model::TemplateSource::Clone { full: false, .. }
+            )
+        }) {
+            ex.replace.retain(|c| c.field != diff::field::DATASTORE_ID);
+        }
         if let Some(c) = template_source_change(desired, applied, d, a, primary) {
             ex.replace.push(c);
         }
