@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::node::{
-    typed_config, BridgeInfo, ConfigChange, ContainerConfig, CreateSpec, CtConfig, CtSummary,
-    Interface, NodeApi, NodeFacts, PveError, Secret, StorageInfo, TemplateFile,
+    typed_config, BridgeInfo, CloneSpec, ConfigChange, ContainerConfig, CreateSpec, CtConfig,
+    CtSummary, Interface, NodeApi, NodeFacts, PveError, Secret, StorageInfo, TemplateFile,
 };
 use crate::pve_options::{create_options, set_options};
 
@@ -398,6 +398,70 @@ impl NodeApi for MemNode {
             },
         );
         Ok(false)
+    }
+
+    async fn clone_ct(&self, spec: &CloneSpec) -> Result<(), PveError> {
+        self.call(format!("clone {} {}", spec.source, spec.vmid));
+        let _g = self.lock(spec.vmid).await?;
+        let mut config = {
+            let s = self.state();
+            let src = s
+                .cts
+                .get(&spec.source)
+                .ok_or_else(|| self.missing(spec.source))?;
+            let template = src.config.get("template").map(String::as_str) == Some("1");
+            if !spec.full && !template {
+                return Err(permanent(
+                    "linked clone of a CT that is not a template is not possible: give --full 1",
+                ));
+            }
+            if !spec.full && spec.storage.is_some() {
+                return Err(permanent("storage: only allowed for full clones"));
+            }
+            if s.cts.contains_key(&spec.vmid) {
+                return Err(permanent(format!(
+                    "CT {} already exists on node '{}'",
+                    spec.vmid, self.options.name
+                )));
+            }
+            src.config.clone()
+        };
+        self.busy(self.options.latency.create).await;
+        config.remove("template");
+        config.remove("lock");
+        if let Some(h) = &spec.hostname {
+            config.insert("hostname".into(), h.clone());
+        }
+        if let Some(d) = &spec.description {
+            config.insert("description".into(), d.clone());
+        }
+        for (k, v) in config.iter_mut() {
+            if k.starts_with("net") {
+                if let Some(at) = v.find("hwaddr=") {
+                    let end = v[at..].find(',').map_or(v.len(), |e| at + e);
+                    v.replace_range(at..end, &format!("hwaddr={}", mac_of(spec.vmid)));
+                }
+            }
+        }
+        if let Some(r) = config.get("rootfs").cloned() {
+            // `STORAGE:vm-SRC-disk-0,size=..` -> the new id's volume, on `--storage` for a full clone.
+            let (vol, rest) = r.split_once(',').unwrap_or((&r, ""));
+            let (ds, _) = vol.split_once(':').unwrap_or((vol, ""));
+            let ds = spec.storage.as_deref().unwrap_or(ds);
+            let sep = if rest.is_empty() { "" } else { "," };
+            config.insert(
+                "rootfs".into(),
+                format!("{ds}:vm-{}-disk-0{sep}{rest}", spec.vmid),
+            );
+        }
+        self.state().cts.insert(
+            spec.vmid,
+            Ct {
+                status: "stopped".into(),
+                config,
+            },
+        );
+        Ok(())
     }
 
     async fn set(&self, vmid: u32, change: &ConfigChange) -> Result<(), PveError> {

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 pub use pxfleet_pve::mark::{ManagedMark, MANAGED_LINE_PREFIX, MANAGED_TAG};
-pub use pxfleet_pve::{ConfigChange, ContainerConfig, CreateSpec, PveError};
+pub use pxfleet_pve::{CloneSpec, ConfigChange, ContainerConfig, CreateSpec, PveError};
 
 /// One row of the node's container list.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -130,6 +130,9 @@ pub trait NodeApi: Send + Sync + 'static {
         password: Option<&Secret>,
         start_after: bool,
     ) -> impl Future<Output = Result<bool, PveError>> + Send;
+    /// `pct clone`: a copy of container `spec.source` on this node as `spec.vmid` (stopped; its configuration
+    /// the source's, with fresh MACs and the given hostname and description).
+    fn clone_ct(&self, spec: &CloneSpec) -> impl Future<Output = Result<(), PveError>> + Send;
     /// An in-place change (`pct set`: options, deletions, reverts).
     fn set(
         &self,

@@ -120,6 +120,17 @@ pub struct CreateOp {
     pub password: Option<Secret>,
     /// Start after creating, and wait (bounded) for addresses.
     pub start: bool,
+    /// Made as a copy of another container on this node (`pct clone`) instead of from `template`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clone: Option<CloneFrom>,
+}
+
+/// A fleet.yaml `clone:` template: the container to copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CloneFrom {
+    pub source: u32,
+    /// Copy the disks (to the create's rootfs storage); `false`: a linked clone of a template.
+    pub full: bool,
 }
 
 /// A template that must be present in a storage's template cache.

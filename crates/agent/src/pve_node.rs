@@ -121,6 +121,10 @@ impl NodeApi for PveNode {
         Ok(false)
     }
 
+    async fn clone_ct(&self, spec: &pxfleet_pve::CloneSpec) -> Result<(), PveError> {
+        self.node.clone_ct(spec).await
+    }
+
     async fn set(&self, vmid: u32, change: &ConfigChange) -> Result<(), PveError> {
         self.node.set(vmid, change).await
     }

@@ -49,8 +49,144 @@ fn create(id: &str, vmid: u32, name: &str) -> Operation {
             ssh_public_keys: vec![],
             password: Some(Secret("pw-123456".into())),
             start: true,
+            clone: None,
         }),
     }
+}
+
+/// A create of `name` as `vmid` cloned from `source` (full or linked), 1024 MiB, 8 GiB root disk, a fixed MAC.
+fn clone_create(id: &str, vmid: u32, name: &str, source: u32, full: bool) -> Operation {
+    let mut op = create(id, vmid, name);
+    if let OpKind::Create(c) = &mut op.kind {
+        c.options = options_spec(&[
+            ("hostname".into(), name.into()),
+            ("memory".into(), "1024".into()),
+            ("cores".into(), "2".into()),
+            ("rootfs".into(), "local-zfs:8".into()),
+            (
+                "net0".into(),
+                "name=eth0,bridge=vmbr0,hwaddr=BC:24:11:AA:BB:CC,ip=dhcp,type=veth".into(),
+            ),
+        ])
+        .unwrap();
+        c.password = None;
+        c.template = TemplateSpec {
+            storage: String::new(),
+            file_name: String::new(),
+            source: TemplateSource::Existing,
+        };
+        c.clone = Some(pxfleet_agent::ops::CloneFrom { source, full });
+    }
+    op
+}
+
+fn template_ct(r: &Rig) {
+    r.node.insert(
+        9000,
+        "stopped",
+        &[
+            ("hostname", "base"),
+            ("memory", "512"),
+            ("rootfs", "local-zfs:base-9000-disk-0,size=4G"),
+            (
+                "net0",
+                "name=eth0,bridge=vmbr0,hwaddr=BC:24:11:00:23:28,ip=dhcp,type=veth",
+            ),
+            ("description", "golden image\n"),
+            ("template", "1"),
+        ],
+    );
+}
+
+#[tokio::test]
+async fn a_clone_create_clones_sets_grows_and_starts() {
+    let r = rig(4, Duration::ZERO);
+    template_ct(&r);
+    let u = r
+        .exec
+        .execute(clone_create("c-1", 120, "app", 9000, false))
+        .await;
+    let res = succeeded(&u);
+    assert_eq!(res.message, "cloned");
+    assert_eq!(r.node.calls("clone 9000 120"), 1);
+    assert_eq!(r.node.calls("create"), 0, "no pct create for a clone");
+    let (status, cfg) = r.node.get(120).unwrap();
+    assert_eq!(status, "running");
+    assert_eq!(cfg["memory"], "1024");
+    assert_eq!(cfg["cores"], "2");
+    assert_eq!(cfg["hostname"], "app");
+    assert!(
+        cfg["net0"].contains("hwaddr=BC:24:11:AA:BB:CC"),
+        "{}",
+        cfg["net0"]
+    );
+    assert!(
+        cfg["rootfs"].contains("size=8G"),
+        "grown: {}",
+        cfg["rootfs"]
+    );
+    assert!(!cfg.contains_key("template"));
+    assert!(cfg["description"].starts_with("managed-by: pxfleet fleet=dev name=app\n"));
+    assert!(cfg["tags"].contains("pxfleet"));
+    // The template is left as it was.
+    assert_eq!(r.node.get(9000).unwrap().1["memory"], "512");
+
+    // A linked clone of a container that is no template fails with PVE's reason.
+    r.node.insert(
+        300,
+        "stopped",
+        &[
+            ("hostname", "plain"),
+            ("rootfs", "local-zfs:vm-300-disk-0,size=4G"),
+        ],
+    );
+    let u = r
+        .exec
+        .execute(clone_create("c-2", 121, "b", 300, false))
+        .await;
+    assert!(failed(&u).contains("not a template"), "{u:?}");
+    assert!(r.node.get(121).is_none());
+}
+
+#[tokio::test]
+async fn a_rerun_after_the_clone_step_continues_without_cloning_again() {
+    let r = rig(4, Duration::ZERO);
+    template_ct(&r);
+    // The first attempt cloned (with the mark, as the executor does) and the agent died before `pct set`.
+    use pxfleet_agent::node::NodeApi;
+    r.node
+        .clone_ct(&pxfleet_agent::node::CloneSpec {
+            source: 9000,
+            vmid: 120,
+            hostname: Some("app".into()),
+            full: true,
+            storage: Some("local-zfs".into()),
+            description: Some(mark("app").description(Some("Web server"))),
+        })
+        .await
+        .unwrap();
+    assert_eq!(r.node.get(120).unwrap().1["memory"], "512");
+    let u = r
+        .exec
+        .execute(clone_create("c-9", 120, "app", 9000, true))
+        .await;
+    assert_eq!(succeeded(&u).message, "cloned (continued)");
+    assert_eq!(
+        r.node.calls("clone"),
+        1,
+        "cloned once, by the first attempt"
+    );
+    let (status, cfg) = r.node.get(120).unwrap();
+    assert_eq!(status, "running");
+    assert_eq!(cfg["memory"], "1024");
+    assert!(cfg["net0"].contains("hwaddr=BC:24:11:AA:BB:CC"));
+
+    // Another fleet's container at the id is refused, never configured.
+    let u = r
+        .exec
+        .execute(clone_create("c-10", 120, "other", 9000, true))
+        .await;
+    assert!(failed(&u).contains("not dev other"), "{u:?}");
 }
 
 fn settings(parallelism: usize) -> ExecutorSettings {

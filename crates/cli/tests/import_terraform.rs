@@ -538,3 +538,77 @@ resource "proxmox_virtual_environment_container" "app" {
         "{warnings:#?}"
     );
 }
+
+#[test]
+fn a_clone_block_becomes_a_clone_template() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(
+        tmp.path().join("main.tf"),
+        r#"
+resource "proxmox_virtual_environment_container" "web" {
+  node_name = "pve1"
+  vm_id     = 301
+  clone {
+    vm_id        = 9000
+    datastore_id = "local-zfs"
+  }
+  initialization {
+    hostname = "web"
+  }
+}
+resource "proxmox_virtual_environment_container" "cache" {
+  node_name = "pve1"
+  vm_id     = 302
+  disk {
+    datastore_id = "local-lvm"
+  }
+  clone {
+    vm_id     = 9001
+    node_name = "pve1"
+    full      = false
+  }
+  initialization {
+    hostname = "cache"
+  }
+}
+"#,
+    )
+    .unwrap();
+    let (fleet, yaml, warnings) = import(&Options {
+        dir: tmp.path().to_path_buf(),
+        fleet: Some("prod".into()),
+        ..Options::default()
+    });
+    let web = &fleet.containers["web"];
+    assert_eq!(web.template, "clone-9000", "{yaml}");
+    assert_eq!(
+        fleet.templates["clone-9000"].source,
+        pxfleet_spec::TemplateSource::Clone {
+            vm_id: 9000,
+            node: "pve1".into(),
+            full: true,
+            datastore_id: Some("local-zfs".into()),
+        },
+        "{yaml}"
+    );
+    assert_eq!(web.node.as_deref(), Some("pve1"));
+    assert_eq!(web.datastore_id.as_deref(), Some("local-zfs"));
+    let cache = &fleet.containers["cache"];
+    assert_eq!(
+        fleet.templates[&cache.template].source,
+        pxfleet_spec::TemplateSource::Clone {
+            vm_id: 9001,
+            node: "pve1".into(),
+            full: false,
+            datastore_id: None,
+        },
+        "{yaml}"
+    );
+    assert_eq!(cache.datastore_id, None, "{yaml}");
+    let all = warnings.join("\n");
+    assert!(
+        all.contains("disk.datastore_id = \"local-lvm\" not imported")
+            && all.contains("linked clone"),
+        "{all}"
+    );
+}

@@ -365,7 +365,18 @@ pub fn container_spec(
         ostype: c.ostype.clone().unwrap_or_default(),
         entrypoint: c.entrypoint.clone().unwrap_or_default(),
         env: c.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-        template_volid: template_volid(template),
+        template_volid: if template.source.is_clone() {
+            String::new()
+        } else {
+            template_volid(template)
+        },
+        clone_source: match &template.source {
+            TemplateSource::Clone { vm_id, full, .. } => Some(pb::CloneSource {
+                vm_id: *vm_id,
+                full: *full,
+            }),
+            _ => None,
+        },
         unprivileged: c.unprivileged,
         features: Some(pb::Features {
             nesting: c.features.nesting,
@@ -455,6 +466,8 @@ pub fn seed_pb(t: &Template) -> pb::SeedTemplate {
         TemplateSource::Pveam { .. } => (String::new(), None),
         // A volume in storage: the agent only checks that it is there.
         TemplateSource::Volume { .. } => (String::new(), None),
+        // Never seeded (always ready, see templates.rs); kept total.
+        TemplateSource::Clone { .. } => (String::new(), None),
     };
     pb::SeedTemplate {
         url,

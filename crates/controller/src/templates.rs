@@ -9,6 +9,7 @@ use crate::model::NodeRecord;
 
 /// Whether template `name` can be created from on node `n` without seeding first.
 /// - An appliance: cached (inventory) or seeded.
+/// - A clone of a container: always (nothing to seed; the agent's `pct clone` finds the source or fails).
 /// - A volume already in storage: listed in the node's inventory, or found there by a seed operation (which only
 ///   checks; nothing is downloaded).
 /// - A URL with a sha256: cached or seeded, unless the digest the node reported differs from the pin.
@@ -19,6 +20,7 @@ pub fn template_ready_on(n: &NodeRecord, name: &str, t: &Template) -> bool {
     let seeded = n.seeded.get(name).map(String::as_str) == Some(volid.as_str());
     let cached = n.inventory.templates.contains(&volid);
     match &t.source {
+        TemplateSource::Clone { .. } => true,
         // A volume: nothing to download; its seed operation checks that the node has it.
         TemplateSource::Pveam { .. } | TemplateSource::Volume { .. } => seeded || cached,
         TemplateSource::Url { url, checksum } => {
@@ -122,5 +124,35 @@ mod tests {
             checksum: Some(pxfleet_spec::Checksum::Sha256("cc".repeat(32))),
         };
         assert!(!template_ready_on(&n, "ubuntu", &t));
+        // a clone needs no file: ready on a node with nothing cached, never seeded
+        n.inventory.templates.clear();
+        t.source = pxfleet_spec::TemplateSource::Clone {
+            vm_id: 9000,
+            node: "n1".into(),
+            full: true,
+            datastore_id: None,
+        };
+        assert!(template_ready_on(&n, "gold", &t));
+    }
+
+    #[test]
+    fn a_clone_template_goes_to_the_agent_as_its_source_without_a_file() {
+        let mut t = template();
+        t.source = pxfleet_spec::TemplateSource::Clone {
+            vm_id: 9000,
+            node: "n1".into(),
+            full: false,
+            datastore_id: None,
+        };
+        let c = crate::testutil::container("web");
+        let spec = convert::container_spec("dev", &c, 120, &t, None);
+        assert_eq!(spec.template_volid, "");
+        assert_eq!(
+            spec.clone_source,
+            Some(pxfleet_proto::v1::CloneSource {
+                vm_id: 9000,
+                full: false
+            })
+        );
     }
 }

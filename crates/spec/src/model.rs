@@ -106,6 +106,36 @@ pub enum TemplateSource {
     /// A volume already in storage (bpg `template_file_id`), `STORAGE:vztmpl/FILE`: nothing is downloaded; the
     /// agent checks that it is there before creating. [`Template::storage`] is the volume's storage.
     Volume { volid: String },
+    /// A copy of an existing container `vm_id` on `node` (`pct clone`): nothing is downloaded or seeded. `full`:
+    /// the disks are copied (to `datastore_id` when given, else to the container's datastore); otherwise a
+    /// linked clone of a template (`template: 1`), whose root disk stays on the template's storage. A container
+    /// using it is placed on `node` (resolved into its `node`; a different `node` is an error).
+    Clone {
+        vm_id: u32,
+        node: String,
+        full: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        datastore_id: Option<String>,
+    },
+}
+
+impl TemplateSource {
+    /// `clone of CT 9000 on pve1 (full)`: where a clone template's containers come from; `None` for files.
+    pub fn clone_text(&self) -> Option<String> {
+        match self {
+            TemplateSource::Clone {
+                vm_id, node, full, ..
+            } => Some(format!(
+                "clone of CT {vm_id} on {node} ({})",
+                if *full { "full" } else { "linked" }
+            )),
+            _ => None,
+        }
+    }
+
+    pub fn is_clone(&self) -> bool {
+        matches!(self, TemplateSource::Clone { .. })
+    }
 }
 
 impl Template {
@@ -117,6 +147,8 @@ impl Template {
             TemplateSource::Volume { volid } => volid
                 .split_once(":vztmpl/")
                 .map_or(volid.as_str(), |(_, f)| f),
+            // No file: a clone copies a container.
+            TemplateSource::Clone { .. } => "",
         }
     }
 }

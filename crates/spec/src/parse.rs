@@ -36,8 +36,9 @@ pub(crate) const TOP_FIELDS: &[&str] = &[
     "hooks",
 ];
 pub(crate) const TEMPLATE_FIELDS: &[&str] = &[
-    "url", "sha256", "sha512", "storage", "pveam", "volume", "seed",
+    "url", "sha256", "sha512", "storage", "pveam", "volume", "clone", "seed",
 ];
+pub(crate) const CLONE_FIELDS: &[&str] = &["vm_id", "node", "full", "datastore_id"];
 /// The fields of an entry of `extra_interfaces`: every interface field (the planner compares the same ones).
 pub(crate) const EXTRA_NET_FIELDS: &[&str] = &crate::plan::diff::field::IFACE_FIELDS;
 pub(crate) const CONTAINER_FIELDS: &[&str] = &[

@@ -285,7 +285,12 @@ pub fn check_against_world(file: &str, fleet: &Fleet, facts: &dyn WorldFacts) ->
                             MountPoint::Bind { .. } => {}
                         }
                     }
-                    if let Some(t) = fleet.templates.get(&c.template) {
+                    // A clone template has no file to store; its source is checked by `pct clone`.
+                    if let Some(t) = fleet
+                        .templates
+                        .get(&c.template)
+                        .filter(|t| !t.source.is_clone())
+                    {
                         check_ds(
                             format!("templates.{}.storage", c.template),
                             &t.storage,

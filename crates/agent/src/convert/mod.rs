@@ -14,7 +14,9 @@ use pxfleet_proto::v1;
 
 use crate::node::{ContainerConfig, ManagedMark, NodeFacts, Secret};
 use crate::observe::ObservedContainer;
-use crate::ops::{CreateOp, Digest, OpKind, OpUpdate, Operation, TemplateSource, TemplateSpec};
+use crate::ops::{
+    CloneFrom, CreateOp, Digest, OpKind, OpUpdate, Operation, TemplateSource, TemplateSpec,
+};
 
 pub use operation::{operation_from_proto, parse_template_volid};
 pub use options::{create_spec, net_config};

@@ -58,7 +58,26 @@ pub fn operation_from_proto(op: v1::Operation) -> Result<Operation, ConvertError
             } else {
                 need_vmid()?
             };
-            let (storage, file_name) =
+            let clone = match &spec.clone_source {
+                Some(src) if src.vm_id < 100 || src.vm_id == vmid => {
+                    return Err(err(
+                        "create.spec.clone_source.vm_id",
+                        format!(
+                            "{} is not a container to clone into {vmid} (100.., not the new id)",
+                            src.vm_id
+                        ),
+                    ))
+                }
+                Some(src) => Some(CloneFrom {
+                    source: src.vm_id,
+                    full: src.full,
+                }),
+                None => None,
+            };
+            // A clone has no template file.
+            let (storage, file_name) = if clone.is_some() && spec.template_volid.is_empty() {
+                (String::new(), String::new())
+            } else {
                 parse_template_volid(&spec.template_volid).ok_or_else(|| {
                     err(
                         "create.spec.template_volid",
@@ -67,7 +86,8 @@ pub fn operation_from_proto(op: v1::Operation) -> Result<Operation, ConvertError
                             spec.template_volid
                         ),
                     )
-                })?;
+                })?
+            };
             OpKind::Create(CreateOp {
                 vmid,
                 mark,
@@ -86,6 +106,7 @@ pub fn operation_from_proto(op: v1::Operation) -> Result<Operation, ConvertError
                     .filter(|p| !p.value.is_empty())
                     .map(|p| Secret(p.value.clone())),
                 start: c.start,
+                clone,
             })
         }
         Some(Kind::Update(u)) => {

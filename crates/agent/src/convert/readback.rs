@@ -189,5 +189,7 @@ pub fn config_to_spec(vmid: u32, cfg: &ContainerConfig) -> v1::ContainerSpec {
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
+        // Create only; a config does not say where it was cloned from.
+        clone_source: None,
     }
 }

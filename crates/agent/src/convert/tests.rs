@@ -175,6 +175,48 @@ fn create_operation_converts_and_keeps_the_password_out_of_debug() {
 }
 
 #[test]
+fn a_clone_create_carries_its_source_and_needs_no_template_file() {
+    let create = |spec: v1::ContainerSpec| {
+        operation_from_proto(v1::Operation {
+            op_id: "op-c".into(),
+            vm_id: spec.vm_id,
+            kind: Some(v1::operation::Kind::Create(v1::CreateContainer {
+                spec: Some(spec),
+                start: true,
+            })),
+            ..Default::default()
+        })
+    };
+    let mut s = spec();
+    s.template_volid = String::new();
+    s.clone_source = Some(v1::CloneSource {
+        vm_id: 9000,
+        full: false,
+    });
+    let op = create(s.clone()).unwrap();
+    let OpKind::Create(c) = &op.kind else {
+        panic!("not a create")
+    };
+    assert_eq!(
+        c.clone,
+        Some(CloneFrom {
+            source: 9000,
+            full: false
+        })
+    );
+    // The source cannot be the new container itself.
+    s.clone_source = Some(v1::CloneSource {
+        vm_id: s.vm_id,
+        full: true,
+    });
+    let e = create(s.clone()).unwrap_err();
+    assert_eq!(e.field, "create.spec.clone_source.vm_id");
+    // Without a clone source an empty template volid is still an error.
+    s.clone_source = None;
+    assert_eq!(create(s).unwrap_err().field, "create.spec.template_volid");
+}
+
+#[test]
 fn a_seed_result_carries_the_template_sha256() {
     let u = OpUpdate::Succeeded {
         op_id: "op-9".into(),

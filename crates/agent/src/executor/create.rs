@@ -6,6 +6,9 @@ use crate::node::CreateSpec;
 
 impl<D: NodeApi> Executor<D> {
     pub(super) async fn create(&self, op_id: &str, c: &CreateOp) -> Outcome {
+        if let Some(from) = c.clone {
+            return self.create_clone(op_id, c, from).await;
+        }
         let d = &*self.inner.node;
         let vmid = c.vmid;
         if let Some(cfg) = d.config(vmid).await? {

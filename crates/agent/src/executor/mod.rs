@@ -8,6 +8,7 @@
 //! module: [`create`], [`update`] (`pct set`, pending changes), [`resize`], [`power`] (start, stop),
 //! [`destroy`], [`migrate`] and [`template`] (seeding).
 
+mod clone;
 mod create;
 mod destroy;
 mod migrate;

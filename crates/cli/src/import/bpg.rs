@@ -20,17 +20,17 @@ pub struct Cx<'a> {
     pub unresolved: &'a [(String, Loc, String)],
 }
 
-struct Eval<'a> {
+pub(super) struct Eval<'a> {
     file: &'a TfFile,
     scope: &'a Scope,
     cx: &'a Cx<'a>,
-    ct: &'a mut Ct,
-    notes: &'a mut Notes,
+    pub(super) ct: &'a mut Ct,
+    pub(super) notes: &'a mut Notes,
 }
 
 impl Eval<'_> {
     /// The attribute's value as JSON, or `None` (absent, null, or not static: then a note).
-    fn value(&mut self, path: &str, a: &Attribute) -> Option<Value> {
+    pub(super) fn value(&mut self, path: &str, a: &Attribute) -> Option<Value> {
         match self.scope.eval(&a.value) {
             Ok(hcl::Value::Null) => None,
             Ok(v) => Some(to_json(v)),
@@ -54,7 +54,7 @@ impl Eval<'_> {
         }
     }
 
-    fn unmapped(&mut self, path: &str, what: &dyn hcl::edit::Span, why: &str) {
+    pub(super) fn unmapped(&mut self, path: &str, what: &dyn hcl::edit::Span, why: &str) {
         let src = self.file.source(what);
         let src = src.lines().next().unwrap_or_default().to_string();
         self.notes.add(
@@ -63,7 +63,11 @@ impl Eval<'_> {
         );
     }
 
-    fn attrs<'b>(&mut self, prefix: &str, body: &'b Body) -> Vec<(String, &'b Attribute)> {
+    pub(super) fn attrs<'b>(
+        &mut self,
+        prefix: &str,
+        body: &'b Body,
+    ) -> Vec<(String, &'b Attribute)> {
         body.attributes()
             .map(|a| (format!("{prefix}{}", a.key.as_str()), a))
             .collect()
@@ -74,7 +78,7 @@ fn to_json(v: hcl::Value) -> Value {
     serde_json::to_value(v).unwrap_or(Value::Null)
 }
 
-fn as_u64(v: &Value) -> Option<u64> {
+pub(super) fn as_u64(v: &Value) -> Option<u64> {
     match v {
         Value::Number(n) => n.as_u64().or_else(|| n.as_f64().map(|f| f as u64)),
         Value::String(s) => s.trim().parse().ok(),
@@ -82,7 +86,7 @@ fn as_u64(v: &Value) -> Option<u64> {
     }
 }
 
-fn as_bool(v: &Value) -> Option<bool> {
+pub(super) fn as_bool(v: &Value) -> Option<bool> {
     match v {
         Value::Bool(b) => Some(*b),
         Value::String(s) => s.parse().ok(),
@@ -207,6 +211,7 @@ pub fn container(
                 "initialization" => initialization(&mut ev, b),
                 "network_interface" => network_interface(&mut ev, b),
                 "operating_system" => operating_system(&mut ev, b),
+                "clone" => super::bpg_clone::clone_block(&mut ev, b),
                 "startup" => {
                     let mut s = serde_json::Map::new();
                     for (path, a) in ev.attrs("startup.", &b.body) {
@@ -231,6 +236,7 @@ pub fn container(
                 _ => ev.unmapped(name, b, "no pxfleet field"),
             }
         }
+        super::bpg_clone::clone_datastore(&mut ev, file.loc(res), label(res, 1));
         if ev.ct.get("unprivileged") == Some(&json!(false)) {
             privileged = true;
             if !res.body.has_attribute("unprivileged") {

@@ -8,6 +8,7 @@
 //! With a state file ([`state`]), vm_ids, nodes and MAC addresses of the existing containers are pinned.
 
 mod bpg;
+mod bpg_clone;
 pub mod emit;
 mod hcl;
 mod pin;

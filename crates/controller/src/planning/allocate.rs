@@ -53,6 +53,42 @@ pub(super) fn keep_placement(
     }
 }
 
+/// A linked clone's root disk stays where its template's is: a container of a linked `clone:` template gets the
+/// observed source's rootfs storage (the scheduler would pick any, and the plan would then
+/// want to replace the clone for being elsewhere). Left open when the source is not observed (`pct clone` fails).
+pub(super) fn linked_clone_datastores(fleet: &mut Fleet, snap: &Snapshot) {
+    for c in fleet.containers.values_mut() {
+        let Some(pxfleet_spec::TemplateSource::Clone {
+            vm_id,
+            node,
+            full: false,
+            ..
+        }) = fleet.templates.get(&c.template).map(|t| &t.source)
+        else {
+            continue;
+        };
+        // The file cannot name one for a linked clone (parse refuses it); a stored one may be a stale pick.
+        let observed = snap
+            .observed
+            .iter()
+            .find(|o| o.vm_id == *vm_id && o.node == *node)
+            .and_then(|o| {
+                // Unmanaged containers may come without a config in fleet terms: the raw rootfs says it too.
+                o.config
+                    .as_ref()
+                    .and_then(|cfg| cfg.datastore_id.clone())
+                    .or_else(|| {
+                        let rootfs = o.raw_config.get("rootfs")?;
+                        let (ds, _) = rootfs.split_once(':')?;
+                        Some(ds.to_string())
+                    })
+            });
+        if observed.is_some() {
+            c.datastore_id = observed;
+        }
+    }
+}
+
 /// Gives every container of `fleet` a vm_id in `range` and returns them as a list for the scheduler.
 /// `others` is the snapshot without this fleet's desired containers.
 pub(super) fn vm_ids(

@@ -56,6 +56,7 @@ pub fn prepare(
         .map(|(k, _)| k.clone())
         .collect();
     allocate::keep_placement(&mut fleet, &stored, snap);
+    allocate::linked_clone_datastores(&mut fleet, snap);
     crate::adopt::fill_from_targets(&mut fleet, snap);
     let others = snap.without_fleet(&name);
     let mut diags =

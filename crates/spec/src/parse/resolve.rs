@@ -10,6 +10,57 @@ use crate::diag::did_you_mean;
 use crate::model::*;
 
 impl Cx<'_> {
+    /// A container made from a clone template goes where the source is: the source's node (a different `node`
+    /// is an error), and for a full clone with `datastore_id` that datastore; a linked clone's disk stays on the
+    /// template's storage, so the container names none.
+    fn clone_placement(
+        &mut self,
+        path: &str,
+        t: Option<&Template>,
+        node: Option<String>,
+        datastore_id: Option<String>,
+    ) -> (Option<String>, Option<String>) {
+        let Some(TemplateSource::Clone {
+            vm_id,
+            node: src,
+            full,
+            datastore_id: ds,
+        }) = t.map(|t| &t.source)
+        else {
+            return (node, datastore_id);
+        };
+        let key = path.rsplit('.').next().unwrap_or(path);
+        if let Some(n) = node.as_ref().filter(|n| *n != src) {
+            self.err_at(
+                &join(path, "node"),
+                format!("container {key} is on node {n}, but its template clones CT {vm_id} on node {src}: a clone is made on the source's node"),
+                Some(&format!("set `node: {src}` or remove `node`")),
+            );
+        }
+        let datastore_id = match (full, ds, datastore_id) {
+            (true, Some(want), Some(have)) if *want != have => {
+                self.err_at(
+                    &join(path, "datastore_id"),
+                    format!("container {key} has datastore_id {have}, but its clone template copies the disk to {want}"),
+                    Some("remove one of the two `datastore_id`s or make them equal"),
+                );
+                None
+            }
+            (true, Some(want), _) => Some(want.clone()),
+            (true, None, mine) => mine,
+            (false, _, Some(have)) => {
+                self.err_at(
+                    &join(path, "datastore_id"),
+                    format!("container {key} has datastore_id {have}, but a linked clone's disk stays on the template's storage"),
+                    Some("remove `datastore_id` (also from `defaults`), or make the template a full clone (`full: true`)"),
+                );
+                None
+            }
+            (false, _, None) => None,
+        };
+        (Some(src.clone()), datastore_id)
+    }
+
     pub(super) fn resolve(
         &mut self,
         key: &str,
@@ -55,6 +106,12 @@ impl Cx<'_> {
             }
             Some(TemplateChoice::Url(url)) => Some(inline_template(url, templates)),
         };
+        let (node, datastore_id) = self.clone_placement(
+            path,
+            template.as_ref().and_then(|t| templates.get(t)),
+            c.node,
+            c.datastore_id,
+        );
         let unprivileged = c.unprivileged.unwrap_or(true);
         if !unprivileged && !allow_privileged {
             let p = join(path, "unprivileged");
@@ -146,14 +203,14 @@ impl Cx<'_> {
             name: key.to_owned(),
             vm_id: c.vm_id,
             hostname: c.hostname.unwrap_or_else(|| key.to_owned()),
-            node: c.node,
+            node,
             cores: c.cores,
             cpu_limit: c.cpu_limit,
             cpu_units: c.cpu_units,
             memory: c.memory.unwrap_or(DEFAULT_MEMORY_MIB),
             swap: c.swap.unwrap_or(DEFAULT_SWAP_MIB),
             disk_size: c.disk_size.unwrap_or(DEFAULT_DISK_GIB),
-            datastore_id: c.datastore_id,
+            datastore_id,
             template: template?,
             unprivileged,
             features,

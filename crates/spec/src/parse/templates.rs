@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use sha2::Digest as _;
 
-use super::{join, quote, Cx, TEMPLATE_FIELDS};
+use super::{join, quote, Cx, CLONE_FIELDS, TEMPLATE_FIELDS};
 use crate::model::*;
 use crate::syntax;
 use crate::yaml::Node;
@@ -19,6 +19,7 @@ impl Cx<'_> {
         let mut storage = None;
         let mut pveam = None;
         let mut volume: Option<(String, String)> = None;
+        let mut clone: Option<TemplateSource> = None;
         let mut storage_span = None;
         let mut seed = TemplateSeed::OnDemand;
         let mut seed_span = None;
@@ -134,6 +135,10 @@ impl Cx<'_> {
                         None => ok = false,
                     }
                 }
+                "clone" => match self.clone_source(&e.value, &p) {
+                    Some(c) => clone = Some(c),
+                    None => ok = false,
+                },
                 _ => {
                     self.unknown_field(e, path, TEMPLATE_FIELDS);
                     ok = false;
@@ -144,6 +149,31 @@ impl Cx<'_> {
             return None;
         }
         let at = self.lookup(path);
+        if let Some(source) = clone {
+            let others = [
+                ("url", url.is_some()),
+                ("pveam", pveam.is_some()),
+                ("volume", volume.is_some()),
+                ("sha256", sha256.is_some()),
+                ("sha512", sha512.is_some()),
+                ("storage", storage_span.is_some()),
+                ("seed", seed_span.is_some()),
+            ];
+            if let Some((other, _)) = others.iter().find(|(_, given)| *given) {
+                self.err(
+                    at,
+                    path,
+                    format!("a template has either `clone` or `{other}`, not both"),
+                    Some("`clone` copies an existing container; nothing is downloaded, stored or seeded"),
+                );
+                return None;
+            }
+            return Some(Template {
+                source,
+                storage: String::new(),
+                seed: TemplateSeed::OnDemand,
+            });
+        }
         if let Some((volid, vol_storage)) = volume {
             return self.volume_template(
                 path,
@@ -175,7 +205,7 @@ impl Cx<'_> {
                 self.err(
                     at,
                     path,
-                    "a template needs `url` (with `sha256` or `sha512`), `pveam` (an appliance name) or `volume` (a file already in storage)",
+                    "a template needs `url` (with `sha256` or `sha512`), `pveam` (an appliance name) `volume` (a file already in storage) or `clone` (a container to copy)",
                     Some("e.g. `pveam: debian-12-standard_12.7-1_amd64.tar.zst`"),
                 );
                 None
@@ -223,6 +253,94 @@ impl Cx<'_> {
                 })
             }
         }
+    }
+}
+
+impl Cx<'_> {
+    /// `clone: {vm_id, node, full, datastore_id}`.
+    fn clone_source(&mut self, n: &Node, path: &str) -> Option<TemplateSource> {
+        let es = self.map(n, path)?;
+        let (mut vm_id, mut node, mut full, mut datastore_id) = (None, None, true, None);
+        let mut ds_span = None;
+        let mut ok = true;
+        for e in es {
+            let p = join(path, &e.key);
+            self.record(&p, e.value.span);
+            if Self::given_empty(e, CLONE_FIELDS) {
+                continue;
+            }
+            match e.key.as_str() {
+                "vm_id" => match self.int(&e.value, &p, 100, 999_999_999, "") {
+                    Some(v) => vm_id = Some(v as u32),
+                    None => ok = false,
+                },
+                "node" => match self.string(&e.value, &p) {
+                    Some(h) if syntax::is_dns_label(&h) => node = Some(h),
+                    Some(h) => {
+                        self.err(
+                            e.value.span,
+                            &p,
+                            format!("node {} is not a PVE node name", quote(&h)),
+                            Some("the short host name of the node that holds the container to clone, e.g. pve1"),
+                        );
+                        ok = false;
+                    }
+                    None => ok = false,
+                },
+                "full" => match self.boolean(&e.value, &p) {
+                    Some(b) => full = b,
+                    None => ok = false,
+                },
+                "datastore_id" => match self.string(&e.value, &p) {
+                    Some(s) if syntax::is_storage_id(&s) => {
+                        datastore_id = Some(s);
+                        ds_span = Some(e.key_span);
+                    }
+                    Some(s) => {
+                        self.err(
+                            e.value.span,
+                            &p,
+                            format!("datastore_id {} is not a PVE storage id", quote(&s)),
+                            Some("a storage id with rootdir content, such as local-lvm"),
+                        );
+                        ok = false;
+                    }
+                    None => ok = false,
+                },
+                _ => {
+                    self.unknown_field(e, path, CLONE_FIELDS);
+                    ok = false;
+                }
+            }
+        }
+        if !ok {
+            return None;
+        }
+        if let (false, Some(sp)) = (full, ds_span) {
+            self.err(
+                sp,
+                &join(path, "datastore_id"),
+                "`datastore_id` applies to full clones only: a linked clone's disk stays on the template's storage",
+                Some("remove `datastore_id`, or set `full: true` to copy the disk there"),
+            );
+            return None;
+        }
+        let at = self.lookup(path);
+        let (Some(vm_id), Some(node)) = (vm_id, node) else {
+            self.err(
+                at,
+                path,
+                "a clone template needs `vm_id` and `node`: the container to copy and the node it is on",
+                Some("e.g. `clone: {vm_id: 9000, node: pve1}`"),
+            );
+            return None;
+        };
+        Some(TemplateSource::Clone {
+            vm_id,
+            node,
+            full,
+            datastore_id,
+        })
     }
 }
 

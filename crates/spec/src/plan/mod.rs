@@ -119,7 +119,7 @@ pub fn plan_on(
                     node: d.node.clone(),
                     kind: ActionKind::Create {
                         reason,
-                        attributes: diff::attributes(d),
+                        attributes: diff::attributes(d, desired.templates.get(&d.template)),
                     },
                 },
             ));
@@ -138,6 +138,15 @@ pub fn plan_on(
             continue;
         }
         let mut ex = diff::existing(d, a, primary);
+        // A linked clone's disk is where its template's is, whatever datastore placement wrote down.
+        if desired.templates.get(&d.template).is_some_and(|t| {
+            matches!(
+                t.source,
+                crate::model::TemplateSource::Clone { full: false, .. }
+            )
+        }) {
+            ex.replace.retain(|c| c.field != diff::field::DATASTORE_ID);
+        }
         if let Some(c) = template_source_change(desired, applied, d, a, primary) {
             ex.replace.push(c);
         }
@@ -217,7 +226,7 @@ pub fn plan_on(
                 key,
                 at(ActionKind::Replace {
                     reasons: ex.replace,
-                    attributes: diff::attributes(d),
+                    attributes: diff::attributes(d, desired.templates.get(&d.template)),
                 }),
             ));
             continue;

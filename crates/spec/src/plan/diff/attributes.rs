@@ -4,11 +4,12 @@ use serde_json::Value;
 
 use super::field;
 use super::views::{description_view, iface_value, json, mount_value, tags_view};
-use crate::model::Container;
+use crate::model::{Container, Template};
 use crate::plan::types::Attribute;
 
-/// The complete configuration of a container to be created, in a fixed order.
-pub(crate) fn attributes(c: &Container) -> Vec<Attribute> {
+/// The complete configuration of a container to be created, in a fixed order; `template` is its template's
+/// declaration (a clone template adds where the container is copied from).
+pub(crate) fn attributes(c: &Container, template: Option<&Template>) -> Vec<Attribute> {
     let mut v = Vec::with_capacity(32);
     let opt = |v: &mut Vec<Attribute>, name: &str, val: Option<Value>| match val {
         Some(x) => v.push(Attribute::known(name, x)),
@@ -21,6 +22,9 @@ pub(crate) fn attributes(c: &Container) -> Vec<Attribute> {
         v.push(Attribute::known(field::STATE, json(&c.state)));
     }
     v.push(Attribute::known(field::TEMPLATE, json(&c.template)));
+    if let Some(from) = template.and_then(|t| t.source.clone_text()) {
+        v.push(Attribute::known(field::TEMPLATE_SOURCE, json(&from)));
+    }
     opt(
         &mut v,
         field::DATASTORE_ID,

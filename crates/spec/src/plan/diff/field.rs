@@ -9,6 +9,8 @@ pub const MEMORY: &str = "memory";
 pub const SWAP: &str = "swap";
 pub const DISK_SIZE: &str = "disk_size";
 pub const TEMPLATE: &str = "template";
+/// Plan attribute of a create from a clone template: `clone of CT 9000 on pve1 (full)`.
+pub const TEMPLATE_SOURCE: &str = "template_source";
 pub const VM_ID: &str = "vm_id";
 pub const NODE: &str = "node";
 pub const DATASTORE_ID: &str = "datastore_id";
