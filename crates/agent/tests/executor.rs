@@ -102,12 +102,18 @@ fn template_ct(r: &Rig) {
 async fn a_clone_create_clones_sets_grows_and_starts() {
     let r = rig(4, Duration::ZERO);
     template_ct(&r);
-    let u = r
-        .exec
-        .execute(clone_create("c-1", 120, "app", 9000, false))
-        .await;
+    let mut op = clone_create("c-1", 120, "app", 9000, false);
+    if let OpKind::Create(c) = &mut op.kind {
+        c.options.env = [("A", "1"), ("B", "two words")]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+    }
+    let u = r.exec.execute(op).await;
     let res = succeeded(&u);
     assert_eq!(res.message, "cloned");
+    // env is no `pct set` option: written into the clone's config file like a create's.
+    assert_eq!(r.node.calls("write_env 120"), 1);
     assert_eq!(r.node.calls("clone 9000 120"), 1);
     assert_eq!(r.node.calls("create"), 0, "no pct create for a clone");
     let (status, cfg) = r.node.get(120).unwrap();
@@ -115,6 +121,7 @@ async fn a_clone_create_clones_sets_grows_and_starts() {
     assert_eq!(cfg["memory"], "1024");
     assert_eq!(cfg["cores"], "2");
     assert_eq!(cfg["hostname"], "app");
+    assert_eq!(cfg["env"], "A=1\0B=two words");
     assert!(
         cfg["net0"].contains("hwaddr=BC:24:11:AA:BB:CC"),
         "{}",

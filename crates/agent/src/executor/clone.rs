@@ -66,10 +66,22 @@ impl<D: NodeApi> Executor<D> {
         if !revert.is_empty() {
             d.revert(vmid, &revert).await?;
         }
+        // env and lxc.idmap are no `pct set` options: written into the config file, as a create does.
         let idmap = change.idmap.take();
+        let env = change.env.take();
+        if let Some(env) = &env {
+            pxfleet_pve::runtime::env_entries(vmid, env)?; // refused before anything is changed
+        }
         if !change.is_empty() {
             self.progress(op_id, format!("pct set {}", change.keys().join(" ")));
             d.set(vmid, &change).await?;
+        }
+        if let Some(env) = &env {
+            self.progress(
+                op_id,
+                "writing env (lxc.environment.runtime) into the config file",
+            );
+            d.write_env(vmid, env).await?;
         }
         if let Some(values) = &idmap {
             self.progress(op_id, "writing lxc.idmap into the config file");
@@ -93,7 +105,7 @@ impl<D: NodeApi> Executor<D> {
             if status != "running" {
                 self.progress(op_id, format!("starting CT {vmid}"));
                 d.start(vmid).await?;
-            } else if !change.is_empty() || idmap.is_some() {
+            } else if !change.is_empty() || idmap.is_some() || env.is_some() {
                 // Started by an earlier attempt before this one's changes: they take effect at the next start.
                 d.reboot(vmid, REBOOT_TIMEOUT_SECS).await?;
             }
