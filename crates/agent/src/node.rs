@@ -165,16 +165,7 @@ pub trait NodeApi: Send + Sync + 'static {
         vmid: u32,
         _values: &[String],
     ) -> impl Future<Output = Result<(), PveError>> + Send {
-        async move {
-            Err(PveError::ConfigFile {
-                vmid,
-                path: String::new(),
-                source: std::io::Error::new(
-                    std::io::ErrorKind::Unsupported,
-                    "this node's config files cannot be edited",
-                ),
-            })
-        }
+        async move { Err(config_files_not_editable(vmid)) }
     }
     /// Replaces the `env` of a container (its `lxc.environment.runtime` lines in the config file; `pct` cannot be
     /// given more than one variable). An empty map removes them. The default: a node whose config files the
@@ -184,16 +175,7 @@ pub trait NodeApi: Send + Sync + 'static {
         vmid: u32,
         _env: &BTreeMap<String, String>,
     ) -> impl Future<Output = Result<(), PveError>> + Send {
-        async move {
-            Err(PveError::ConfigFile {
-                vmid,
-                path: String::new(),
-                source: std::io::Error::new(
-                    std::io::ErrorKind::Unsupported,
-                    "this node's config files cannot be edited",
-                ),
-            })
-        }
+        async move { Err(config_files_not_editable(vmid)) }
     }
     /// Keys whose change waits for the next start (`pct pending`). The default: none (a node that applies
     /// every change at once).
@@ -262,6 +244,18 @@ pub trait NodeApi: Send + Sync + 'static {
         storage: &str,
         name: &str,
     ) -> impl Future<Output = Result<(), PveError>> + Send;
+}
+
+/// The error of a node whose config files the agent cannot edit (the default of the file-editing calls).
+fn config_files_not_editable(vmid: u32) -> PveError {
+    PveError::ConfigFile {
+        vmid,
+        path: String::new(),
+        source: std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            "this node's config files cannot be edited",
+        ),
+    }
 }
 
 #[cfg(test)]

@@ -64,6 +64,22 @@ impl PveNode {
             None => node,
         }
     }
+
+    /// Runs `edit` on the config directory off the async workers (file locking and writing block).
+    async fn edit_config_file(
+        &self,
+        vmid: u32,
+        edit: impl FnOnce(&std::path::Path) -> Result<(), PveError> + Send + 'static,
+    ) -> Result<(), PveError> {
+        let dir = self.config_dir.clone();
+        tokio::task::spawn_blocking(move || edit(&dir))
+            .await
+            .map_err(|e| PveError::ConfigFile {
+                vmid,
+                path: String::new(),
+                source: std::io::Error::other(e.to_string()),
+            })?
+    }
 }
 
 impl NodeApi for PveNode {
@@ -130,27 +146,19 @@ impl NodeApi for PveNode {
     }
 
     async fn write_idmap(&self, vmid: u32, values: &[String]) -> Result<(), PveError> {
-        let dir = self.config_dir.clone();
         let values = values.to_vec();
-        tokio::task::spawn_blocking(move || pxfleet_pve::conffile::write_idmap(&dir, vmid, &values))
-            .await
-            .map_err(|e| PveError::ConfigFile {
-                vmid,
-                path: String::new(),
-                source: std::io::Error::other(e.to_string()),
-            })?
+        self.edit_config_file(vmid, move |dir| {
+            pxfleet_pve::conffile::write_idmap(dir, vmid, &values)
+        })
+        .await
     }
 
     async fn write_env(&self, vmid: u32, env: &BTreeMap<String, String>) -> Result<(), PveError> {
-        let dir = self.config_dir.clone();
         let env = env.clone();
-        tokio::task::spawn_blocking(move || pxfleet_pve::conffile::write_env(&dir, vmid, &env))
-            .await
-            .map_err(|e| PveError::ConfigFile {
-                vmid,
-                path: String::new(),
-                source: std::io::Error::other(e.to_string()),
-            })?
+        self.edit_config_file(vmid, move |dir| {
+            pxfleet_pve::conffile::write_env(dir, vmid, &env)
+        })
+        .await
     }
 
     async fn resize(&self, vmid: u32, disk: &str, size_gib: u64) -> Result<(), PveError> {
