@@ -29,10 +29,9 @@ fn app(env: &str, host_managed: bool) -> String {
     )
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn runtime_fields_named_interfaces_and_a_volume_template_reach_the_node() {
+/// One pvesim node (mk33) whose `local` storage already holds the template volume, put there outside pxfleet.
+async fn cluster_with_template_volume() -> Cluster {
     let c = Cluster::start(1).await.expect("cluster");
-    // The template is a file already in storage, put there outside pxfleet.
     let out = c.pve(
         "mk33",
         "pveam",
@@ -43,6 +42,12 @@ async fn runtime_fields_named_interfaces_and_a_volume_template_reach_the_node() 
         ],
     );
     assert_eq!(out.code, 0, "{}", out.stderr);
+    c
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runtime_fields_named_interfaces_and_a_volume_template_reach_the_node() {
+    let c = cluster_with_template_volume().await;
 
     let yaml = fleet("bpg", VOLUME, &app("8080", true));
     let plan = c.plan(&yaml).await.unwrap();
@@ -134,17 +139,7 @@ fn envs(vars: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn several_env_variables_are_written_changed_and_removed() {
-    let c = Cluster::start(1).await.expect("cluster");
-    let out = c.pve(
-        "mk33",
-        "pveam",
-        &[
-            "download",
-            "local",
-            "debian-13-standard_13.6-1_amd64.tar.zst",
-        ],
-    );
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    let c = cluster_with_template_volume().await;
 
     let three = "      APP_PORT: \"8080\"\n      DB_URL: \"postgres://db:5432/app?sslmode=require\"\n      MODE: prod\n";
     let path = submit(&c, "envs.yaml", &fleet("envs", VOLUME, &envs(three))).await;
