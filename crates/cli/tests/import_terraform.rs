@@ -26,6 +26,17 @@ fn import(opts: &Options) -> (pxfleet_spec::Fleet, String, Vec<String>) {
     (fleet, imported.yaml, imported.warnings)
 }
 
+/// Imports a directory holding only `main.tf` with `text`, as fleet `name`.
+fn import_main_tf(text: &str, name: &str) -> (pxfleet_spec::Fleet, String, Vec<String>) {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("main.tf"), text).unwrap();
+    import(&Options {
+        dir: tmp.path().to_path_buf(),
+        fleet: Some(name.into()),
+        ..Options::default()
+    })
+}
+
 fn net0(c: &Container) -> &pxfleet_spec::Interface {
     &c.interfaces[0]
 }
@@ -228,9 +239,7 @@ fn a_syntax_error_names_the_file_line_and_column() {
 
 #[test]
 fn a_direct_resource_with_provider_defaults_and_unmapped_fields() {
-    let tmp = tempfile::tempdir().unwrap();
-    std::fs::write(
-        tmp.path().join("main.tf"),
+    let (fleet, yaml, warnings) = import_main_tf(
         r#"
 locals {
   node = "pve1"
@@ -266,13 +275,8 @@ resource "proxmox_virtual_environment_container" "db_1" {
 }
 resource "proxmox_virtual_environment_vm" "x" {}
 "#,
-    )
-    .unwrap();
-    let (fleet, yaml, warnings) = import(&Options {
-        dir: tmp.path().to_path_buf(),
-        fleet: Some("prod".into()),
-        ..Options::default()
-    });
+        "prod",
+    );
     let c = &fleet.containers["db-1"];
     assert_eq!(c.node.as_deref(), Some("pve1"));
     assert_eq!(c.disk_size, 6);
@@ -348,9 +352,7 @@ fn a_root_module_with_tfvars_like_the_prd_root() {
 
 #[test]
 fn bpg_mount_points_devices_and_idmap_are_mapped() {
-    let tmp = tempfile::tempdir().unwrap();
-    std::fs::write(
-        tmp.path().join("main.tf"),
+    let (fleet, yaml, warnings) = import_main_tf(
         r#"
 resource "proxmox_virtual_environment_container" "media" {
   node_name     = "pve1"
@@ -407,13 +409,8 @@ resource "proxmox_virtual_environment_container" "media" {
   }
 }
 "#,
-    )
-    .unwrap();
-    let (fleet, yaml, warnings) = import(&Options {
-        dir: tmp.path().to_path_buf(),
-        fleet: Some("media".into()),
-        ..Options::default()
-    });
+        "media",
+    );
     let c = &fleet.containers["media"];
     use pxfleet_spec::{Device, IdKind, IdMap, MountFlags, MountPoint};
     assert_eq!(
@@ -483,9 +480,7 @@ resource "proxmox_virtual_environment_container" "media" {
 
 #[test]
 fn bpg_environment_variables_map_every_variable() {
-    let tmp = tempfile::tempdir().unwrap();
-    std::fs::write(
-        tmp.path().join("main.tf"),
+    let (fleet, yaml, warnings) = import_main_tf(
         r#"
 resource "proxmox_virtual_environment_container" "app" {
   node_name = "pve1"
@@ -508,13 +503,8 @@ resource "proxmox_virtual_environment_container" "app" {
   entrypoint = "/usr/local/bin/app --serve"
 }
 "#,
-    )
-    .unwrap();
-    let (fleet, yaml, warnings) = import(&Options {
-        dir: tmp.path().to_path_buf(),
-        fleet: Some("app".into()),
-        ..Options::default()
-    });
+        "app",
+    );
     let c = &fleet.containers["app"];
     let env: Vec<(&str, &str)> = c
         .env
@@ -541,9 +531,7 @@ resource "proxmox_virtual_environment_container" "app" {
 
 #[test]
 fn a_clone_block_becomes_a_clone_template() {
-    let tmp = tempfile::tempdir().unwrap();
-    std::fs::write(
-        tmp.path().join("main.tf"),
+    let (fleet, yaml, warnings) = import_main_tf(
         r#"
 resource "proxmox_virtual_environment_container" "web" {
   node_name = "pve1"
@@ -572,13 +560,8 @@ resource "proxmox_virtual_environment_container" "cache" {
   }
 }
 "#,
-    )
-    .unwrap();
-    let (fleet, yaml, warnings) = import(&Options {
-        dir: tmp.path().to_path_buf(),
-        fleet: Some("prod".into()),
-        ..Options::default()
-    });
+        "prod",
+    );
     let web = &fleet.containers["web"];
     assert_eq!(web.template, "clone-9000", "{yaml}");
     assert_eq!(
