@@ -218,6 +218,12 @@ pub trait NodeApi: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Option<Vec<Interface>>, PveError>> + Send;
     /// Node facts for the hello (version, resources, storages, bridges, templates).
     fn facts(&self) -> impl Future<Output = Result<NodeFacts, PveError>> + Send;
+    /// What an operation can change in the node's facts: `storages` (usage) and `templates`; the other fields
+    /// may be left empty. Read after operations finish. The default reads all facts; a PVE node skips the
+    /// version, cluster, status and network calls that no operation changes.
+    fn inventory(&self) -> impl Future<Output = Result<NodeFacts, PveError>> + Send {
+        self.facts()
+    }
     /// Free (available) memory in bytes, for heartbeats. The default asks for all facts; implementations with
     /// a cheaper way (one node status call) override it.
     fn memory_free_bytes(&self) -> impl Future<Output = Result<u64, PveError>> + Send {

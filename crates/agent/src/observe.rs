@@ -252,16 +252,27 @@ pub async fn observe_one<D: NodeApi>(
     node: &D,
     vmid: u32,
 ) -> Result<Option<ObservedContainer>, PveError> {
+    observe_one_with(node, vmid, None).await
+}
+
+/// [`observe_one`], taking the container's interfaces as just read (by the address wait that ended the
+/// operation) instead of asking the node again when it is running.
+pub async fn observe_one_with<D: NodeApi>(
+    node: &D,
+    vmid: u32,
+    interfaces: Option<Vec<Interface>>,
+) -> Result<Option<ObservedContainer>, PveError> {
     let list = node.list().await?;
     let Some(summary) = list.into_iter().find(|c| c.vmid == vmid) else {
         return Ok(None);
     };
     let config = node.config(vmid).await?.unwrap_or_default();
     let addresses = if summary.status == "running" {
-        node.interfaces(vmid)
-            .await?
-            .map(|i| useful_addresses(&i))
-            .unwrap_or_default()
+        let interfaces = match interfaces {
+            Some(i) => Some(i),
+            None => node.interfaces(vmid).await?,
+        };
+        interfaces.map(|i| useful_addresses(&i)).unwrap_or_default()
     } else {
         Vec::new()
     };

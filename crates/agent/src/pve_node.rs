@@ -27,6 +27,61 @@ pub struct PveNode {
 }
 
 impl PveNode {
+    /// The storages (with usage) and the templates in the template storages: what an operation can change on
+    /// the node, read for [`NodeApi::facts`] and [`NodeApi::inventory`].
+    async fn storages_and_templates(
+        &self,
+    ) -> Result<(Vec<StorageInfo>, Vec<TemplateFile>), PveError> {
+        let storages = self.node.storages().await?;
+        let mut templates = Vec::new();
+        let mut out_storages = Vec::new();
+        for s in storages {
+            if s.content.contains("vztmpl") && s.active && s.enabled {
+                if let Ok(list) = self.node.templates(&s.storage).await {
+                    for t in list {
+                        let file_name = t
+                            .volid
+                            .split_once(":vztmpl/")
+                            .map(|(_, f)| f.to_string())
+                            .unwrap_or_default();
+                        templates.push(TemplateFile {
+                            volid: t.volid,
+                            storage: s.storage.clone(),
+                            file_name,
+                            size_bytes: t.size,
+                        });
+                    }
+                }
+            }
+            let path = if s.content.contains("vztmpl") {
+                // cached: the directory of a storage does not move
+                NodeApi::template_dir(self, &s.storage)
+                    .await
+                    .ok()
+                    .and_then(|p| {
+                        p.parent()
+                            .and_then(|p| p.parent())
+                            .map(|p| p.display().to_string())
+                    })
+            } else {
+                None
+            };
+            out_storages.push(StorageInfo {
+                id: s.storage,
+                kind: s.kind,
+                content: s.content.into_iter().collect(),
+                active: s.active,
+                enabled: s.enabled,
+                shared: s.shared,
+                total_bytes: s.total,
+                used_bytes: s.used,
+                avail_bytes: s.avail,
+                path,
+            });
+        }
+        Ok((out_storages, templates))
+    }
+
     pub fn new(node: Node) -> Self {
         let config_dir = PathBuf::from("/etc/pve/nodes")
             .join(node.name())
@@ -253,50 +308,8 @@ impl NodeApi for PveNode {
         let version = self.node.version().await?;
         let cluster_name = self.node.cluster_name().await?.unwrap_or_default();
         let status = self.node.node_status().await?;
-        let storages = self.node.storages().await?;
         let bridges = self.node.bridges().await?;
-        let mut templates = Vec::new();
-        let mut out_storages = Vec::new();
-        for s in storages {
-            if s.content.contains("vztmpl") && s.active && s.enabled {
-                if let Ok(list) = self.node.templates(&s.storage).await {
-                    for t in list {
-                        let file_name = t
-                            .volid
-                            .split_once(":vztmpl/")
-                            .map(|(_, f)| f.to_string())
-                            .unwrap_or_default();
-                        templates.push(TemplateFile {
-                            volid: t.volid,
-                            storage: s.storage.clone(),
-                            file_name,
-                            size_bytes: t.size,
-                        });
-                    }
-                }
-            }
-            let path = if s.content.contains("vztmpl") {
-                self.node.template_dir(&s.storage).await.ok().and_then(|p| {
-                    p.parent()
-                        .and_then(|p| p.parent())
-                        .map(|p| p.display().to_string())
-                })
-            } else {
-                None
-            };
-            out_storages.push(StorageInfo {
-                id: s.storage,
-                kind: s.kind,
-                content: s.content.into_iter().collect(),
-                active: s.active,
-                enabled: s.enabled,
-                shared: s.shared,
-                total_bytes: s.total,
-                used_bytes: s.used,
-                avail_bytes: s.avail,
-                path,
-            });
-        }
+        let (out_storages, templates) = self.storages_and_templates().await?;
         Ok(NodeFacts {
             pve_version: version.version,
             cluster_name,
@@ -314,6 +327,15 @@ impl NodeApi for PveNode {
                 })
                 .collect(),
             templates,
+        })
+    }
+
+    async fn inventory(&self) -> Result<NodeFacts, PveError> {
+        let (storages, templates) = self.storages_and_templates().await?;
+        Ok(NodeFacts {
+            storages,
+            templates,
+            ..NodeFacts::default()
         })
     }
 
@@ -342,5 +364,96 @@ impl NodeApi for PveNode {
 
     async fn pveam_download(&self, storage: &str, name: &str) -> Result<(), PveError> {
         self.node.pveam_download(storage, name).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pxfleet_pve::{Output, ScriptedRunner};
+
+    // pvesh's `--output-format json` prints one line
+    const STORAGES: &str = concat!(
+        r#"[{"storage":"local","type":"dir","content":"iso,vztmpl,backup","enabled":1,"active":1,"#,
+        r#""shared":0,"total":100000,"used":40000,"avail":60000},"#,
+        r#"{"storage":"local-lvm","type":"lvmthin","content":"rootdir,images","enabled":1,"active":1,"#,
+        r#""shared":0,"total":500000,"used":1000,"avail":499000}]"#
+    );
+    const TEMPLATES: &str = r#"[{"content":"vztmpl","format":"tzst","size":123456,"volid":"local:vztmpl/debian-13-standard_13.6-1_amd64.tar.zst"}]"#;
+
+    #[tokio::test]
+    async fn the_inventory_after_an_operation_reads_only_storages_and_templates() {
+        let runner = Arc::new(ScriptedRunner::new());
+        runner
+            .expect(
+                &[
+                    "pvesh",
+                    "get",
+                    "/nodes/pve1/storage",
+                    "--output-format",
+                    "json",
+                ],
+                Output::ok(STORAGES),
+            )
+            .expect(
+                &[
+                    "pvesh",
+                    "get",
+                    "/nodes/pve1/storage/local/content",
+                    "--output-format",
+                    "json",
+                    "--content",
+                    "vztmpl",
+                ],
+                Output::ok(TEMPLATES),
+            )
+            .expect(
+                &["pvesm", "path", "local:vztmpl/pxfleet-probe.tar.zst"],
+                Output::ok("/var/lib/vz/template/cache/pxfleet-probe.tar.zst\n"),
+            );
+        let node = PveNode::new(Node::new("pve1", runner.clone()));
+        let inv = node.inventory().await.expect("inventory");
+        // no version, cluster, node status or network call: the script would have failed on it
+        assert_eq!(runner.remaining(), 0);
+        assert_eq!(runner.calls().len(), 3);
+        let ids: Vec<_> = inv.storages.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(ids, ["local", "local-lvm"]);
+        assert_eq!(inv.storages[1].avail_bytes, 499000);
+        assert_eq!(inv.storages[0].path.as_deref(), Some("/var/lib/vz"));
+        assert_eq!(inv.templates.len(), 1);
+        assert_eq!(
+            inv.templates[0].file_name,
+            "debian-13-standard_13.6-1_amd64.tar.zst"
+        );
+        assert_eq!(inv.templates[0].storage, "local");
+
+        // the template directory is cached: a second inventory does not ask `pvesm path` again
+        runner
+            .expect(
+                &[
+                    "pvesh",
+                    "get",
+                    "/nodes/pve1/storage",
+                    "--output-format",
+                    "json",
+                ],
+                Output::ok(STORAGES),
+            )
+            .expect(
+                &[
+                    "pvesh",
+                    "get",
+                    "/nodes/pve1/storage/local/content",
+                    "--output-format",
+                    "json",
+                    "--content",
+                    "vztmpl",
+                ],
+                Output::ok("[]"),
+            );
+        let again = node.inventory().await.expect("inventory");
+        assert_eq!(runner.remaining(), 0);
+        assert!(again.templates.is_empty());
+        assert_eq!(again.storages[0].path.as_deref(), Some("/var/lib/vz"));
     }
 }

@@ -409,7 +409,7 @@ async fn node_loop<D: NodeApi>(
             _ = sh.inventory_dirty.notified() => {
                 // Let the rest of a burst finish first; notifications meanwhile are folded into this read.
                 tokio::time::sleep(INVENTORY_COALESCE).await;
-                match sh.exec.node().facts().await {
+                match sh.exec.node().inventory().await {
                     Ok(facts) => {
                         if let Some(obs) = inventory_delta(&facts, &mut sent_inventory, sh.exec.now_ms()) {
                             sh.out.send(agent_message::Msg::Observation(obs)).await?;

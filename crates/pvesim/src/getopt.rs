@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::error::{Result, SimError};
+use crate::error::SimError;
 use crate::schema::parse_boolean;
 
 /// Result of parsing: the parameters and the Getopt warnings (already printed by Perl before the error).
@@ -204,17 +204,9 @@ pub fn parse_and_validate(
     let parsed = get_options(props, args, arg_params, fixed)?;
     let mut check = parsed.params.clone();
     check.remove("extra-args");
-    let check_props: BTreeMap<String, Value> = props
-        .iter()
-        .filter(|(k, _)| k.as_str() != "extra-args")
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    validate_all(&check_props, &check).map_err(|e| (parsed.warnings.clone(), e))?;
+    crate::schema::validate_except(props, &check, "extra-args")
+        .map_err(|e| (parsed.warnings.clone(), e))?;
     Ok(parsed.params)
-}
-
-fn validate_all(props: &BTreeMap<String, Value>, params: &BTreeMap<String, String>) -> Result<()> {
-    crate::schema::validate(props, params)
 }
 
 #[cfg(test)]
@@ -227,7 +219,7 @@ mod tests {
     }
 
     fn create_props() -> BTreeMap<String, Value> {
-        method_params("/nodes/{node}/lxc", "POST").unwrap()
+        (*method_params("/nodes/{node}/lxc", "POST").unwrap()).clone()
     }
 
     #[test]

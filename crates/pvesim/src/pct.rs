@@ -116,7 +116,7 @@ pub fn run(node: &Node, args: &[String], stdin: &mut dyn std::io::Read) -> Outco
         );
     };
     let props = if sp.path.starts_with("local:") {
-        local_props(sp.path)
+        std::sync::Arc::new(local_props(sp.path))
     } else {
         method_params(sp.path, sp.method).unwrap_or_default()
     };

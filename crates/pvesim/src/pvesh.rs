@@ -74,7 +74,9 @@ pub fn run(node: &Node, args: &[String]) -> Outcome {
     if !schema::path_methods(&tmpl).iter().any(|m| m == method) {
         return no_handler();
     }
-    let mut props = method_params(&tmpl, method).unwrap_or_default();
+    let mut props = method_params(&tmpl, method)
+        .map(|p| (*p).clone())
+        .unwrap_or_default();
     props.extend(output_props());
     let usage = format!("pvesh {cmd} {path} [OPTIONS] [FORMAT_OPTIONS]");
     let p = match parse_and_validate(&props, &args[2..], &[], &caps) {
@@ -158,11 +160,9 @@ fn flag(p: &BTreeMap<String, String>, k: &str) -> bool {
 
 fn config_json(node: &Node, vmid: u32, current: bool) -> Result<Value> {
     let (conf, raw) = ct::read_conf(node, vmid)?;
-    let props = method_params("/nodes/{node}/lxc", "POST").unwrap_or_default();
     let mut m = serde_json::Map::new();
     for (k, v) in conf.effective(current) {
-        let ty = props
-            .get(&k)
+        let ty = schema::create_param(&k)
             .and_then(|d| d.get("type"))
             .and_then(Value::as_str)
             .unwrap_or("string");

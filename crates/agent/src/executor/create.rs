@@ -109,13 +109,14 @@ impl<D: NodeApi> Executor<D> {
         }
         // What was asked for is what was created (pct create fails otherwise): no need to read it back here.
         let has_net = !spec.nets.is_empty();
+        let mut interfaces = None;
         if c.start {
             if !running {
                 self.progress(op_id, format!("starting CT {vmid}"));
                 d.start(vmid).await?;
             }
-            self.wait_for_addresses(op_id, vmid, has_net).await;
+            interfaces = self.wait_for_addresses(op_id, vmid, has_net).await;
         }
-        ok("created", self.observed(vmid).await)
+        ok("created", self.observed_with(vmid, interfaces).await)
     }
 }

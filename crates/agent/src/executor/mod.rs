@@ -25,7 +25,7 @@ use pxfleet_common::Clock;
 use tokio::sync::{mpsc, Semaphore};
 
 use crate::journal::{Journal, JournalError, OpState};
-use crate::node::{ContainerConfig, ManagedMark, NodeApi, PveError, MANAGED_TAG};
+use crate::node::{ContainerConfig, Interface, ManagedMark, NodeApi, PveError, MANAGED_TAG};
 use crate::observe::{self, Delta, ObservedContainer, Snapshot};
 use crate::ops::{
     CreateOp, OpFailure, OpKind, OpResult, OpUpdate, Operation, TemplateSource, TemplateSpec,
@@ -503,7 +503,16 @@ impl<D: NodeApi> Executor<D> {
     }
 
     async fn observed(&self, vmid: u32) -> Option<ObservedContainer> {
-        observe::observe_one(&*self.inner.node, vmid)
+        self.observed_with(vmid, None).await
+    }
+
+    /// [`Self::observed`] with the interfaces an address wait just read (one `interfaces` call fewer).
+    async fn observed_with(
+        &self,
+        vmid: u32,
+        interfaces: Option<Vec<Interface>>,
+    ) -> Option<ObservedContainer> {
+        observe::observe_one_with(&*self.inner.node, vmid, interfaces)
             .await
             .ok()
             .flatten()
@@ -518,17 +527,23 @@ impl<D: NodeApi> Executor<D> {
         Ok(())
     }
 
-    /// Bounded wait until a started container that has a network shows an address.
-    async fn wait_for_addresses(&self, op_id: &str, vmid: u32, has_net: bool) {
+    /// Bounded wait until a started container that has a network shows an address. Returns the interfaces
+    /// that showed one (for [`Self::observed_with`]); `None` without a network or after the deadline.
+    async fn wait_for_addresses(
+        &self,
+        op_id: &str,
+        vmid: u32,
+        has_net: bool,
+    ) -> Option<Vec<Interface>> {
         if !has_net {
-            return;
+            return None;
         }
         self.progress(op_id, "waiting for addresses");
         let deadline = self.inner.settings.clock.instant() + self.inner.settings.address_wait;
         loop {
             if let Ok(Some(ifaces)) = self.inner.node.interfaces(vmid).await {
                 if !observe::useful_addresses(&ifaces).is_empty() {
-                    return;
+                    return Some(ifaces);
                 }
             }
             if self.inner.settings.clock.instant() >= deadline {
@@ -539,7 +554,7 @@ impl<D: NodeApi> Executor<D> {
                         self.inner.settings.address_wait.as_secs()
                     ),
                 );
-                return;
+                return None;
             }
             tokio::time::sleep(self.inner.settings.address_poll).await;
         }

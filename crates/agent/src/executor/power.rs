@@ -16,9 +16,10 @@ impl<D: NodeApi> Executor<D> {
         if self.status(vmid).await? != "running" {
             d.start(vmid).await?;
         }
-        self.wait_for_addresses(op_id, vmid, !cfg.nets.is_empty())
+        let interfaces = self
+            .wait_for_addresses(op_id, vmid, !cfg.nets.is_empty())
             .await;
-        ok("running", self.observed(vmid).await)
+        ok("running", self.observed_with(vmid, interfaces).await)
     }
 
     /// `stop`: a clean shutdown (unless forced), a hard stop when that does not finish in time.

@@ -52,7 +52,7 @@ pub(super) fn parse_prop(param: &str, value: &str) -> Result<BTreeMap<String, St
     };
     let f =
         property_format(&key).ok_or_else(|| SimError::die(format!("no format for '{param}'")))?;
-    parse_property_string(&f, value, param)
+    parse_property_string(f, value, param)
         .map_err(|e| SimError::param(param, format!("invalid format - {e}")))
 }
 

@@ -135,7 +135,7 @@ pub fn features(o: &BTreeMap<String, String>) -> BTreeMap<String, String> {
         return BTreeMap::new();
     };
     crate::schema::property_format("features")
-        .and_then(|f| parse_property_string(&f, v, "features").ok())
+        .and_then(|f| parse_property_string(f, v, "features").ok())
         .unwrap_or_default()
 }
 
@@ -229,7 +229,7 @@ pub fn render(conf: &CtConf, h: &Host<'_>, seccomp: Option<&Path>) -> String {
     nets.sort_by_key(|(i, _)| *i);
     for (i, (n, v)) in nets.into_iter().enumerate() {
         let Some(m) = crate::schema::property_format("net0")
-            .and_then(|f| parse_property_string(&f, v, &format!("net{n}")).ok())
+            .and_then(|f| parse_property_string(f, v, &format!("net{n}")).ok())
         else {
             continue;
         };
@@ -305,7 +305,7 @@ pub fn render(conf: &CtConf, h: &Host<'_>, seccomp: Option<&Path>) -> String {
             continue;
         }
         let Some(m) = crate::schema::property_format("dev0")
-            .and_then(|f| parse_property_string(&f, v, k).ok())
+            .and_then(|f| parse_property_string(f, v, k).ok())
         else {
             continue;
         };

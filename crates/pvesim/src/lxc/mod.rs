@@ -207,7 +207,7 @@ fn identity(o: &std::collections::BTreeMap<String, String>, vmid: u32) -> Identi
             continue;
         }
         let Some(m) = crate::schema::property_format("net0")
-            .and_then(|f| crate::schema::parse_property_string(&f, v, k).ok())
+            .and_then(|f| crate::schema::parse_property_string(f, v, k).ok())
         else {
             continue;
         };
