@@ -589,3 +589,60 @@ fn unpinned_template_digests_are_recorded_and_a_differing_node_fails() {
     pass(&st, st.now_ms()).unwrap();
     assert_eq!(st.store.ops().unwrap().len(), before);
 }
+
+/// A template the agent verifies itself (here pveam's) that the node does not have yet: one container's
+/// operation seeds it and the other containers' creates go out with that seed instead of after its result
+/// (the agent's create takes the file through the same download); the seeding container is created once
+/// the seed reports. A URL without checksum still waits for the seed (see
+/// `unpinned_template_digests_are_recorded_and_a_differing_node_fails`).
+#[test]
+fn creates_go_out_with_the_seed_of_a_template_the_agent_verifies() {
+    let st = state();
+    let (_, mut rx) = st.sessions.register("n1");
+    let fleet: Vec<DesiredContainer> = many(3)
+        .into_iter()
+        .map(|mut d| {
+            d.container.template = "d13".into();
+            d.template.source = pxfleet_spec::TemplateSource::Pveam {
+                appliance: "debian-13-standard_13.6-1_amd64.tar.zst".into(),
+            };
+            d
+        })
+        .collect();
+    submit(&st, fleet);
+    pass(&st, st.now_ms()).unwrap();
+    let sent = operations_sent(&mut rx);
+    let kinds: Vec<&str> = sent
+        .iter()
+        .map(|o| match o.kind {
+            Some(pb::operation::Kind::SeedTemplate(_)) => "seed",
+            _ => kind(o),
+        })
+        .collect();
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "seed").count(),
+        1,
+        "one seed: {kinds:?}"
+    );
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "create").count(),
+        2,
+        "the other two creates go out with it: {kinds:?}"
+    );
+    let mut created: BTreeSet<u32> = sent
+        .iter()
+        .filter(|o| kind(o) == "create")
+        .map(|o| o.vm_id)
+        .collect();
+    let seed = sent
+        .iter()
+        .find(|o| matches!(o.kind, Some(pb::operation::Kind::SeedTemplate(_))))
+        .unwrap();
+    seed_result(&st, "n1", seed, "");
+    pass(&st, st.now_ms()).unwrap();
+    let after = operations_sent(&mut rx);
+    assert_eq!(after.len(), 1, "{after:?}");
+    assert_eq!(kind(&after[0]), "create");
+    assert!(created.insert(after[0].vm_id), "one create per container");
+    assert_eq!(created.len(), 3);
+}
