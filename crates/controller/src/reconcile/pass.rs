@@ -176,30 +176,12 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
                     .is_some_and(|n| template_ready_on(n, &d.container.template, &d.template))
             }),
         };
-        let Some(mut next) = next_action(view) else {
+        let Some(next) = next_action(view) else {
             if d.is_none() && o.is_none() && a.is_some() {
                 state.store.remove_applied(&k.0, &k.1)?;
             }
             continue;
         };
-        // Another container's seed of this template on this node is under way: when the agent verifies the file
-        // itself (pveam's index checksum, a URL's pinned checksum, a volume that is used as it is), the create
-        // does not wait for the seed's result. The agent's create takes the template through the same
-        // single download (one flight per file, one lock per volume), so the node still downloads it once. A URL
-        // without checksum waits: its file is compared across nodes when the seed reports it.
-        if let OperationKind::SeedTemplate { name, template } = &next.kind {
-            if unpinned_url(template).is_none()
-                && seeds_now.contains(&(next.node.clone(), name.clone()))
-            {
-                match next_action(View {
-                    template_ready: true,
-                    ..view
-                }) {
-                    Some(create) => next = create,
-                    None => continue,
-                }
-            }
-        }
         // A container that was created and is now observed nowhere is recreated only once it stayed missing for
         // a grace period: migrated by hand, it is missing from both nodes' reports until the target's agent
         // observes it, and a create meanwhile fails on PVE's cluster-wide vm_id check (three times, and the
