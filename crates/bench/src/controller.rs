@@ -12,6 +12,9 @@ use tokio::process::{Child, Command};
 
 use crate::BenchError;
 
+/// `MALLOC_ARENA_MAX` of the packaged controller unit.
+pub const UNIT_MALLOC_ARENA_MAX: &str = "2";
+
 /// How long `pxcontroller init` may take.
 const INIT_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long the controller may take to answer after `run`.
@@ -106,6 +109,11 @@ impl Controller {
         if std::env::var_os("PXFLEET_LOG").is_none() {
             cmd.env("PXFLEET_LOG", "info");
         }
+        // As the packaged systemd unit runs it (packaging/debian/pxcontroller/pxcontroller.service): two glibc
+        // malloc arenas instead of up to eight per core. Set MALLOC_ARENA_MAX to measure another value.
+        if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+            cmd.env("MALLOC_ARENA_MAX", UNIT_MALLOC_ARENA_MAX);
+        }
         let child = cmd.spawn().map_err(io(bin))?;
         let pid = child.id().ok_or_else(|| BenchError::Setup {
             what: "pxcontroller run".into(),
@@ -189,4 +197,21 @@ pub fn tail(path: &Path, n: usize) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    /// The benchmark measures the controller with the packaged unit's malloc setting: the two stay the same.
+    #[test]
+    fn the_controller_runs_with_the_packaged_units_malloc_arenas() {
+        let unit = include_str!("../../../packaging/debian/pxcontroller/pxcontroller.service");
+        let want = format!(
+            "Environment=MALLOC_ARENA_MAX={}",
+            super::UNIT_MALLOC_ARENA_MAX
+        );
+        assert!(
+            unit.lines().any(|l| l.trim() == want),
+            "pxcontroller.service has no `{want}`"
+        );
+    }
 }
