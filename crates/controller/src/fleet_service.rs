@@ -233,7 +233,7 @@ impl FleetService for FleetApi {
             desired: d.row.desired.as_ref().map(|d| {
                 convert::container_spec(&d.fleet, &d.container, d.vm_id, &d.template, None)
             }),
-            observed: d.row.observed.as_ref().map(convert::observed_pb),
+            observed: d.row.observed.as_deref().map(convert::observed_pb),
             operations: operation_infos(&d.operations),
             drift: d.drift,
             hooks: d

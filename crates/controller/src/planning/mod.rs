@@ -107,13 +107,13 @@ fn plan_against(file: &str, fleet: &Fleet, snap: &Snapshot) -> Result<Plan, Vec<
     let mut observed = spec_observed(&fleet.name, snap);
     observed.extend(crate::adopt::targets(fleet, snap));
     let nodes = nodes_facts(snap.nodes.iter().map(|(n, _)| n));
-    pxfleet_spec::plan::plan_on(
-        &without_passwords(fleet.clone()),
-        applied_fleet.as_ref(),
-        &observed,
-        &nodes,
-    )
-    .map_err(|e| {
+    // copied only when there are passwords to leave out
+    let planned = if fleet.containers.values().any(|c| c.password.is_some()) {
+        std::borrow::Cow::Owned(without_passwords(fleet.clone()))
+    } else {
+        std::borrow::Cow::Borrowed(fleet)
+    };
+    pxfleet_spec::plan::plan_on(&planned, applied_fleet.as_ref(), &observed, &nodes).map_err(|e| {
         e.problems
             .iter()
             .map(|p| diag(file, fleet, problem_path(p), p.to_string()))
