@@ -81,14 +81,16 @@ fn node_info(v: NodeView) -> pb::NodeInfo {
     }
 }
 
-fn operation_infos(ops: &[crate::model::Operation]) -> Vec<pb::OperationInfo> {
-    ops.iter().map(convert::operation_info).collect()
+fn operation_infos<'a>(
+    ops: impl IntoIterator<Item = &'a crate::model::Operation>,
+) -> Vec<pb::OperationInfo> {
+    ops.into_iter().map(convert::operation_info).collect()
 }
 
 fn changed_pb(c: crate::submit::Changed) -> pb::DestroyResponse {
     pb::DestroyResponse {
         revision: c.revision,
-        operations: operation_infos(&c.operations),
+        operations: operation_infos(c.operations.iter().map(|o| &**o)),
     }
 }
 
@@ -104,11 +106,12 @@ impl FleetService for FleetApi {
         check_fleet(id.as_ref(), Need::Read)?;
         let r = req.into_inner();
         let source = Source {
-            file_name: &r.file_name,
-            text: &r.source,
-            files: &r.files,
+            file_name: r.file_name,
+            text: r.source,
+            files: r.files,
         };
-        let p = crate::submit::plan(&self.state, &source, r.destroy, may_change(id.as_ref()))?;
+        let p =
+            crate::submit::plan(&self.state, source, r.destroy, may_change(id.as_ref())).await?;
         Ok(Response::new(pb::PlanResponse {
             fleet: p.fleet,
             base_revision: p.base_revision,
@@ -128,27 +131,27 @@ impl FleetService for FleetApi {
         let author = id.clone().expect("checked above");
         let r = req.into_inner();
         let source = Source {
-            file_name: &r.file_name,
-            text: &r.source,
-            files: &r.files,
+            file_name: r.file_name,
+            text: r.source,
+            files: r.files,
         };
         let options = SubmitOptions {
             expected_revision: r.expected_revision,
-            plan_json: r.plan_json.clone(),
+            plan_json: r.plan_json,
             retry_failed: r.retry_failed,
         };
         let s = crate::submit::submit(
             &self.state,
             &author,
-            &source,
-            &options,
+            source,
+            options,
             may_change(id.as_ref()),
         )
         .await?;
         Ok(Response::new(pb::SubmitResponse {
             fleet: s.fleet,
             revision: s.revision,
-            operations: operation_infos(&s.operations),
+            operations: operation_infos(s.operations.iter().map(|o| &**o)),
             diagnostics: convert::diagnostics_pb(&s.diagnostics),
             plan_json: s.plan_json,
             policy: s.policy.as_ref().map(convert::policy_report_pb),
@@ -230,7 +233,7 @@ impl FleetService for FleetApi {
             desired: d.row.desired.as_ref().map(|d| {
                 convert::container_spec(&d.fleet, &d.container, d.vm_id, &d.template, None)
             }),
-            observed: d.row.observed.as_ref().map(convert::observed_pb),
+            observed: d.row.observed.as_deref().map(convert::observed_pb),
             operations: operation_infos(&d.operations),
             drift: d.drift,
             hooks: d

@@ -79,7 +79,7 @@ pub fn describe(state: &State, fleet: &str, name: &str) -> Result<Description> {
         .into_iter()
         .filter(|o| o.fleet == fleet && o.container == name)
         .collect();
-    let drift = match (&row.desired, &row.observed) {
+    let drift = match (row.desired.as_deref(), row.observed.as_deref()) {
         (Some(d), Some(o)) => {
             let applied = state.store.applied(fleet, name)?;
             crate::realise::change_texts(&crate::reconcile::decide::View {

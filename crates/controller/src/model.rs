@@ -237,6 +237,12 @@ pub struct FleetRecord {
     pub revision: u64,
     pub author: String,
     pub updated_ms: Millis,
+    /// Whether the fleet has hooks at this revision, as [`crate::hooks`] finds them (the latest revision
+    /// that names hooks or was submitted from a file), so the hook worker learns that a fleet has none without
+    /// decoding its revision (10,000 containers). `None` in records written before it was kept: the worker
+    /// reads the revisions then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub has_hooks: Option<bool>,
 }
 
 /// One numbered revision of a fleet: the whole normalised spec, the author, the time.

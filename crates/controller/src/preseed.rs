@@ -42,9 +42,17 @@ pub fn wanted(state: &State) -> Result<Vec<(String, String, Template)>, StoreErr
         let list = match cache.get(&key) {
             Some(l) => l.clone(),
             None => {
-                let list: Wanted = Arc::new(match state.store.revision(&f.name, f.revision)? {
-                    Some(r) => templates_to_seed(&r.spec),
-                    None => Vec::new(),
+                let part = state
+                    .store
+                    .revision_part::<TemplatesOf>(&f.name, f.revision);
+                let list: Wanted = Arc::new(match part {
+                    Ok(Some(r)) => seeded(r.spec.templates),
+                    Ok(None) => Vec::new(),
+                    // not the expected shape: read the whole revision
+                    Err(_) => match state.store.revision(&f.name, f.revision)? {
+                        Some(r) => templates_to_seed(&r.spec),
+                        None => Vec::new(),
+                    },
                 });
                 cache.insert(key, list.clone());
                 list
@@ -57,14 +65,30 @@ pub fn wanted(state: &State) -> Result<Vec<(String, String, Template)>, StoreErr
     Ok(out)
 }
 
+/// The templates of a stored revision's spec, its containers skipped.
+#[derive(serde::Deserialize)]
+struct TemplatesOf {
+    spec: SpecTemplates,
+}
+
+#[derive(serde::Deserialize)]
+struct SpecTemplates {
+    #[serde(default)]
+    templates: Option<serde_json::Value>,
+}
+
 /// The `seed: all_nodes` templates of a stored (normalised) spec. A spec whose templates do not decode (an
 /// older format) wants none.
 fn templates_to_seed(spec: &serde_json::Value) -> Vec<(String, Template)> {
-    let Some(templates) = spec.get("templates") else {
+    seeded(spec.get("templates").cloned())
+}
+
+/// The `seed: all_nodes` templates of a spec's `templates` (none when they do not decode).
+fn seeded(templates: Option<serde_json::Value>) -> Vec<(String, Template)> {
+    let Some(templates) = templates else {
         return Vec::new();
     };
-    let Ok(templates) = serde_json::from_value::<BTreeMap<String, Template>>(templates.clone())
-    else {
+    let Ok(templates) = serde_json::from_value::<BTreeMap<String, Template>>(templates) else {
         return Vec::new();
     };
     templates

@@ -278,14 +278,35 @@ pub fn disk_need_gib(c: &Container) -> u64 {
             .sum::<u64>()
 }
 
+/// Where a candidate stands in placement's preference: fewest containers of the fleet, then the most free
+/// memory, then the name, then its position (the first of equals wins, as in a scan).
+type Rank = (usize, std::cmp::Reverse<u64>, String, usize);
+
+fn rank(c: &Candidate, j: usize) -> Rank {
+    (
+        c.fleet_containers,
+        std::cmp::Reverse(c.memory_free_mib),
+        c.name.clone(),
+        j,
+    )
+}
+
 /// Places every container of `containers` whose `node` is None (in name order), setting `node` and, when
 /// absent, `datastore_id`. Placed containers are charged to their node so later ones see the remaining room.
+///
+/// The candidates are kept ordered by preference ([`Rank`]), so a container goes to the first one that takes it
+/// and only the chosen one moves in the order: a fleet of 10,000 containers over 1,000 nodes asks one node per
+/// container instead of all of them (which was 10 million checks, a second of the submit).
 pub fn place(
     containers: &mut [Container],
     candidates: &mut [Candidate],
 ) -> Result<(), ScheduleError> {
     let mut order: Vec<usize> = (0..containers.len()).collect();
     order.sort_by(|a, b| containers[*a].name.cmp(&containers[*b].name));
+    let mut by_name: BTreeMap<String, usize> = BTreeMap::new();
+    for (j, cand) in candidates.iter().enumerate() {
+        by_name.entry(cand.name.clone()).or_insert(j);
+    }
     // Containers the file pins to a node without a datastore: that node's datastore, chosen as for the others.
     for &i in &order {
         let c = &mut containers[i];
@@ -293,9 +314,10 @@ pub fn place(
             continue;
         };
         // an unknown node is reported by the world check
-        let Some(cand) = candidates.iter_mut().find(|x| x.name == *node) else {
+        let Some(&j) = by_name.get(node.as_str()) else {
             continue;
         };
+        let cand = &mut candidates[j];
         match cand.datastore_for(c) {
             Ok(ds) => {
                 c.datastore_id = Some(ds);
@@ -309,78 +331,69 @@ pub fn place(
             }
         }
     }
+    let mut ranked: BTreeSet<Rank> = candidates
+        .iter()
+        .enumerate()
+        .map(|(j, c)| rank(c, j))
+        .collect();
     for i in order {
         let c = &mut containers[i];
         if c.node.is_some() {
             continue;
         }
-        let mut reasons = Vec::new();
-        // of the nodes refused only for lack of room, the one with the most free memory
-        let mut roomiest: Option<usize> = None;
-        let mut best: Option<(usize, String)> = None;
-        for (j, cand) in candidates.iter().enumerate() {
-            match cand.refuse(c) {
-                Err(r) => {
-                    if r.room
-                        && roomiest.is_none_or(|b| {
-                            (cand.memory_free_mib, std::cmp::Reverse(&cand.name))
-                                > (
-                                    candidates[b].memory_free_mib,
-                                    std::cmp::Reverse(&candidates[b].name),
-                                )
-                        })
-                    {
-                        roomiest = Some(j);
-                    }
-                    reasons.push((cand.name.clone(), r.reason));
-                }
-                Ok(ds) => {
-                    let better = match &best {
-                        None => true,
-                        Some((b, _)) => {
-                            let b = &candidates[*b];
-                            (
-                                cand.fleet_containers,
-                                std::cmp::Reverse(cand.memory_free_mib),
-                                &cand.name,
-                            ) < (
-                                b.fleet_containers,
-                                std::cmp::Reverse(b.memory_free_mib),
-                                &b.name,
-                            )
-                        }
-                    };
-                    if better {
-                        best = Some((j, ds));
-                    }
-                }
-            }
-        }
+        let best = ranked
+            .iter()
+            .find_map(|r| candidates[r.3].refuse(c).ok().map(|ds| (r.3, ds)));
         let Some((j, ds)) = best else {
-            return Err(match roomiest {
-                Some(b) => ScheduleError::NoRoom {
-                    container: c.name.clone(),
-                    need_mib: c.memory,
-                    need_gib: disk_need_gib(c),
-                    best_node: candidates[b].name.clone(),
-                    best_free_mib: candidates[b].memory_free_mib,
-                    best_reserved_mib: candidates[b].reserved_mib,
-                    reasons,
-                },
-                None => ScheduleError::NoNode {
-                    container: c.name.clone(),
-                    reasons,
-                },
-            });
+            return Err(unplaceable(c, candidates));
         };
         c.datastore_id = Some(ds);
         let cand = &mut candidates[j];
+        ranked.remove(&rank(cand, j));
         c.node = Some(cand.name.clone());
         cand.fleet_containers += 1;
         cand.fleet_labels.push(c.labels.clone());
         cand.charge(c);
+        ranked.insert(rank(cand, j));
     }
     Ok(())
+}
+
+/// Why no candidate takes `c`: every node's reason, and of the nodes refused only for lack of room the one with
+/// the most free memory.
+fn unplaceable(c: &Container, candidates: &[Candidate]) -> ScheduleError {
+    let mut reasons = Vec::new();
+    let mut roomiest: Option<usize> = None;
+    for (j, cand) in candidates.iter().enumerate() {
+        let Err(r) = cand.refuse(c) else { continue };
+        if r.room
+            && roomiest.is_none_or(|b| {
+                (cand.memory_free_mib, std::cmp::Reverse(&cand.name))
+                    > (
+                        candidates[b].memory_free_mib,
+                        std::cmp::Reverse(&candidates[b].name),
+                    )
+            })
+        {
+            roomiest = Some(j);
+        }
+        reasons.push((cand.name.clone(), r.reason));
+    }
+    match roomiest {
+        Some(b) => ScheduleError::NoRoom {
+            container: c.name.clone(),
+            need_mib: c.memory,
+            need_gib: disk_need_gib(c),
+            best_node: candidates[b].name.clone(),
+            best_free_mib: candidates[b].memory_free_mib,
+            best_reserved_mib: candidates[b].reserved_mib,
+            reasons,
+        },
+        None => ScheduleError::NoNode {
+            container: c.name.clone(),
+            reasons,
+        },
+    }
 }
 
 /// The lowest vm_id of `range` not in `taken`.

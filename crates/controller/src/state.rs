@@ -41,7 +41,7 @@ pub struct State {
     fleet_locks: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Held by a submit from its snapshot until its revision is stored (after its fleet's lock), so submits
     /// of different fleets place one after the other and each sees the room the previous one reserved.
-    pub placement_lock: tokio::sync::Mutex<()>,
+    pub placement_lock: Arc<tokio::sync::Mutex<()>>,
     /// Watch streams per identity, enrolment failures ([`crate::limits`]).
     pub limiter: crate::limits::Limiter,
     /// The queue of hooks to run ([`crate::hooks`]).
@@ -81,7 +81,7 @@ impl State {
             revocations,
             ops_lock: std::sync::Mutex::new(()),
             fleet_locks: Default::default(),
-            placement_lock: tokio::sync::Mutex::new(()),
+            placement_lock: Default::default(),
             preseed: Default::default(),
             vanished: Default::default(),
             backlog: Default::default(),

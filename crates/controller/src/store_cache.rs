@@ -106,6 +106,14 @@ impl<T: DeserializeOwned + Clone> Decoded<T> {
             .collect())
     }
 
+    /// Records that `key` now holds `bytes`, the encoding of `value`, as the writer that just stored them
+    /// knows: the next read finds them decoded already. Still checked against the tree like any entry, so a
+    /// concurrent write of the same key that landed last is decoded at its next read.
+    pub fn remember(&self, key: &[u8], bytes: sled::IVec, value: Arc<T>) {
+        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        map.insert(sled::IVec::from(key), (bytes, value));
+    }
+
     pub fn get(
         &self,
         tree: &sled::Tree,
@@ -164,5 +172,30 @@ mod tests {
             cache.scan(&tree, "t", b""),
             Err(StoreError::Corrupt { tree: "t", .. })
         ));
+    }
+
+    /// A writer that tells the cache what it stored saves the next read a decode; a later write by anyone else
+    /// (or a remembered value the tree does not hold) is still decoded from the tree.
+    #[test]
+    fn remembered_writes_are_read_without_decoding_and_the_tree_still_wins() {
+        let db = sled::Config::new().temporary(true).open().unwrap();
+        let tree = db.open_tree("t").unwrap();
+        let cache: Decoded<Vec<u32>> = Decoded::default();
+        let bytes = sled::IVec::from(serde_json::to_vec(&vec![7u32]).unwrap());
+        tree.insert("a", bytes.clone()).unwrap();
+        let mine = Arc::new(vec![7u32]);
+        cache.remember(b"a", bytes, mine.clone());
+        let read = cache.scan(&tree, "t", b"").unwrap();
+        assert!(Arc::ptr_eq(&read[0], &mine), "read without decoding");
+        tree.insert("a", serde_json::to_vec(&vec![8u32]).unwrap())
+            .unwrap();
+        assert_eq!(cache.scan_owned(&tree, "t", b"").unwrap(), vec![vec![8]]);
+        // remembered bytes that lost a race with another write of the key: the tree's value is read
+        cache.remember(
+            b"a",
+            sled::IVec::from(serde_json::to_vec(&vec![9u32]).unwrap()),
+            Arc::new(vec![9]),
+        );
+        assert_eq!(cache.get(&tree, "t", b"a").unwrap(), Some(vec![8]));
     }
 }

@@ -3,8 +3,14 @@
 //! and the fleet's policies, merges passwords (given, kept from the secrets tree, or generated), stores a new
 //! revision and runs a reconcile pass so the operations exist when the caller is answered. The gRPC
 //! handlers in [`crate::fleet_service`] only authorise and convert.
+//!
+//! Parsing, planning, storing and the pass are synchronous and take seconds at 10,000 containers: they run on
+//! the blocking pool ([`blocking`]), never on an async worker. The fleet's lock and the placement lock are
+//! taken on the async side and moved into the blocking work, so they are held until it ends even when the
+//! caller goes away meanwhile.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use pxfleet_spec::{Diagnostic, Fleet, MemFiles};
 use pxfleet_tls::Identity;
@@ -19,14 +25,14 @@ use crate::store::{StoreError, SubmitTx};
 use crate::{query, reconcile};
 
 /// A fleet as a client sends it: the file's name and text, and the files it includes.
-#[derive(Debug, Clone, Copy)]
-pub struct Source<'a> {
-    pub file_name: &'a str,
-    pub text: &'a str,
-    pub files: &'a HashMap<String, String>,
+#[derive(Debug, Clone, Default)]
+pub struct Source {
+    pub file_name: String,
+    pub text: String,
+    pub files: HashMap<String, String>,
 }
 
-impl Source<'_> {
+impl Source {
     fn mem_files(&self) -> MemFiles {
         MemFiles(
             self.files
@@ -39,8 +45,8 @@ impl Source<'_> {
     /// `limits.max_fleet_bytes`, before anything is parsed.
     fn check_size(&self, state: &State) -> Result<()> {
         state.limiter.config().check_fleet_bytes(
-            self.file_name,
-            std::iter::once(self.text)
+            &self.file_name,
+            std::iter::once(self.text.as_str())
                 .chain(self.files.keys().map(String::as_str))
                 .chain(self.files.values().map(String::as_str)),
         )
@@ -51,9 +57,9 @@ impl Source<'_> {
         let name = if self.file_name.is_empty() {
             "fleet.yaml"
         } else {
-            self.file_name
+            &self.file_name
         };
-        pxfleet_spec::parse_fleet(name, self.text, &self.mem_files()).map_err(|d| d.0)
+        pxfleet_spec::parse_fleet(name, &self.text, &self.mem_files()).map_err(|d| d.0)
     }
 
     /// The fleet's policies against the prepared fleet and its plan (`None`: the fleet names none).
@@ -62,8 +68,8 @@ impl Source<'_> {
         prepared: &Prepared,
     ) -> std::result::Result<Option<PolicyReport>, Vec<Diagnostic>> {
         crate::policy::check(
-            self.file_name,
-            self.text,
+            &self.file_name,
+            &self.text,
             &self.mem_files(),
             &prepared.fleet,
             &prepared.plan,
@@ -98,7 +104,7 @@ pub struct Planned {
 pub struct Submitted {
     pub fleet: String,
     pub revision: u64,
-    pub operations: Vec<Operation>,
+    pub operations: Vec<Arc<Operation>>,
     pub diagnostics: Vec<Diagnostic>,
     pub plan_json: String,
     pub policy: Option<PolicyReport>,
@@ -119,7 +125,7 @@ pub struct SubmitOptions {
 #[derive(Debug, Clone, Default)]
 pub struct Changed {
     pub revision: u64,
-    pub operations: Vec<Operation>,
+    pub operations: Vec<Arc<Operation>>,
 }
 
 /// The power change `set_power` makes.
@@ -168,34 +174,48 @@ fn prepare_stored(state: &State, fleet: Fleet) -> Result<Prepared> {
     })
 }
 
+/// Runs `work` on the blocking pool and waits for it (a panic there becomes an internal error).
+async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| Error::Internal(format!("fleet change task failed: {e}")))
+}
+
 /// The parsed fleet of `source` after the size and container limits and the caller's right to change it
-/// (`may_change`), or the diagnostics that refuse it.
-fn parse_checked(
-    state: &State,
-    source: &Source<'_>,
+/// (`may_change`), or the diagnostics that refuse it. The parse runs on the blocking pool; `source` comes back
+/// with the answer.
+async fn parse_checked(
+    state: &Arc<State>,
+    source: Source,
     may_change: impl Fn(&str) -> Result<()>,
-) -> Result<std::result::Result<Fleet, Vec<Diagnostic>>> {
-    source.check_size(state)?;
-    let fleet = match source.parse() {
+) -> Result<(Source, std::result::Result<Fleet, Vec<Diagnostic>>)> {
+    let st = state.clone();
+    let (source, parsed) = blocking(move || {
+        let parsed = source.check_size(&st).map(|()| source.parse());
+        (source, parsed)
+    })
+    .await?;
+    let fleet = match parsed? {
         Ok(f) => f,
-        Err(d) => return Ok(Err(d)),
+        Err(d) => return Ok((source, Err(d))),
     };
     may_change(&fleet.name)?;
     state
         .limiter
         .config()
         .check_fleet_containers(&fleet.name, fleet.containers.len())?;
-    Ok(Ok(fleet))
+    Ok((source, Ok(fleet)))
 }
 
 /// Plans `source` (or its destruction) against the current state, without storing anything.
-pub fn plan(
-    state: &State,
-    source: &Source<'_>,
+pub async fn plan(
+    state: &Arc<State>,
+    source: Source,
     destroy: bool,
     may_change: impl Fn(&str) -> Result<()>,
 ) -> Result<Planned> {
-    let mut fleet = match parse_checked(state, source, may_change)? {
+    let (source, parsed) = parse_checked(state, source, may_change).await?;
+    let mut fleet = match parsed {
         Ok(f) => f,
         Err(diagnostics) => {
             return Ok(Planned {
@@ -207,8 +227,13 @@ pub fn plan(
     if destroy {
         fleet.containers.clear();
     }
+    let st = state.clone();
+    blocking(move || plan_parsed(&st, &source, fleet)).await?
+}
+
+fn plan_parsed(state: &State, source: &Source, fleet: Fleet) -> Result<Planned> {
     let name = fleet.name.clone();
-    let (snap, prepared) = prepare_now(state, source.file_name, fleet)?;
+    let (snap, prepared) = prepare_now(state, &source.file_name, fleet)?;
     let refused = |diagnostics| Planned {
         fleet: name.clone(),
         base_revision: snap.revision,
@@ -233,13 +258,14 @@ pub fn plan(
 
 /// Submits `source`: checks, stores a new revision (unless nothing changed) and runs a reconcile pass.
 pub async fn submit(
-    state: &State,
+    state: &Arc<State>,
     author: &Identity,
-    source: &Source<'_>,
-    options: &SubmitOptions,
+    source: Source,
+    options: SubmitOptions,
     may_change: impl Fn(&str) -> Result<()>,
 ) -> Result<Submitted> {
-    let fleet = match parse_checked(state, source, may_change)? {
+    let (source, parsed) = parse_checked(state, source, may_change).await?;
+    let fleet = match parsed {
         Ok(f) => f,
         Err(diagnostics) => {
             return Ok(Submitted {
@@ -248,11 +274,27 @@ pub async fn submit(
             })
         }
     };
+    let fleet_guard = state.fleet_lock(&fleet.name).lock_owned().await;
+    let placing = state.placement_lock.clone().lock_owned().await;
+    let st = state.clone();
+    let author = author.clone();
+    blocking(move || {
+        let _held = (fleet_guard, placing);
+        submit_locked(&st, &author, &source, &options, fleet)
+    })
+    .await?
+}
+
+/// The submit of the parsed `fleet`, under its fleet's lock and the placement lock.
+fn submit_locked(
+    state: &State,
+    author: &Identity,
+    source: &Source,
+    options: &SubmitOptions,
+    fleet: Fleet,
+) -> Result<Submitted> {
     let name = fleet.name.clone();
-    let lock = state.fleet_lock(&name);
-    let _guard = lock.lock().await;
-    let _placing = state.placement_lock.lock().await;
-    let (snap, prepared) = prepare_now(state, source.file_name, fleet.clone())?;
+    let (snap, prepared) = prepare_now(state, &source.file_name, fleet.clone())?;
     let prepared = match prepared {
         Ok(p) => p,
         Err(diagnostics) => {
@@ -324,12 +366,13 @@ pub async fn submit(
         state,
         author,
         &fleet,
-        &prepared,
+        prepared,
         expected,
         "submit",
-        Some((source.file_name, source.text)),
+        Some((source.file_name.as_str(), source.text.as_str())),
     )?;
     tracing::info!(fleet = %name, revision, author = %author.uri(), "fleet submitted");
+    free_later((fleet, snap));
     Ok(Submitted {
         operations: active_ops(state, &name, Some(revision))?,
         fleet: name,
@@ -371,6 +414,35 @@ fn check_saved_plan(
 /// The stored spec of `fleet` with the containers named (all when empty) set to start or stop; a restart
 /// also stops them once the revision is stored (the reconciler starts them again).
 pub async fn set_power(
+    state: &Arc<State>,
+    author: &Identity,
+    fleet_name: &str,
+    containers: &[String],
+    action: PowerAction,
+    expected_revision: Option<u64>,
+) -> Result<Changed> {
+    let guard = state.fleet_lock(fleet_name).lock_owned().await;
+    let (st, author, fleet_name, containers) = (
+        state.clone(),
+        author.clone(),
+        fleet_name.to_string(),
+        containers.to_vec(),
+    );
+    blocking(move || {
+        let _held = guard;
+        set_power_locked(
+            &st,
+            &author,
+            &fleet_name,
+            &containers,
+            action,
+            expected_revision,
+        )
+    })
+    .await?
+}
+
+fn set_power_locked(
     state: &State,
     author: &Identity,
     fleet_name: &str,
@@ -378,8 +450,6 @@ pub async fn set_power(
     action: PowerAction,
     expected_revision: Option<u64>,
 ) -> Result<Changed> {
-    let lock = state.fleet_lock(fleet_name);
-    let _guard = lock.lock().await;
     let (head, mut fleet) = stored_spec(state, fleet_name)?;
     check_names(&fleet, fleet_name, containers)?;
     let desired = if action == PowerAction::Stop {
@@ -404,7 +474,7 @@ pub async fn set_power(
         state,
         author,
         &fleet,
-        &prepared,
+        prepared,
         expected_revision.or(Some(head.revision)),
         verb,
         None,
@@ -424,14 +494,33 @@ pub async fn set_power(
 
 /// Destroys the containers named (the whole fleet when none) by storing a revision without them.
 pub async fn destroy(
+    state: &Arc<State>,
+    author: &Identity,
+    fleet_name: &str,
+    containers: &[String],
+    expected_revision: Option<u64>,
+) -> Result<Changed> {
+    let guard = state.fleet_lock(fleet_name).lock_owned().await;
+    let (st, author, fleet_name, containers) = (
+        state.clone(),
+        author.clone(),
+        fleet_name.to_string(),
+        containers.to_vec(),
+    );
+    blocking(move || {
+        let _held = guard;
+        destroy_locked(&st, &author, &fleet_name, &containers, expected_revision)
+    })
+    .await?
+}
+
+fn destroy_locked(
     state: &State,
     author: &Identity,
     fleet_name: &str,
     containers: &[String],
     expected_revision: Option<u64>,
 ) -> Result<Changed> {
-    let lock = state.fleet_lock(fleet_name);
-    let _guard = lock.lock().await;
     let (head, mut fleet) = stored_spec(state, fleet_name)?;
     check_names(&fleet, fleet_name, containers)?;
     if containers.is_empty() {
@@ -444,7 +533,7 @@ pub async fn destroy(
         state,
         author,
         &fleet,
-        &prepared,
+        prepared,
         expected_revision.or(Some(head.revision)),
         "destroy",
         None,
@@ -467,11 +556,11 @@ fn check_names(fleet: &Fleet, fleet_name: &str, containers: &[String]) -> Result
     }
 }
 
-/// The fleet's active operations (up to `revision`).
-fn active_ops(state: &State, fleet: &str, revision: Option<u64>) -> Result<Vec<Operation>> {
+/// The fleet's active operations (up to `revision`), shared with the store's cache.
+fn active_ops(state: &State, fleet: &str, revision: Option<u64>) -> Result<Vec<Arc<Operation>>> {
     Ok(state
         .store
-        .ops()?
+        .ops_shared()?
         .into_iter()
         .filter(|o| {
             o.fleet == fleet && o.state.is_active() && revision.is_none_or(|r| o.revision <= r)
@@ -525,7 +614,7 @@ fn store_revision(
     state: &State,
     author: &Identity,
     source_fleet: &Fleet,
-    prepared: &Prepared,
+    prepared: Prepared,
     expected: Option<u64>,
     action: &str,
     source: Option<(&str, &str)>,
@@ -552,7 +641,7 @@ fn store_revision(
         } else {
             summary
         },
-        desired: prepared.desired.clone(),
+        desired: prepared.desired,
         secrets,
         audit_action: action.into(),
         file_name: source.map(|(f, _)| f.to_string()).unwrap_or_default(),
@@ -562,9 +651,19 @@ fn store_revision(
         retry: crate::realise::failed_containers(state, name)?,
     };
     let rev = state.store.submit(&tx)?;
+    free_later((tx, prepared.fleet, prepared.plan));
     reconcile::pass(state, state.now_ms())?;
     state.changed();
     Ok(rev)
+}
+
+/// Frees `v` on the blocking pool, off the caller's path: the structures of a 10,000-container submit (spec,
+/// desired containers, plan, snapshot) take a tenth of a second to free, and the client need not wait for it.
+fn free_later<T: Send + 'static>(v: T) {
+    match tokio::runtime::Handle::try_current() {
+        Ok(rt) => drop(rt.spawn_blocking(move || drop(v))),
+        Err(_) => drop(v),
+    }
 }
 
 /// Whether a container of `fleet` is stuck failed (a resubmit of the same file retries it).

@@ -265,14 +265,20 @@ fn observed_ipv4(state: &State, node: &str, vm_id: u32) -> Option<String> {
 }
 
 /// The fleet's hooks: those of its latest revision (a fleet destroyed with `pxctl destroy` keeps its last
-/// submitted revision's hooks for the destroyed events). Revisions are read one by one, newest first, and
-/// the answer is cached per fleet revision (`cache`), so a rollout of many containers decodes a spec once.
+/// submitted revision's hooks for the destroyed events). A fleet whose record says it has none
+/// ([`crate::model::FleetRecord::has_hooks`]) has none, without reading a revision; otherwise revisions are read
+/// one by one, newest first, and the answer is cached per fleet revision (`cache`), so a rollout of many
+/// containers decodes a spec once.
 fn fleet_hooks(
     state: &State,
     fleet: &str,
     cache: &mut HashMap<String, (u64, Arc<Vec<Hook>>)>,
 ) -> Arc<Vec<Hook>> {
     let latest = match state.store.fleet(fleet) {
+        Ok(Some(f)) if f.has_hooks == Some(false) => {
+            cache.remove(fleet);
+            return Arc::default();
+        }
         Ok(Some(f)) => f.revision,
         Ok(None) => state
             .store
@@ -481,3 +487,6 @@ fn emit(state: &State, cx: &HookContext, r: &HookResult) {
 mod attempt;
 use attempt::attempt_once;
 pub use attempt::check_secrets;
+
+#[cfg(test)]
+mod tests;

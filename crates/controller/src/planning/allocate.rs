@@ -3,13 +3,13 @@
 //! the file; a name destroyed and created again gets its old one back while it is free), and MACs (never
 //! one another container holds, reports or was allocated).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use pxfleet_spec::{Diagnostic, Fleet};
 
 use super::{diag, Snapshot};
 use crate::config::VmIdRange;
-use crate::model::{DesiredContainer, ObservedContainer};
+use crate::model::{Allocation, DesiredContainer, ObservedContainer};
 use crate::scheduler;
 
 /// Stable placement: what the file leaves open keeps the value given before (`stored`: the fleet's desired
@@ -95,12 +95,12 @@ pub(super) fn vm_ids(
     file: &str,
     fleet: &mut Fleet,
     snap: &Snapshot,
-    others: &Snapshot,
+    others: &[&DesiredContainer],
     range: VmIdRange,
 ) -> Result<Vec<pxfleet_spec::Container>, Vec<Diagnostic>> {
     let name = fleet.name.clone();
     // vm_ids: never one that is desired anywhere, reported by any agent, or given explicitly in this file.
-    let mut taken: BTreeSet<u32> = others.desired.iter().map(|d| d.vm_id).collect();
+    let mut taken: BTreeSet<u32> = others.iter().map(|d| d.vm_id).collect();
     taken.extend(
         snap.observed
             .iter()
@@ -113,11 +113,13 @@ pub(super) fn vm_ids(
     );
     taken.extend(fleet.containers.values().filter_map(|c| c.vm_id));
     // A container name created before (and destroyed since) gets its vm_id back when it is still free.
+    let mut allocated: HashMap<&str, &Allocation> = HashMap::new();
+    for a in snap.allocations.iter().filter(|a| a.fleet == name) {
+        allocated.entry(a.name.as_str()).or_insert(a);
+    }
     for c in fleet.containers.values_mut().filter(|c| c.vm_id.is_none()) {
-        let again = snap
-            .allocations
-            .iter()
-            .find(|a| a.fleet == name && a.name == c.name)
+        let again = allocated
+            .get(c.name.as_str())
             .and_then(|a| a.vm_id)
             .filter(|id| (range.first..=range.last).contains(id) && !taken.contains(id));
         if let Some(id) = again {
@@ -192,8 +194,9 @@ fn assign_macs(
     snap: &Snapshot,
 ) -> Result<(), scheduler::ScheduleError> {
     use scheduler::MacHolder;
+    let names: HashSet<&str> = list.iter().map(|c| c.name.as_str()).collect();
     let mine = |f: &str, n: &str| {
-        if f == fleet && list.iter().any(|c| c.name == n) {
+        if f == fleet && names.contains(n) {
             MacHolder::Container(n.to_string())
         } else {
             MacHolder::Other

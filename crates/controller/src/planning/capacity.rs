@@ -3,7 +3,7 @@
 //! used), and the scheduler's candidate nodes with the memory and disk of containers scheduled there but not
 //! reported yet reserved, so that quick submits do not count on the same room twice.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use pxfleet_spec::{Diagnostic, Fleet};
 
@@ -20,16 +20,20 @@ pub(super) fn check_new_placements(
     fleet: &Fleet,
     snap: &Snapshot,
     stored: &BTreeMap<&str, &DesiredContainer>,
-    others: &Snapshot,
+    others: &[&DesiredContainer],
     seen: &HashSet<(&str, u32)>,
 ) -> Vec<Diagnostic> {
     let mut diags = Vec::new();
     // Disk reserved per (node, datastore) by other fleets' containers not created yet.
     let mut reserved_gib: BTreeMap<(&str, &str), u64> = BTreeMap::new();
-    for (node, _, c) in unobserved(seen, &others.desired) {
+    for (node, _, c) in unobserved(seen, others) {
         if let Some(ds) = &c.datastore_id {
             *reserved_gib.entry((node, ds.as_str())).or_default() += scheduler::disk_need_gib(c);
         }
+    }
+    let mut nodes: HashMap<&str, (&crate::model::NodeRecord, &NodeStatus)> = HashMap::new();
+    for (n, status) in &snap.nodes {
+        nodes.entry(n.name.as_str()).or_insert((n, status));
     }
     for (key, c) in &fleet.containers {
         let Some(node) = &c.node else { continue };
@@ -37,7 +41,7 @@ pub(super) fn check_new_placements(
         if !is_new_here || c.adopt {
             continue;
         }
-        let Some((n, status)) = snap.nodes.iter().find(|(n, _)| n.name == *node) else {
+        let Some(&(n, status)) = nodes.get(node.as_str()) else {
             continue;
         };
         if *status == NodeStatus::Cordoned || n.cordoned {
@@ -84,30 +88,38 @@ pub(super) fn check_new_placements(
 /// Every node as a scheduling candidate for `list` (this fleet's containers, some already placed), by name.
 pub(super) fn candidates(
     snap: &Snapshot,
-    others: &Snapshot,
+    others: &[&DesiredContainer],
     seen: &HashSet<(&str, u32)>,
     list: &[pxfleet_spec::Container],
 ) -> Vec<Candidate> {
+    let mut placed: HashMap<&str, Vec<&pxfleet_spec::Container>> = HashMap::new();
+    for c in list {
+        if let Some(node) = c.node.as_deref() {
+            placed.entry(node).or_default().push(c);
+        }
+    }
     let mut candidates: Vec<Candidate> = snap
         .nodes
         .iter()
         .map(|(n, status)| {
-            let placed = list
-                .iter()
-                .filter(|c| c.node.as_deref() == Some(n.name.as_str()));
-            Candidate::from_node(n, *status, placed)
+            let here = placed.get(n.name.as_str()).into_iter().flatten().copied();
+            Candidate::from_node(n, *status, here)
         })
         .collect();
     candidates.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut by_name: HashMap<String, usize> = HashMap::new();
+    for (j, cand) in candidates.iter().enumerate() {
+        by_name.entry(cand.name.clone()).or_insert(j);
+    }
     // Containers scheduled on a node (by any fleet, in any submit, this one included) that the node does not
     // report yet are not in its free memory: reserve their room so quick submits do not count on it twice.
     let mine = list
         .iter()
         .filter_map(|c| Some((c.node.as_deref()?, c.vm_id?, c)))
         .filter(|(n, v, _)| !seen.contains(&(*n, *v)));
-    for (node, _, c) in unobserved(seen, &others.desired).chain(mine) {
-        if let Some(cand) = candidates.iter_mut().find(|x| x.name == node) {
-            cand.reserve(c);
+    for (node, _, c) in unobserved(seen, others).chain(mine) {
+        if let Some(&j) = by_name.get(node) {
+            candidates[j].reserve(c);
         }
     }
     candidates

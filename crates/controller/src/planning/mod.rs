@@ -58,9 +58,9 @@ pub fn prepare(
     allocate::keep_placement(&mut fleet, &stored, snap);
     allocate::linked_clone_datastores(&mut fleet, snap);
     crate::adopt::fill_from_targets(&mut fleet, snap);
-    let others = snap.without_fleet(&name);
+    let others = snap.others_desired(&name);
     let mut diags =
-        pxfleet_spec::check_against_world(file, &fleet, &snapshot::Facts { snap: &others });
+        pxfleet_spec::check_against_world(file, &fleet, &snapshot::Facts::new(snap, &others));
     if file != "(stored spec)" {
         // A spec the controller changes itself (power, destroy) is not refused for a secret gone missing.
         diags.extend(crate::hooks::check_secrets(file, &fleet));
@@ -102,18 +102,18 @@ fn plan_against(file: &str, fleet: &Fleet, snap: &Snapshot) -> Result<Plan, Vec<
     let applied_fleet: Option<Fleet> = snap
         .head
         .as_ref()
-        .and_then(|r| serde_json::from_value::<Fleet>(r.spec.clone()).ok())
+        .and_then(|r| <Fleet as serde::Deserialize>::deserialize(&r.spec).ok())
         .map(without_passwords);
     let mut observed = spec_observed(&fleet.name, snap);
     observed.extend(crate::adopt::targets(fleet, snap));
     let nodes = nodes_facts(snap.nodes.iter().map(|(n, _)| n));
-    pxfleet_spec::plan::plan_on(
-        &without_passwords(fleet.clone()),
-        applied_fleet.as_ref(),
-        &observed,
-        &nodes,
-    )
-    .map_err(|e| {
+    // copied only when there are passwords to leave out
+    let planned = if fleet.containers.values().any(|c| c.password.is_some()) {
+        std::borrow::Cow::Owned(without_passwords(fleet.clone()))
+    } else {
+        std::borrow::Cow::Borrowed(fleet)
+    };
+    pxfleet_spec::plan::plan_on(&planned, applied_fleet.as_ref(), &observed, &nodes).map_err(|e| {
         e.problems
             .iter()
             .map(|p| diag(file, fleet, problem_path(p), p.to_string()))

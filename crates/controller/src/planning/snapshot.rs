@@ -3,7 +3,7 @@
 //! spec crate checks a fleet against (who holds a vm_id, hostname or address), where containers are observed,
 //! and the planner's view of this fleet's observed containers.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 
 use pxfleet_spec::observed::ObservedContainer as SpecObserved;
@@ -61,17 +61,9 @@ impl Snapshot {
         })
     }
 
-    /// The snapshot without `fleet`'s own desired containers (they are no conflict with themselves).
-    pub fn without_fleet(&self, fleet: &str) -> Snapshot {
-        Snapshot {
-            desired: self
-                .desired
-                .iter()
-                .filter(|d| d.fleet != fleet)
-                .cloned()
-                .collect(),
-            ..self.clone()
-        }
+    /// Every fleet's desired containers but `fleet`'s own (they are no conflict with themselves).
+    pub fn others_desired(&self, fleet: &str) -> Vec<&DesiredContainer> {
+        self.desired.iter().filter(|d| d.fleet != fleet).collect()
     }
 }
 
@@ -106,12 +98,60 @@ pub fn nodes_facts<'a>(nodes: impl IntoIterator<Item = &'a NodeRecord>) -> Nodes
         .collect()
 }
 
-/// World facts over a snapshot, for [`pxfleet_spec::check_against_world`].
+/// World facts over a snapshot and the other fleets' desired containers, for
+/// [`pxfleet_spec::check_against_world`]. Who holds a vm_id, hostname or address is looked up in maps built
+/// once (the first holder in the snapshot's order, observed before desired, as a scan finds it): the check asks
+/// for every container, and scanning the world each time made a resubmit of 10,000 containers quadratic.
 pub(super) struct Facts<'a> {
-    pub snap: &'a Snapshot,
+    nodes: Vec<&'a NodeRecord>,
+    node_by_name: HashMap<&'a str, &'a NodeRecord>,
+    observed_vm_id: HashMap<u32, &'a ObservedContainer>,
+    observed_hostname: HashMap<&'a str, &'a ObservedContainer>,
+    observed_address: HashMap<&'a str, &'a ObservedContainer>,
+    desired_vm_id: HashMap<u32, &'a DesiredContainer>,
+    desired_hostname: HashMap<&'a str, &'a DesiredContainer>,
+    desired_address: HashMap<IpAddr, &'a DesiredContainer>,
 }
 
-impl Facts<'_> {
+impl<'a> Facts<'a> {
+    /// `others`: the desired containers of every fleet but the one being checked.
+    pub(super) fn new(snap: &'a Snapshot, others: &[&'a DesiredContainer]) -> Facts<'a> {
+        let mut f = Facts {
+            nodes: snap.nodes.iter().map(|(n, _)| n).collect(),
+            node_by_name: HashMap::new(),
+            observed_vm_id: HashMap::new(),
+            observed_hostname: HashMap::new(),
+            observed_address: HashMap::new(),
+            desired_vm_id: HashMap::new(),
+            desired_hostname: HashMap::new(),
+            desired_address: HashMap::new(),
+        };
+        for (n, _) in &snap.nodes {
+            f.node_by_name.entry(n.name.as_str()).or_insert(n);
+        }
+        for o in &snap.observed {
+            f.observed_vm_id.entry(o.vm_id).or_insert(o);
+            f.observed_hostname.entry(o.hostname.as_str()).or_insert(o);
+            for a in &o.static_addresses {
+                f.observed_address.entry(a.as_str()).or_insert(o);
+            }
+        }
+        for &d in others {
+            f.desired_vm_id.entry(d.vm_id).or_insert(d);
+            f.desired_hostname
+                .entry(d.container.hostname.as_str())
+                .or_insert(d);
+            for i in &d.container.interfaces {
+                let v4 = i.ipv4.static_addr().map(IpAddr::V4);
+                let v6 = i.ipv6.static_addr().map(IpAddr::V6);
+                for a in v4.into_iter().chain(v6) {
+                    f.desired_address.entry(a).or_insert(d);
+                }
+            }
+        }
+        f
+    }
+
     fn holder_of(&self, o: &ObservedContainer) -> Holder {
         Holder {
             node: o.node.clone(),
@@ -132,65 +172,42 @@ impl Facts<'_> {
 
 impl WorldFacts for Facts<'_> {
     fn node_names(&self) -> Vec<String> {
-        self.snap
-            .nodes
-            .iter()
-            .map(|(n, _)| n.name.clone())
-            .collect()
+        self.nodes.iter().map(|n| n.name.clone()).collect()
     }
 
     fn node(&self, name: &str) -> Option<NodeFacts> {
-        let (n, _) = self.snap.nodes.iter().find(|(n, _)| n.name == name)?;
-        Some(node_facts(n))
+        self.node_by_name.get(name).map(|n| node_facts(n))
     }
 
     fn vm_id_holder(&self, vm_id: u32) -> Option<Holder> {
-        self.snap
-            .observed
-            .iter()
-            .find(|o| o.vm_id == vm_id)
+        self.observed_vm_id
+            .get(&vm_id)
             .map(|o| self.holder_of(o))
             .or_else(|| {
-                self.snap
-                    .desired
-                    .iter()
-                    .find(|d| d.vm_id == vm_id)
+                self.desired_vm_id
+                    .get(&vm_id)
                     .map(|d| self.holder_desired(d))
             })
     }
 
     fn hostname_holder(&self, hostname: &str) -> Option<Holder> {
-        self.snap
-            .observed
-            .iter()
-            .find(|o| o.hostname == hostname)
+        self.observed_hostname
+            .get(hostname)
             .map(|o| self.holder_of(o))
             .or_else(|| {
-                self.snap
-                    .desired
-                    .iter()
-                    .find(|d| d.container.hostname == hostname)
+                self.desired_hostname
+                    .get(hostname)
                     .map(|d| self.holder_desired(d))
             })
     }
 
     fn address_holder(&self, addr: IpAddr) -> Option<Holder> {
-        let a = addr.to_string();
-        self.snap
-            .observed
-            .iter()
-            .find(|o| o.static_addresses.contains(&a))
+        self.observed_address
+            .get(addr.to_string().as_str())
             .map(|o| self.holder_of(o))
             .or_else(|| {
-                self.snap
-                    .desired
-                    .iter()
-                    .find(|d| {
-                        d.container.interfaces.iter().any(|i| {
-                            i.ipv4.static_addr().map(IpAddr::V4) == Some(addr)
-                                || i.ipv6.static_addr().map(IpAddr::V6) == Some(addr)
-                        })
-                    })
+                self.desired_address
+                    .get(&addr)
                     .map(|d| self.holder_desired(d))
             })
     }
@@ -207,7 +224,7 @@ pub(super) fn observed_places(snap: &Snapshot) -> HashSet<(&str, u32)> {
 /// Desired containers of `desired` that no node reports at their place (`seen`) yet: `(node, vm_id, container)`.
 pub(super) fn unobserved<'a>(
     seen: &'a HashSet<(&'a str, u32)>,
-    desired: &'a [DesiredContainer],
+    desired: &'a [&'a DesiredContainer],
 ) -> impl Iterator<Item = (&'a str, u32, &'a pxfleet_spec::Container)> + 'a {
     desired
         .iter()
@@ -219,14 +236,15 @@ pub(super) fn unobserved<'a>(
 /// reports (see [`convert::spec_observed`]; without one, the applied spec with the observed size and power).
 /// Unmanaged containers only hold vm_ids, which the world checks already cover.
 pub fn spec_observed(fleet: &str, snap: &Snapshot) -> Vec<SpecObserved> {
+    let mut applied: HashMap<&str, &AppliedContainer> = HashMap::new();
+    for a in snap.applied.iter().filter(|a| a.fleet == fleet) {
+        applied.entry(a.name.as_str()).or_insert(a);
+    }
     snap.observed
         .iter()
         .filter_map(|o| {
             let m = o.managed.as_ref().filter(|m| m.fleet == fleet)?;
-            let a = snap
-                .applied
-                .iter()
-                .find(|a| a.fleet == fleet && a.name == m.name);
+            let a = applied.get(m.name.as_str()).copied();
             if o.config.is_none() && a.is_none() {
                 return None;
             }

@@ -353,18 +353,18 @@ pub fn failed_containers(
     state: &crate::state::State,
     fleet: &str,
 ) -> Result<Vec<String>, crate::store::StoreError> {
-    let mut latest: BTreeMap<String, &crate::model::Operation> = BTreeMap::new();
-    let ops = state.store.ops()?;
+    let mut latest: BTreeMap<&str, &crate::model::Operation> = BTreeMap::new();
+    let ops = state.store.ops_shared()?;
     for op in ops
         .iter()
         .filter(|o| o.fleet == fleet && !o.container.is_empty())
     {
-        latest.insert(op.container.clone(), op);
+        latest.insert(&op.container, op);
     }
     Ok(latest
         .into_iter()
         .filter(|(_, op)| op.state == crate::model::OpState::Failed)
-        .map(|(name, _)| name)
+        .map(|(name, _)| name.to_string())
         .collect())
 }
 

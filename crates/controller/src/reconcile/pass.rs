@@ -3,7 +3,7 @@
 //! operations are dispatched to connected agents within each node's window.
 
 use pxfleet_common::Stopwatch;
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 
 use super::decide::{adopt_node, backoff_ms, next_action, View};
 use super::dispatch::{self, Waiting};
@@ -124,6 +124,8 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
         .collect();
     let mut seeds_now = active_seeds.clone();
     let mut planned: Vec<Operation> = Vec::new();
+    // Operations planned by this pass and not stored yet (the pass holds the operations lock until they are).
+    let mut unstored: HashSet<String> = HashSet::new();
     // 2. the next operation per container
     let mut vanished_due = Millis::MAX;
     {
@@ -244,7 +246,8 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
         };
         tracing::info!(op = %op.id, fleet = %op.fleet, container = %op.container, node = %op.node,
             kind = op.kind.name(), attempt, reason = %op.reason, "operation planned");
-        state.store.put_op(&op)?;
+        // stored below: once, as dispatched, when this pass sends it; else as pending
+        unstored.insert(op.id.clone());
         emit(state, &op, "planned");
         planned.push(op);
     }
@@ -288,9 +291,17 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
                 });
             continue;
         }
-        if dispatch::send(state, op, password, now)? {
+        let sent = if unstored.remove(&op.id) {
+            dispatch::send_new(state, op, password, now)?
+        } else {
+            dispatch::send(state, op, password, now)?
+        };
+        if sent {
             *busy += 1;
         }
+    }
+    for op in planned.iter().filter(|o| unstored.contains(&o.id)) {
+        state.store.put_op(op)?;
     }
     state.backlog.replace(backlog);
     // what falls due next without any change: a backoff ends, an acknowledgement wait or a deadline passes, a

@@ -140,6 +140,37 @@ fn dispatch_is_windowed_per_node_and_drains() {
     assert_eq!(created.len(), 30, "every container's create was dispatched");
 }
 
+/// What a pass plans is stored whether it is sent or not: the operations it sends as dispatched, on the stream
+/// they went on, with the deadline they were sent with (stored once, never pending first); the ones the window
+/// holds back as pending, and they go out later.
+#[test]
+fn a_pass_stores_what_it_sends_as_dispatched_on_its_stream_and_what_waits_as_pending() {
+    let st = state();
+    let window = st.config.reconciler.dispatch_window as usize;
+    let (conn, mut rx) = st.sessions.register("n1");
+    submit(&st, many(window as u32 + 3));
+    pass(&st, st.now_ms()).unwrap();
+    let sent = operations_sent(&mut rx);
+    assert_eq!(sent.len(), window);
+    let ops = st.store.ops().unwrap();
+    assert_eq!(ops.len(), window + 3, "every planned operation is stored");
+    for o in &ops {
+        match sent.iter().find(|s| s.op_id == o.id) {
+            Some(s) => {
+                assert_eq!(o.state, OpState::Dispatched, "{}", o.id);
+                assert_eq!(o.dispatched_conn, conn);
+                assert_eq!(o.deadline_ms.map(|d| d as i64), Some(s.deadline_unix_ms));
+            }
+            None => {
+                assert_eq!(o.state, OpState::Pending, "{}", o.id);
+                assert_eq!(o.dispatched_ms, None);
+            }
+        }
+    }
+    finish(&st, &sent[0], true, true);
+    assert_eq!(operations_sent(&mut rx).len(), 1, "a held one goes out");
+}
+
 /// A result frees a slot of the node's window and the node's next due operation goes out with it, before any
 /// further pass; the window still holds, and every container is created once.
 #[test]

@@ -217,3 +217,117 @@ fn allocator_skips_taken_and_observed_ids() {
         "{err}"
     );
 }
+
+/// Placement as it was before candidates were ranked: every candidate asked for every container, the best one
+/// kept. The ranked placement must choose exactly the same node and datastore, and fail the same way.
+fn place_by_scan(
+    containers: &mut [Container],
+    candidates: &mut [Candidate],
+) -> Result<(), ScheduleError> {
+    let mut order: Vec<usize> = (0..containers.len()).collect();
+    order.sort_by(|a, b| containers[*a].name.cmp(&containers[*b].name));
+    for i in order {
+        let c = &mut containers[i];
+        if c.node.is_some() {
+            continue;
+        }
+        let mut best: Option<(usize, String)> = None;
+        for (j, cand) in candidates.iter().enumerate() {
+            if let Ok(ds) = cand.refuse(c) {
+                let better = best.as_ref().is_none_or(|(b, _)| {
+                    let b = &candidates[*b];
+                    (
+                        cand.fleet_containers,
+                        std::cmp::Reverse(cand.memory_free_mib),
+                        &cand.name,
+                    ) < (
+                        b.fleet_containers,
+                        std::cmp::Reverse(b.memory_free_mib),
+                        &b.name,
+                    )
+                });
+                if better {
+                    best = Some((j, ds));
+                }
+            }
+        }
+        let Some((j, ds)) = best else {
+            return Err(unplaceable(c, candidates));
+        };
+        c.datastore_id = Some(ds);
+        let cand = &mut candidates[j];
+        c.node = Some(cand.name.clone());
+        cand.fleet_containers += 1;
+        cand.fleet_labels.push(c.labels.clone());
+        cand.charge(c);
+    }
+    Ok(())
+}
+
+mod ranked_equals_scan {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Nodes (a name from a small set, so some repeat; free memory; cordoned or not; a `zone` label) and
+    /// containers (memory, allowed nodes, a `zone` constraint, an anti-affinity label).
+    #[allow(clippy::type_complexity)]
+    fn world() -> impl Strategy<
+        Value = (
+            Vec<(u8, u64, bool, u8)>,
+            Vec<(u64, Vec<u8>, Option<u8>, Option<u8>)>,
+        ),
+    > {
+        (
+            prop::collection::vec((0u8..8, 0u64..4000, any::<bool>(), 0u8..3), 0..8),
+            prop::collection::vec(
+                (
+                    1u64..1500,
+                    prop::collection::vec(0u8..8, 0..3),
+                    prop::option::of(0u8..3),
+                    prop::option::of(0u8..2),
+                ),
+                0..24,
+            ),
+        )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+        #[test]
+        fn ranked_placement_chooses_what_a_full_scan_chooses((nodes, cs) in world()) {
+            let cands: Vec<Candidate> = nodes
+                .iter()
+                .map(|(n, mem, cordoned, zone)| {
+                    let mut rec = node(&format!("n{n}"), *mem);
+                    rec.inventory.labels.insert("zone".into(), format!("z{zone}"));
+                    let status = if *cordoned { NodeStatus::Cordoned } else { NodeStatus::Ready };
+                    Candidate::from_node(&rec, status, [])
+                })
+                .collect();
+            let containers: Vec<Container> = cs
+                .iter()
+                .enumerate()
+                .map(|(i, (mem, only, zone, group))| {
+                    let mut c = container(&format!("c{i:02}"));
+                    c.node = None;
+                    c.memory = *mem;
+                    c.constraints.nodes = only.iter().map(|n| format!("n{n}")).collect();
+                    if let Some(z) = zone {
+                        c.constraints.node_labels.insert("zone".into(), format!("z{z}"));
+                    }
+                    if let Some(g) = group {
+                        c.labels.insert("group".into(), format!("g{g}"));
+                        c.constraints.anti_affinity = vec!["group".into()];
+                    }
+                    c
+                })
+                .collect();
+            let (mut a, mut ca) = (containers.clone(), cands.clone());
+            let (mut b, mut cb) = (containers, cands);
+            let ranked = place(&mut a, &mut ca);
+            let scanned = place_by_scan(&mut b, &mut cb);
+            prop_assert_eq!(ranked, scanned);
+            prop_assert_eq!(a, b);
+        }
+    }
+}

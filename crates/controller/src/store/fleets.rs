@@ -2,7 +2,7 @@
 //! allocations), allocations kept across destroy, and the desired node following an adopted or drained
 //! container.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use sled::transaction::{ConflictableTransactionError, Transactional, TransactionalTree};
@@ -11,6 +11,20 @@ use super::{
     abort, enc, key2, prefix, revision_key, tx_get, unwrap_tx, Store, StoreError, SubmitTx,
 };
 use crate::model::{Allocation, AuditEntry, DesiredContainer, FleetRecord, Revision};
+
+/// A [`Revision`] as it is written, borrowing the spec: a 10,000-container spec is not copied to be encoded
+/// (the same fields, so it reads back as a `Revision`).
+#[derive(serde::Serialize)]
+struct RevisionOut<'a> {
+    fleet: &'a str,
+    revision: u64,
+    author: &'a str,
+    created_ms: crate::model::Millis,
+    spec: &'a serde_json::Value,
+    summary: &'a str,
+    file_name: &'a str,
+    source_sha256: &'a str,
+}
 
 impl Store {
     pub fn fleet(&self, name: &str) -> Result<Option<FleetRecord>, StoreError> {
@@ -26,6 +40,16 @@ impl Store {
     }
 
     pub fn revision(&self, fleet: &str, rev: u64) -> Result<Option<Revision>, StoreError> {
+        Self::get(&self.revisions, "revisions", &revision_key(fleet, rev))
+    }
+
+    /// Part of a revision: the fields `T` names, the others skipped without being decoded (a revision's spec
+    /// holds every container).
+    pub fn revision_part<T: serde::de::DeserializeOwned>(
+        &self,
+        fleet: &str,
+        rev: u64,
+    ) -> Result<Option<T>, StoreError> {
         Self::get(&self.revisions, "revisions", &revision_key(fleet, rev))
     }
 
@@ -154,14 +178,19 @@ impl Store {
         }
         let revision = current + 1;
         let old: Vec<DesiredContainer> = tx_get(desired, "desired", key)?.unwrap_or_default();
+        let mut old_by_name: HashMap<&str, &DesiredContainer> = HashMap::new();
+        for o in &old {
+            old_by_name.entry(o.name.as_str()).or_insert(o);
+        }
+        let retry: HashSet<&str> = tx.retry.iter().map(String::as_str).collect();
         let new: Vec<DesiredContainer> = tx
             .desired
             .iter()
             .map(|d| {
                 let mut d = d.clone();
-                d.revision = match old.iter().find(|o| o.name == d.name) {
+                d.revision = match old_by_name.get(d.name.as_str()) {
                     Some(o)
-                        if !tx.retry.contains(&d.name)
+                        if !retry.contains(d.name.as_str())
                             && o.node == d.node
                             && o.vm_id == d.vm_id
                             && o.container == d.container
@@ -181,15 +210,15 @@ impl Store {
         }
         revisions.insert(
             revision_key(&tx.fleet, revision),
-            enc(&Revision {
-                fleet: tx.fleet.clone(),
+            enc(&RevisionOut {
+                fleet: &tx.fleet,
                 revision,
-                author: tx.author.clone(),
+                author: &tx.author,
                 created_ms: tx.time_ms,
-                spec: tx.spec.clone(),
-                summary: tx.summary.clone(),
-                file_name: tx.file_name.clone(),
-                source_sha256: tx.source_sha256.clone(),
+                spec: &tx.spec,
+                summary: &tx.summary,
+                file_name: &tx.file_name,
+                source_sha256: &tx.source_sha256,
             }),
         )?;
         fleets.insert(
@@ -199,6 +228,7 @@ impl Store {
                 revision,
                 author: tx.author.clone(),
                 updated_ms: tx.time_ms,
+                has_hooks: has_hooks(tx, head.as_ref()),
             }),
         )?;
         let id = audit.generate_id()?;
@@ -265,5 +295,22 @@ impl Store {
             Ok(true)
         });
         unwrap_tx(r)
+    }
+}
+
+/// Whether the fleet has hooks once `tx` is stored on `head`, by the rule the hook worker reads revisions with
+/// (`crate::hooks`): a spec that names hooks has them (the normalised spec writes `hooks` only when there are
+/// some); one submitted from a file without them has none; a revision the controller made itself (power,
+/// destroy) without them keeps what the revision before had. Unknown (`None`) when that is unknown.
+fn has_hooks(tx: &SubmitTx, head: Option<&FleetRecord>) -> Option<bool> {
+    if tx.spec.get("hooks").is_some_and(|h| !h.is_null()) {
+        Some(true)
+    } else if !tx.file_name.is_empty() {
+        Some(false)
+    } else {
+        match head {
+            None => Some(false),
+            Some(h) => h.has_hooks,
+        }
     }
 }

@@ -6,8 +6,13 @@ use super::{enc, Store, StoreError};
 use crate::model::{Millis, Operation};
 
 impl Store {
+    /// Stores `op`; the cache of decoded operations learns it at once, so the pass or read that follows does not
+    /// decode it again (10,000 operations written by one pass took a second to decode).
     pub fn put_op(&self, op: &Operation) -> Result<(), StoreError> {
-        self.operations.insert(op.id.as_bytes(), enc(op))?;
+        let bytes = sled::IVec::from(enc(op));
+        self.operations.insert(op.id.as_bytes(), bytes.clone())?;
+        self.ops_cache
+            .remember(op.id.as_bytes(), bytes, Arc::new(op.clone()));
         Ok(())
     }
 

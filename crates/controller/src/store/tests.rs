@@ -55,7 +55,20 @@ fn submit_writes_everything_and_numbers_revisions() {
         revs.iter().map(|r| r.revision).collect::<Vec<_>>(),
         vec![1, 2]
     );
-    assert_eq!(revs[0].author, "user/alice");
+    assert_eq!(
+        revs[1],
+        crate::model::Revision {
+            fleet: "dev".into(),
+            revision: 2,
+            author: "user/alice".into(),
+            created_ms: 1,
+            spec: serde_json::json!({"fleet": "dev"}),
+            summary: "test".into(),
+            file_name: "fleet.yaml".into(),
+            source_sha256: "ab".repeat(32),
+        },
+        "a revision reads back whole"
+    );
     let d = s.desired("dev").unwrap();
     // a is unchanged since revision 1, b was added in 2
     assert_eq!(
