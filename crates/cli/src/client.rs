@@ -16,11 +16,15 @@ pub struct Client {
     pub url: String,
 }
 
+/// The largest answer pxctl reads. tonic's default of 4 MiB is less than the plan of a few thousand containers
+/// (about 1.8 KB each in `plan_json`, 18 MB at 10,000) or their `get containers` rows.
+pub const MAX_ANSWER_BYTES: usize = 512 << 20;
+
 impl Client {
     /// Wraps an existing channel (tests).
     pub fn from_channel(channel: Channel, url: impl Into<String>) -> Client {
         Client {
-            api: FleetServiceClient::new(channel),
+            api: FleetServiceClient::new(channel).max_decoding_message_size(MAX_ANSWER_BYTES),
             url: url.into(),
         }
     }
