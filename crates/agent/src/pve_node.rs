@@ -381,9 +381,8 @@ mod tests {
     );
     const TEMPLATES: &str = r#"[{"content":"vztmpl","format":"tzst","size":123456,"volid":"local:vztmpl/debian-13-standard_13.6-1_amd64.tar.zst"}]"#;
 
-    #[tokio::test]
-    async fn the_inventory_after_an_operation_reads_only_storages_and_templates() {
-        let runner = Arc::new(ScriptedRunner::new());
+    /// The two listings an inventory reads, the templates listing answering `templates`.
+    fn expect_listings<'r>(runner: &'r ScriptedRunner, templates: &str) -> &'r ScriptedRunner {
         runner
             .expect(
                 &[
@@ -405,12 +404,17 @@ mod tests {
                     "--content",
                     "vztmpl",
                 ],
-                Output::ok(TEMPLATES),
+                Output::ok(templates),
             )
-            .expect(
-                &["pvesm", "path", "local:vztmpl/pxfleet-probe.tar.zst"],
-                Output::ok("/var/lib/vz/template/cache/pxfleet-probe.tar.zst\n"),
-            );
+    }
+
+    #[tokio::test]
+    async fn the_inventory_after_an_operation_reads_only_storages_and_templates() {
+        let runner = Arc::new(ScriptedRunner::new());
+        expect_listings(&runner, TEMPLATES).expect(
+            &["pvesm", "path", "local:vztmpl/pxfleet-probe.tar.zst"],
+            Output::ok("/var/lib/vz/template/cache/pxfleet-probe.tar.zst\n"),
+        );
         let node = PveNode::new(Node::new("pve1", runner.clone()));
         let inv = node.inventory().await.expect("inventory");
         // no version, cluster, node status or network call: the script would have failed on it
@@ -428,29 +432,7 @@ mod tests {
         assert_eq!(inv.templates[0].storage, "local");
 
         // the template directory is cached: a second inventory does not ask `pvesm path` again
-        runner
-            .expect(
-                &[
-                    "pvesh",
-                    "get",
-                    "/nodes/pve1/storage",
-                    "--output-format",
-                    "json",
-                ],
-                Output::ok(STORAGES),
-            )
-            .expect(
-                &[
-                    "pvesh",
-                    "get",
-                    "/nodes/pve1/storage/local/content",
-                    "--output-format",
-                    "json",
-                    "--content",
-                    "vztmpl",
-                ],
-                Output::ok("[]"),
-            );
+        expect_listings(&runner, "[]");
         let again = node.inventory().await.expect("inventory");
         assert_eq!(runner.remaining(), 0);
         assert!(again.templates.is_empty());
