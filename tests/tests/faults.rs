@@ -427,10 +427,17 @@ async fn concurrent_submits_one_wins_and_parallel_fleets_all_converge() {
             converged: true,
             ..Default::default()
         };
-        for (name, _, file, names) in &fleets {
-            let secs = wait_converged(&c, name, names, CONVERGE)
-                .await
-                .map(|_| t0.elapsed().as_secs_f64());
+        // every fleet converges before any is checked: while one is still creating, its containers hold
+        // `lock: create` without a mark (as on PVE), which the check of another fleet would count as half-made
+        let mut times = Vec::new();
+        for (name, _, _, names) in &fleets {
+            times.push(
+                wait_converged(&c, name, names, CONVERGE)
+                    .await
+                    .map(|_| t0.elapsed().as_secs_f64()),
+            );
+        }
+        for ((name, _, file, names), secs) in fleets.iter().zip(times) {
             let r = check(&c, name, Some(file), names, secs).await;
             all.converged &= r.converged;
             all.duplicates += r.duplicates;

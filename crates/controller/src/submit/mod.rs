@@ -9,20 +9,25 @@
 //! taken on the async side and moved into the blocking work, so they are held until it ends even when the
 //! caller goes away meanwhile.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use pxfleet_spec::{Diagnostic, Fleet, MemFiles};
 use pxfleet_tls::Identity;
-use sha2::Digest as _;
 
 use crate::error::{Error, Result};
-use crate::model::{ContainerStatus, DesiredContainer, Operation, Revision};
+use crate::model::{ContainerStatus, DesiredContainer, Operation};
 use crate::planning::{prepare, Prepared, Snapshot};
 use crate::policy::PolicyReport;
+use crate::query;
 use crate::state::State;
-use crate::store::{StoreError, SubmitTx};
-use crate::{query, reconcile};
+use crate::store::StoreError;
+
+mod change;
+mod store;
+
+pub use change::{destroy, set_power};
+use store::{active_ops, free_later, store_revision};
 
 /// A fleet as a client sends it: the file's name and text, and the files it includes.
 #[derive(Debug, Clone, Default)]
@@ -75,14 +80,6 @@ impl Source {
             &prepared.plan,
         )
     }
-}
-
-/// A random root password: 24 characters from an unambiguous alphabet.
-pub fn generate_password() -> String {
-    const ALPHABET: &[u8] = b"ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789";
-    (0..24)
-        .map(|_| ALPHABET[rand::random_range(0..ALPHABET.len())] as char)
-        .collect()
 }
 
 /// What `plan` answers: the plan, or the diagnostics that refuse the fleet. `fleet` is empty when the file
@@ -159,19 +156,6 @@ fn prepare_now(
     let snap = snapshot(state, &fleet.name)?;
     let prepared = prepare(file, fleet, &snap, state.config.vm_ids, snap.revision + 1);
     Ok((snap, prepared))
-}
-
-/// Prepares a stored spec changed by the controller itself (power, destroy): any diagnostic refuses it.
-fn prepare_stored(state: &State, fleet: Fleet) -> Result<Prepared> {
-    let (_, prepared) = prepare_now(state, "(stored spec)", fleet)?;
-    prepared.map_err(|d| {
-        Error::FailedPrecondition(
-            d.iter()
-                .map(|d| d.message.clone())
-                .collect::<Vec<_>>()
-                .join("; "),
-        )
-    })
 }
 
 /// Runs `work` on the blocking pool and waits for it (a panic there becomes an internal error).
@@ -411,261 +395,6 @@ fn check_saved_plan(
     Ok(())
 }
 
-/// The stored spec of `fleet` with the containers named (all when empty) set to start or stop; a restart
-/// also stops them once the revision is stored (the reconciler starts them again).
-pub async fn set_power(
-    state: &Arc<State>,
-    author: &Identity,
-    fleet_name: &str,
-    containers: &[String],
-    action: PowerAction,
-    expected_revision: Option<u64>,
-) -> Result<Changed> {
-    let guard = state.fleet_lock(fleet_name).lock_owned().await;
-    let (st, author, fleet_name, containers) = (
-        state.clone(),
-        author.clone(),
-        fleet_name.to_string(),
-        containers.to_vec(),
-    );
-    blocking(move || {
-        let _held = guard;
-        set_power_locked(
-            &st,
-            &author,
-            &fleet_name,
-            &containers,
-            action,
-            expected_revision,
-        )
-    })
-    .await?
-}
-
-fn set_power_locked(
-    state: &State,
-    author: &Identity,
-    fleet_name: &str,
-    containers: &[String],
-    action: PowerAction,
-    expected_revision: Option<u64>,
-) -> Result<Changed> {
-    let (head, mut fleet) = stored_spec(state, fleet_name)?;
-    check_names(&fleet, fleet_name, containers)?;
-    let desired = if action == PowerAction::Stop {
-        pxfleet_spec::DesiredState::Stopped
-    } else {
-        pxfleet_spec::DesiredState::Running
-    };
-    let chosen: Vec<String> = fleet
-        .containers
-        .keys()
-        .filter(|k| containers.is_empty() || containers.contains(k))
-        .cloned()
-        .collect();
-    for k in &chosen {
-        if let Some(c) = fleet.containers.get_mut(k) {
-            c.state = desired;
-        }
-    }
-    let prepared = prepare_stored(state, fleet.clone())?;
-    let verb = action.verb();
-    let revision = store_revision(
-        state,
-        author,
-        &fleet,
-        prepared,
-        expected_revision.or(Some(head.revision)),
-        verb,
-        None,
-    )?;
-    // A restart of a running container: stopped here, started again by the reconciler (its state is
-    // running). Only once the revision is stored, so a refused one stops nothing.
-    if action == PowerAction::Restart {
-        reconcile::queue_restarts(state, fleet_name, &chosen, revision)?;
-        state.changed();
-    }
-    tracing::info!(fleet = %fleet_name, revision, action = verb, containers = ?chosen, "power state changed");
-    Ok(Changed {
-        revision,
-        operations: active_ops(state, fleet_name, Some(revision))?,
-    })
-}
-
-/// Destroys the containers named (the whole fleet when none) by storing a revision without them.
-pub async fn destroy(
-    state: &Arc<State>,
-    author: &Identity,
-    fleet_name: &str,
-    containers: &[String],
-    expected_revision: Option<u64>,
-) -> Result<Changed> {
-    let guard = state.fleet_lock(fleet_name).lock_owned().await;
-    let (st, author, fleet_name, containers) = (
-        state.clone(),
-        author.clone(),
-        fleet_name.to_string(),
-        containers.to_vec(),
-    );
-    blocking(move || {
-        let _held = guard;
-        destroy_locked(&st, &author, &fleet_name, &containers, expected_revision)
-    })
-    .await?
-}
-
-fn destroy_locked(
-    state: &State,
-    author: &Identity,
-    fleet_name: &str,
-    containers: &[String],
-    expected_revision: Option<u64>,
-) -> Result<Changed> {
-    let (head, mut fleet) = stored_spec(state, fleet_name)?;
-    check_names(&fleet, fleet_name, containers)?;
-    if containers.is_empty() {
-        fleet.containers.clear();
-    } else {
-        fleet.containers.retain(|k, _| !containers.contains(k));
-    }
-    let prepared = prepare_stored(state, fleet.clone())?;
-    let revision = store_revision(
-        state,
-        author,
-        &fleet,
-        prepared,
-        expected_revision.or(Some(head.revision)),
-        "destroy",
-        None,
-    )?;
-    Ok(Changed {
-        revision,
-        operations: active_ops(state, fleet_name, None)?,
-    })
-}
-
-fn check_names(fleet: &Fleet, fleet_name: &str, containers: &[String]) -> Result<()> {
-    match containers
-        .iter()
-        .find(|c| !fleet.containers.contains_key(*c))
-    {
-        Some(c) => Err(Error::NotFound(format!(
-            "fleet {fleet_name} has no container {c}"
-        ))),
-        None => Ok(()),
-    }
-}
-
-/// The fleet's active operations (up to `revision`), shared with the store's cache.
-fn active_ops(state: &State, fleet: &str, revision: Option<u64>) -> Result<Vec<Arc<Operation>>> {
-    Ok(state
-        .store
-        .ops_shared()?
-        .into_iter()
-        .filter(|o| {
-            o.fleet == fleet && o.state.is_active() && revision.is_none_or(|r| o.revision <= r)
-        })
-        .collect())
-}
-
-/// The fleet's head revision and its stored spec, made ready to be prepared again: passwords from the
-/// secrets tree, and `node` left open again where the scheduler (not the file) chose it, so that a
-/// container moved by hand stays adoptable.
-fn stored_spec(state: &State, fleet: &str) -> Result<(Revision, Fleet)> {
-    let st = &state.store;
-    let head = st
-        .revision(fleet, st.fleet(fleet)?.map(|f| f.revision).unwrap_or(0))?
-        .ok_or_else(|| Error::NotFound(format!("no fleet {fleet}")))?;
-    let mut spec: Fleet = serde_json::from_value(head.spec.clone())
-        .map_err(|e| Error::Internal(format!("stored spec of fleet {fleet} unreadable: {e}")))?;
-    let secrets = st.secrets(fleet)?;
-    let placed: BTreeMap<String, bool> = st
-        .desired(fleet)?
-        .into_iter()
-        .map(|d| (d.name, d.node_pinned))
-        .collect();
-    for (k, c) in spec.containers.iter_mut() {
-        c.password = secrets.get(k).map(|p| pxfleet_spec::Secret::new(p.clone()));
-        if placed.get(k) == Some(&false) {
-            c.node = None;
-        }
-    }
-    Ok((head, spec))
-}
-
-/// Every container's password: the one the fleet gives, else the stored one, else a new one.
-fn merge_secrets(source_fleet: &Fleet, old: &BTreeMap<String, String>) -> BTreeMap<String, String> {
-    source_fleet
-        .containers
-        .iter()
-        .map(|(k, c)| {
-            let pw = match &c.password {
-                Some(p) => p.expose().to_string(),
-                None => old.get(k).cloned().unwrap_or_else(generate_password),
-            };
-            (k.clone(), pw)
-        })
-        .collect()
-}
-
-/// Stores a new revision of `prepared` (under the fleet lock), then runs a reconcile pass so the
-/// operations exist when the caller returns.
-fn store_revision(
-    state: &State,
-    author: &Identity,
-    source_fleet: &Fleet,
-    prepared: Prepared,
-    expected: Option<u64>,
-    action: &str,
-    source: Option<(&str, &str)>,
-) -> Result<u64> {
-    let name = &prepared.fleet.name;
-    let secrets = merge_secrets(source_fleet, &state.store.secrets(name)?);
-    let summary = prepared
-        .plan
-        .summary
-        .parts()
-        .iter()
-        .filter(|(_, n)| *n > 0)
-        .map(|(l, n)| format!("{n} {l}"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let tx = SubmitTx {
-        fleet: name.clone(),
-        expected_revision: expected,
-        author: author.uri(),
-        time_ms: state.now_ms(),
-        spec: serde_json::to_value(&prepared.fleet).map_err(|e| Error::Internal(e.to_string()))?,
-        summary: if summary.is_empty() {
-            "no changes".into()
-        } else {
-            summary
-        },
-        desired: prepared.desired,
-        secrets,
-        audit_action: action.into(),
-        file_name: source.map(|(f, _)| f.to_string()).unwrap_or_default(),
-        source_sha256: source
-            .map(|(_, text)| hex::encode(sha2::Sha256::digest(text.as_bytes())))
-            .unwrap_or_default(),
-        retry: crate::realise::failed_containers(state, name)?,
-    };
-    let rev = state.store.submit(&tx)?;
-    free_later((tx, prepared.fleet, prepared.plan));
-    reconcile::pass(state, state.now_ms())?;
-    state.changed();
-    Ok(rev)
-}
-
-/// Frees `v` on the blocking pool, off the caller's path: the structures of a 10,000-container submit (spec,
-/// desired containers, plan, snapshot) take a tenth of a second to free, and the client need not wait for it.
-fn free_later<T: Send + 'static>(v: T) {
-    match tokio::runtime::Handle::try_current() {
-        Ok(rt) => drop(rt.spawn_blocking(move || drop(v))),
-        Err(_) => drop(v),
-    }
-}
-
 /// Whether a container of `fleet` is stuck failed (a resubmit of the same file retries it).
 fn has_failed(state: &State, fleet: &str) -> Result<bool> {
     Ok(query::container_rows(state)?
@@ -701,36 +430,4 @@ fn unchanged(state: &State, source: &Fleet, prepared: &Prepared, snap: &Snapshot
             .is_none_or(|p| secrets.get(k).map(String::as_str) == Some(p.expose()))
     });
     Ok(old == new && passwords_same)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn generated_passwords_are_24_unambiguous_characters() {
-        let a = generate_password();
-        assert_eq!(a.len(), 24);
-        assert!(a
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() && !"0O1lI".contains(c)));
-        assert_ne!(a, generate_password());
-    }
-
-    #[test]
-    fn given_passwords_win_then_stored_ones_then_new_ones() {
-        let fleet = pxfleet_spec::parse_fleet(
-            "fleet.yaml",
-            "fleet: dev\ntemplates: {deb: {pveam: debian-12-standard_12.7-1_amd64.tar.zst}}\n\
-             defaults: {template: deb, datastore_id: local-lvm, memory: 512}\ncontainers:\n  \
-             a: {password: given-password}\n  b: {}\n  c: {}\n",
-            &pxfleet_spec::NoFiles,
-        )
-        .unwrap();
-        let old = BTreeMap::from([("b".to_string(), "kept".to_string())]);
-        let merged = merge_secrets(&fleet, &old);
-        assert_eq!(merged["a"], "given-password");
-        assert_eq!(merged["b"], "kept");
-        assert_eq!(merged["c"].len(), 24);
-    }
 }
