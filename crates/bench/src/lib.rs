@@ -249,6 +249,8 @@ async fn run_in(
     let submit = api.submit(pb::SubmitRequest {
         file_name: "bench.yaml".into(),
         source: yaml,
+        // as pxctl submit: the plan was shown before, the answer need not carry it (18 MB at 10,000)
+        omit_plan: true,
         ..Default::default()
     });
     // A Submit that does not answer within the stall time is reported like a stalled convergence.

@@ -139,6 +139,7 @@ impl FleetService for FleetApi {
             expected_revision: r.expected_revision,
             plan_json: r.plan_json,
             retry_failed: r.retry_failed,
+            omit_plan: r.omit_plan,
         };
         let s = crate::submit::submit(
             &self.state,

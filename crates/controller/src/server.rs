@@ -71,6 +71,10 @@ pub async fn run_with_clock(
 ) -> Result<(), ServerError> {
     let dir_lock = DataDirLock::acquire(&config.data_dir)?;
     let db = config.db_path();
+    // No other controller holds the data dir now, but sled's own threads may hold the database a moment
+    // after its last handle in this process was dropped (`pxcontroller dev` stores join tokens just before,
+    // a test restarts on the same dir): opening it then fails with "could not acquire lock".
+    datadir::wait_store_released(&db, RELEASE_LIMIT).await?;
     let store =
         Store::open_sealed(&db, &config.seal_key_path()).map_err(|source| ServerError::Store {
             path: db.clone(),

@@ -268,6 +268,8 @@ async fn enrol_connect_submit_dispatch_and_converge() {
     let resp = admin.submit(submit_req(FLEET)).await.unwrap().into_inner();
     assert!(resp.diagnostics.is_empty(), "{:?}", resp.diagnostics);
     assert_eq!(resp.revision, 1);
+    // the answer carries the plan it applied unless the client says it has it (pxctl)
+    assert!(resp.plan_json.contains("\"web\""), "{}", resp.plan_json);
     let seed = agent.next_op().await;
     let Some(pb::operation::Kind::SeedTemplate(s)) = &seed.kind else {
         panic!("expected a seed: {seed:?}")
@@ -386,13 +388,18 @@ async fn enrol_connect_submit_dispatch_and_converge() {
         "unchanged resubmit stored something"
     );
 
-    // memory changed: an update with the new spec
+    // memory changed: an update with the new spec (answered without the plan: the client asked so)
     let resp = admin
-        .submit(submit_req(&FLEET.replace("memory: 1024", "memory: 2048")))
+        .submit(pb::SubmitRequest {
+            omit_plan: true,
+            ..submit_req(&FLEET.replace("memory: 1024", "memory: 2048"))
+        })
         .await
         .unwrap()
         .into_inner();
     assert!(resp.diagnostics.is_empty(), "{:?}", resp.diagnostics);
+    assert_eq!((resp.revision, resp.operations.len()), (2, 1));
+    assert!(resp.plan_json.is_empty(), "{}", resp.plan_json);
     let update = agent.next_op().await;
     let Some(pb::operation::Kind::Update(u)) = &update.kind else {
         panic!("expected an update: {update:?}")

@@ -75,6 +75,8 @@ pub async fn run(client: &mut Client, a: &SubmitArgs, io: &mut Io<'_>) -> Result
                 expected_revision: Some(rp.base_revision),
                 plan_json,
                 retry_failed: a.retry_failed,
+                // shown above; the answer need not carry it again
+                omit_plan: true,
             })
             .await?
             .into_inner();
