@@ -181,10 +181,14 @@ pub async fn run(opts: &BenchOptions, progress: impl Fn(&str)) -> Result<Report,
     let mut builder = tempfile::Builder::new();
     builder.prefix("pxfleet-bench-");
     let tmp = match &opts.work_dir {
-        Some(d) => builder.tempdir_in(d),
-        None => builder.tempdir(),
-    }
-    .map_err(io(Path::new("temporary directory")))?;
+        Some(d) => {
+            std::fs::create_dir_all(d).map_err(io(d))?;
+            builder.tempdir_in(d).map_err(io(d))?
+        }
+        None => builder
+            .tempdir()
+            .map_err(io(Path::new("temporary directory")))?,
+    };
     let root = tmp.path().to_path_buf();
     let result = run_in(opts, &root, &progress).await;
     let kept = if opts.keep || result.is_err() && std::env::var_os("PXFLEET_BENCH_KEEP").is_some() {

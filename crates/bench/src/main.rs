@@ -50,7 +50,7 @@ struct Cli {
     /// Tokio worker threads for the agents (default: one per CPU).
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
-    /// Directory for the run's temporary files (default: the system temp dir).
+    /// Directory for the run's temporary files, created when missing (default: the system temp dir).
     #[arg(long, value_name = "DIR")]
     work_dir: Option<PathBuf>,
     /// Keep the temporary directory (controller data and log, agent journals) and print its path.

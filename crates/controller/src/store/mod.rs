@@ -143,6 +143,7 @@ pub struct Store {
 /// sled's page cache. Its default (1 GiB) let the cache grow with the store: the hot trees are also held
 /// decoded (store_cache.rs), so the pages of a 10,000-container store are read from the OS's page cache when
 /// sled drops them, at a small cost, instead of being held twice.
+/// A 16 MiB cache was measured worse at 10,000 containers (peak RSS 404 MiB against 372-384 MiB, and slower).
 const SLED_CACHE_BYTES: u64 = 64 << 20;
 
 fn enc<T: Serialize>(v: &T) -> Vec<u8> {
