@@ -390,7 +390,7 @@ mod tests {
                 expected_revision: Some(0),
                 author: "admin".into(),
                 time_ms: 5,
-                spec: serde_json::json!({"name": "dev"}),
+                spec: crate::store::spec_json(&serde_json::json!({"name": "dev"})).unwrap(),
                 summary: "1 to create".into(),
                 desired: vec![d],
                 secrets: [("web".to_string(), "pw-123456".to_string())].into(),

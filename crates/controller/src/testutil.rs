@@ -179,7 +179,7 @@ pub fn submit_dev(
             expected_revision: Some(rev),
             author: "test".into(),
             time_ms: 0,
-            spec,
+            spec: crate::store::spec_json(&spec).unwrap(),
             summary: String::new(),
             desired,
             secrets,

@@ -87,7 +87,7 @@ fn populated(dir: &std::path::Path, key: &std::path::Path) {
             expected_revision: Some(0),
             author: "admin".into(),
             time_ms: 5,
-            spec,
+            spec: pxfleet_controller::store::spec_json(&spec).unwrap(),
             summary: "nothing".into(),
             desired,
             secrets: [("web".to_string(), "pw-123456".to_string())].into(),

@@ -31,7 +31,7 @@ fn submit(st: &crate::state::State, spec: serde_json::Value, file: &str) {
             expected_revision: Some(rev.unwrap_or(0)),
             author: "test".into(),
             time_ms: 0,
-            spec,
+            spec: crate::store::spec_json(&spec).unwrap(),
             summary: String::new(),
             desired: vec![],
             secrets: Default::default(),

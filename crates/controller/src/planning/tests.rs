@@ -89,7 +89,7 @@ impl Stored {
                 expected_revision: Some(rev),
                 author: "test".into(),
                 time_ms: 0,
-                spec: serde_json::to_value(&p.fleet).unwrap(),
+                spec: crate::store::spec_json(&p.fleet).unwrap(),
                 summary: String::new(),
                 desired: p.desired.clone(),
                 secrets: BTreeMap::new(),

@@ -20,7 +20,7 @@ struct RevisionOut<'a> {
     revision: u64,
     author: &'a str,
     created_ms: crate::model::Millis,
-    spec: &'a serde_json::Value,
+    spec: &'a serde_json::value::RawValue,
     summary: &'a str,
     file_name: &'a str,
     source_sha256: &'a str,
@@ -302,8 +302,18 @@ impl Store {
 /// (`crate::hooks`): a spec that names hooks has them (the normalised spec writes `hooks` only when there are
 /// some); one submitted from a file without them has none; a revision the controller made itself (power,
 /// destroy) without them keeps what the revision before had. Unknown (`None`) when that is unknown.
+/// Whether a spec's `hooks` is present and not null, read without building the rest of the spec.
+pub(super) fn spec_has_hooks(spec: &serde_json::value::RawValue) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Hooks {
+        #[serde(default)]
+        hooks: Option<serde::de::IgnoredAny>,
+    }
+    serde_json::from_str::<Hooks>(spec.get()).is_ok_and(|h| h.hooks.is_some())
+}
+
 fn has_hooks(tx: &SubmitTx, head: Option<&FleetRecord>) -> Option<bool> {
-    if tx.spec.get("hooks").is_some_and(|h| !h.is_null()) {
+    if spec_has_hooks(&tx.spec) {
         Some(true)
     } else if !tx.file_name.is_empty() {
         Some(false)

@@ -21,7 +21,7 @@ fn tx(fleet: &str, expected: Option<u64>, desired: Vec<DesiredContainer>) -> Sub
         expected_revision: expected,
         author: "user/alice".into(),
         time_ms: 1,
-        spec: serde_json::json!({"fleet": fleet}),
+        spec: crate::store::spec_json(&serde_json::json!({"fleet": fleet})).unwrap(),
         summary: "test".into(),
         desired,
         secrets: [("a".to_string(), "pw".to_string())].into(),
@@ -315,4 +315,31 @@ fn heartbeats_are_seen_at_once_and_written_only_when_something_moved() {
     );
     s.update_node("n1", |n| n.last_seen_ms = 5).unwrap();
     assert_eq!(s.node("n1").unwrap().unwrap().last_seen_ms, 5);
+}
+
+#[test]
+fn a_spec_has_hooks_only_when_its_hooks_are_present_and_not_null() {
+    let has = |v: serde_json::Value| fleets::spec_has_hooks(&spec_json(&v).unwrap());
+    assert!(has(
+        serde_json::json!({"fleet": "dev", "hooks": {"ready": [{"name": "n"}]}})
+    ));
+    assert!(!has(serde_json::json!({"fleet": "dev", "hooks": null})));
+    assert!(!has(
+        serde_json::json!({"fleet": "dev", "containers": {"hooks": {}}})
+    ));
+}
+
+#[test]
+fn a_revision_stores_the_spec_text_it_was_given_and_reads_it_back_as_json() {
+    let s = Store::temporary().unwrap();
+    let spec =
+        serde_json::json!({"fleet": "dev", "containers": {"web": {"memory": 64}}, "z": 1, "a": 2});
+    let mut t = tx("dev", Some(0), vec![]);
+    t.spec = spec_json(&spec).unwrap();
+    s.submit(&t).unwrap();
+    let r = s.revision("dev", 1).unwrap().expect("revision 1");
+    assert_eq!(r.spec, spec);
+    // Field order is the fleet's own (not sorted), as before.
+    let keys: Vec<&String> = r.spec.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["fleet", "containers", "z", "a"]);
 }

@@ -68,7 +68,8 @@ pub(super) fn store_revision(
         expected_revision: expected,
         author: author.uri(),
         time_ms: state.now_ms(),
-        spec: serde_json::to_value(&prepared.fleet).map_err(|e| Error::Internal(e.to_string()))?,
+        spec: crate::store::spec_json(&prepared.fleet)
+            .map_err(|e| Error::Internal(e.to_string()))?,
         summary: if summary.is_empty() {
             "no changes".into()
         } else {
