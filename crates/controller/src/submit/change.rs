@@ -64,7 +64,7 @@ fn set_power_locked(
     let revision = store_revision(
         state,
         author,
-        &fleet,
+        fleet,
         prepared,
         expected_revision.or(Some(head.revision)),
         verb,
@@ -132,7 +132,7 @@ fn destroy_locked(
     let revision = store_revision(
         state,
         author,
-        &fleet,
+        fleet,
         prepared,
         expected_revision.or(Some(head.revision)),
         "destroy",

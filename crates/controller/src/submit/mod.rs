@@ -353,17 +353,17 @@ fn submit_locked(
             policy,
         });
     }
+    free_later(snap);
     let revision = store_revision(
         state,
         author,
-        &fleet,
+        fleet,
         prepared,
         expected,
         "submit",
         Some((source.file_name.as_str(), source.text.as_str())),
     )?;
     tracing::info!(fleet = %name, revision, author = %author.uri(), "fleet submitted");
-    free_later((fleet, snap));
     Ok(Submitted {
         operations: active_ops(state, &name, Some(revision))?,
         fleet: name,

@@ -42,18 +42,20 @@ pub(super) fn merge_secrets(
 }
 
 /// Stores a new revision of `prepared` (under the fleet lock), then runs a reconcile pass so the
-/// operations exist when the caller returns.
+/// operations exist when the caller returns. `source_fleet` (the fleet as given, for its passwords), the
+/// prepared fleet and the plan are handed to [`free_later`] before the store transaction: at 10,000
+/// containers they are tens of MiB that would otherwise add to the transaction's own peak.
 pub(super) fn store_revision(
     state: &State,
     author: &Identity,
-    source_fleet: &Fleet,
+    source_fleet: Fleet,
     prepared: Prepared,
     expected: Option<u64>,
     action: &str,
     source: Option<(&str, &str)>,
 ) -> Result<u64> {
-    let name = &prepared.fleet.name;
-    let secrets = merge_secrets(source_fleet, &state.store.secrets(name)?);
+    let name = prepared.fleet.name.clone();
+    let secrets = merge_secrets(&source_fleet, &state.store.secrets(&name)?);
     let summary = prepared
         .plan
         .summary
@@ -82,10 +84,11 @@ pub(super) fn store_revision(
         source_sha256: source
             .map(|(_, text)| hex::encode(sha2::Sha256::digest(text.as_bytes())))
             .unwrap_or_default(),
-        retry: crate::realise::failed_containers(state, name)?,
+        retry: crate::realise::failed_containers(state, &name)?,
     };
+    free_later((source_fleet, prepared.fleet, prepared.plan));
     let rev = state.store.submit(&tx)?;
-    free_later((tx, prepared.fleet, prepared.plan));
+    free_later(tx);
     reconcile::pass(state, state.now_ms())?;
     state.changed();
     Ok(rev)
