@@ -298,10 +298,6 @@ impl Store {
     }
 }
 
-/// Whether the fleet has hooks once `tx` is stored on `head`, by the rule the hook worker reads revisions with
-/// (`crate::hooks`): a spec that names hooks has them (the normalised spec writes `hooks` only when there are
-/// some); one submitted from a file without them has none; a revision the controller made itself (power,
-/// destroy) without them keeps what the revision before had. Unknown (`None`) when that is unknown.
 /// Whether a spec's `hooks` is present and not null, read without building the rest of the spec.
 pub(super) fn spec_has_hooks(spec: &serde_json::value::RawValue) -> bool {
     #[derive(serde::Deserialize)]
@@ -312,6 +308,10 @@ pub(super) fn spec_has_hooks(spec: &serde_json::value::RawValue) -> bool {
     serde_json::from_str::<Hooks>(spec.get()).is_ok_and(|h| h.hooks.is_some())
 }
 
+/// Whether the fleet has hooks once `tx` is stored on `head`, by the rule the hook worker reads revisions with
+/// (`crate::hooks`): a spec that names hooks has them (the normalised spec writes `hooks` only when there are
+/// some); one submitted from a file without them has none; a revision the controller made itself (power,
+/// destroy) without them keeps what the revision before had. Unknown (`None`) when that is unknown.
 fn has_hooks(tx: &SubmitTx, head: Option<&FleetRecord>) -> Option<bool> {
     if spec_has_hooks(&tx.spec) {
         Some(true)

@@ -85,8 +85,8 @@ pub struct SerialRecord {
 }
 
 /// A revision's normalised spec as JSON text, serialized once from the fleet and stored as it is. A
-/// `serde_json::Value` tree of a 10,000-container fleet took 64 MiB at the submit's peak; its text is a tenth
-/// of that.
+/// `serde_json::Value` tree of a 10,000-container fleet took 64 MiB at the submit's peak (heaptrack,
+/// docs/performance.md); the text is one allocation the size of the stored value.
 pub type SpecJson = Box<serde_json::value::RawValue>;
 
 /// `v` as a revision's spec (JSON text).
