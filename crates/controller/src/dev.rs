@@ -229,6 +229,7 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> DevError + '_ {
 #[derive(Debug, Clone)]
 struct NodeDirs {
     name: String,
+    base: PathBuf,
     sim: PathBuf,
     bin: PathBuf,
     agent: PathBuf,
@@ -244,6 +245,7 @@ impl NodeDirs {
             bin: base.join("bin"),
             agent: base.join("agent"),
             log: root.join("logs").join(format!("{name}.log")),
+            base,
         }
     }
     fn agent_toml(&self) -> PathBuf {
@@ -297,8 +299,8 @@ pub async fn run(opts: DevOptions, shutdown: impl Future<Output = ()>) -> Result
         .map(|n| NodeDirs::new(root, n))
         .collect();
     let cluster = root.join("cluster");
-    for n in &nodes {
-        prepare_node(&opts, &cluster, n).await?;
+    for (i, n) in nodes.iter().enumerate() {
+        prepare_node(&opts, &cluster, n, i).await?;
     }
 
     // Join tokens for nodes not enrolled yet, stored before the controller opens the database.
@@ -459,11 +461,33 @@ fn write_pxctl_config(root: &Path, ctl_dir: &Path, url: &str) -> Result<PathBuf,
     Ok(path)
 }
 
+/// The simulated DHCP range of dev node `index` (pvesim's `[dhcp]` overrides): one /16 for the whole dev
+/// cluster, like one DHCP server on a shared bridge, 1,020 addresses per node (node 0: 10.99.0.1 to
+/// 10.99.3.254, node 1 from 10.99.4.1, ...). pvesim's default range is the same 151 addresses on every node, so
+/// dev containers on different nodes got the same address, and a node's 152nd container failed to start.
+pub fn dev_dhcp_overrides(index: usize) -> String {
+    let third = index * 4;
+    format!(
+        "[dhcp]\nfirst = \"10.99.{third}.1\"\nlast = \"10.99.{}.254\"\nprefix = 16\n",
+        third + 3
+    )
+}
+
 /// `pvesim init` (first time only) and the placeholder templates.
-async fn prepare_node(opts: &DevOptions, cluster: &Path, n: &NodeDirs) -> Result<(), DevError> {
+async fn prepare_node(
+    opts: &DevOptions,
+    cluster: &Path,
+    n: &NodeDirs,
+    index: usize,
+) -> Result<(), DevError> {
     if !n.sim.join("node.toml").exists() {
+        let overrides = n.base.join("pvesim-init.toml");
+        std::fs::create_dir_all(&n.base).map_err(io(&n.base))?;
+        std::fs::write(&overrides, dev_dhcp_overrides(index)).map_err(io(&overrides))?;
         let argv: Vec<String> = vec![
             "init".into(),
+            "--config".into(),
+            overrides.display().to_string(),
             "--state".into(),
             n.sim.display().to_string(),
             "--node".into(),

@@ -50,3 +50,35 @@ fn template_names_must_be_plain_file_names() {
     let e = args.resolve().unwrap_err().to_string();
     assert!(e.contains("../etc/passwd"), "{e}");
 }
+
+#[test]
+fn dev_nodes_hand_out_disjoint_dhcp_ranges_of_one_subnet() {
+    #[derive(serde::Deserialize)]
+    struct Dhcp {
+        first: std::net::Ipv4Addr,
+        last: std::net::Ipv4Addr,
+        prefix: u8,
+    }
+    #[derive(serde::Deserialize)]
+    struct Ov {
+        dhcp: Dhcp,
+    }
+    let ranges: Vec<(u32, u32)> = (0..32)
+        .map(|i| {
+            let ov: Ov = toml::from_str(&dev_dhcp_overrides(i)).unwrap();
+            assert_eq!(ov.dhcp.prefix, 16);
+            let (a, b) = (u32::from(ov.dhcp.first), u32::from(ov.dhcp.last));
+            assert_eq!(
+                a >> 16,
+                u32::from(std::net::Ipv4Addr::new(10, 99, 0, 0)) >> 16,
+                "node {i}"
+            );
+            assert_eq!(b >> 16, a >> 16, "node {i}");
+            assert!(b - a + 1 >= 1000, "node {i}: {} addresses", b - a + 1);
+            (a, b)
+        })
+        .collect();
+    for w in ranges.windows(2) {
+        assert!(w[0].1 < w[1].0, "ranges overlap: {w:?}");
+    }
+}
