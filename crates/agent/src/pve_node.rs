@@ -137,9 +137,32 @@ impl PveNode {
     }
 }
 
+/// A fingerprint of each container's config file (`<dir>/<vmid>.conf`, pending section included): the node's
+/// listing shows only tags, CPUs, memory, swap and disk, so without it a change to any other key (`pct set
+/// --features nesting=1`, a description, a mount option) went unseen until the container's turn to be read
+/// again came round (ten observation passes). Reading a file of pmxcfs costs no process, unlike `pct config`.
+/// Containers whose file cannot be read (no such directory, as on a node without /etc/pve) are left out and
+/// keep the rotation alone.
+fn config_fingerprints(dir: &std::path::Path, vmids: &[u32]) -> BTreeMap<u32, String> {
+    use sha2::Digest;
+    vmids
+        .iter()
+        .filter_map(|v| {
+            let bytes = std::fs::read(dir.join(format!("{v}.conf"))).ok()?;
+            let digest = sha2::Sha256::digest(&bytes);
+            Some((*v, hex::encode(&digest[..12])))
+        })
+        .collect()
+}
+
 impl NodeApi for PveNode {
     async fn list(&self) -> Result<Vec<CtSummary>, PveError> {
         let list = self.node.list_containers().await?;
+        let vmids: Vec<u32> = list.iter().map(|c| c.vmid as u32).collect();
+        let dir = self.config_dir.clone();
+        let files = tokio::task::spawn_blocking(move || config_fingerprints(&dir, &vmids))
+            .await
+            .unwrap_or_default();
         Ok(list
             .into_iter()
             .map(|c| CtSummary {
@@ -150,8 +173,16 @@ impl NodeApi for PveNode {
                     pxfleet_pve::parse::RunState::Other(s) => s,
                 },
                 listing: format!(
-                    "tags={:?} cpus={:?} maxmem={:?} maxswap={:?} maxdisk={:?}",
-                    c.tags, c.cpus, c.maxmem, c.maxswap, c.maxdisk
+                    "tags={:?} cpus={:?} maxmem={:?} maxswap={:?} maxdisk={:?} file={}",
+                    c.tags,
+                    c.cpus,
+                    c.maxmem,
+                    c.maxswap,
+                    c.maxdisk,
+                    files
+                        .get(&(c.vmid as u32))
+                        .map(String::as_str)
+                        .unwrap_or("-")
                 ),
                 lock: c.lock,
                 name: c.name.unwrap_or_else(|| format!("CT{}", c.vmid)),
@@ -437,5 +468,21 @@ mod tests {
         assert_eq!(runner.remaining(), 0);
         assert!(again.templates.is_empty());
         assert_eq!(again.storages[0].path.as_deref(), Some("/var/lib/vz"));
+    }
+
+    /// Issue 28: `pct set --features nesting=1` changes neither the node's listing nor the file's size; the
+    /// file's fingerprint moves, so the next pass reads the container's configuration again.
+    #[test]
+    fn a_config_file_change_of_the_same_size_moves_its_fingerprint() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("100.conf");
+        std::fs::write(&file, "features: nesting=0\nmemory: 512\n").unwrap();
+        let before = config_fingerprints(dir.path(), &[100, 101]);
+        assert_eq!(before.len(), 1, "a container without a file is left out");
+        std::fs::write(&file, "features: nesting=1\nmemory: 512\n").unwrap();
+        let after = config_fingerprints(dir.path(), &[100, 101]);
+        assert_ne!(before[&100], after[&100]);
+        assert_eq!(after, config_fingerprints(dir.path(), &[100]));
+        assert!(config_fingerprints(&dir.path().join("missing"), &[100]).is_empty());
     }
 }

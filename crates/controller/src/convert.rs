@@ -188,7 +188,13 @@ pub fn observed_config_from_pb(c: &pb::ContainerSpec) -> ObservedConfig {
         start_on_boot: c.onboot,
         protection: c.protection,
         tags: normalise_tags(&c.tags),
-        description: ManagedMark::strip_from_description(&c.description),
+        // The agent sends the user's part, its mark line already taken out; only this container's own mark
+        // line would be taken out here again (a mark-like line of the user's own stays).
+        description: ManagedMark {
+            fleet: c.fleet.clone(),
+            name: c.name.clone(),
+        }
+        .strip_own(&c.description),
         mount_points: mounts.into_iter().map(mounts::observed_mount).collect(),
         devices: mounts::devices_from_pb(&c.devices),
         idmap: mounts::idmap_from_pb(&c.idmap),

@@ -349,7 +349,7 @@ pub async fn run(opts: DevOptions, shutdown: impl Future<Output = ()>) -> Result
             join_node(&opts, &url, token, n).await?;
         }
         for n in &nodes {
-            patch_agent_config(n, &url)?;
+            patch_agent_config(n, &url, &cluster)?;
             agents.push(spawn_agent(&opts, n)?);
         }
         wait_ready(&ctl_dir, &url, &nodes, root).await
@@ -539,8 +539,10 @@ async fn join_node(
     Ok(())
 }
 
-/// Points the agent at this node's pvesim and the controller's current URL; short observation interval.
-fn patch_agent_config(n: &NodeDirs, url: &str) -> Result<(), DevError> {
+/// Points the agent at this node's pvesim, its config files in pvesim's cluster directory (what /etc/pve is on
+/// a real node: the agent reads them to notice changes and writes `lxc.idmap` and `env` lines into them) and
+/// the controller's current URL; short observation interval.
+fn patch_agent_config(n: &NodeDirs, url: &str, cluster: &Path) -> Result<(), DevError> {
     let path = n.agent_toml();
     let text = std::fs::read_to_string(&path).map_err(io(&path))?;
     let mut doc: toml::Table =
@@ -551,6 +553,11 @@ fn patch_agent_config(n: &NodeDirs, url: &str) -> Result<(), DevError> {
             })?;
     doc.insert("controller".into(), url.into());
     doc.insert("pve_bin_dir".into(), n.bin.display().to_string().into());
+    let conf_dir = cluster.join("nodes").join(&n.name).join("lxc");
+    doc.insert(
+        "pve_config_dir".into(),
+        conf_dir.display().to_string().into(),
+    );
     doc.insert("observe_secs".into(), toml::Value::Integer(5));
     doc.insert("heartbeat_secs".into(), toml::Value::Integer(2));
     let mut env = toml::Table::new();

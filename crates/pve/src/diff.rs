@@ -5,6 +5,7 @@
 
 use std::collections::BTreeSet;
 
+use crate::mark::stored_description;
 use crate::node::PendingKey;
 use crate::parse::propstr::format_number;
 use crate::parse::{ContainerConfig, NetConfig};
@@ -226,8 +227,9 @@ impl ConfigChange {
             c.tags = Some(d.tags.clone());
         }
         if let Some(want) = &d.description {
-            let now = current.description.as_deref().map(str::trim_end);
-            if now != Some(want.trim_end()) {
+            // Compared as PVE keeps it (trailing spaces and empty lines inside count, trailing empty lines not).
+            let now = current.description.as_deref().map(stored_description);
+            if now.as_deref() != Some(stored_description(want).as_str()) {
                 c.description = Some(want.clone());
             }
         }

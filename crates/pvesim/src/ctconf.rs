@@ -36,6 +36,17 @@ pub fn encode_text(s: &str) -> String {
     out
 }
 
+/// What PVE keeps of a description it is given (`write_pct_config` then `parse_pct_config`, CONTRACT §3.7):
+/// the text split on `\n` as Perl's `split` does (trailing empty lines dropped, empty lines inside kept, nothing
+/// trimmed), each line followed by `\n`. Empty when nothing is left.
+pub fn stored_description(s: &str) -> String {
+    let mut lines: Vec<&str> = s.split('\n').collect();
+    while lines.last().is_some_and(|l| l.is_empty()) {
+        lines.pop();
+    }
+    lines.iter().map(|l| format!("{l}\n")).collect()
+}
+
 /// `PVE::Tools::decode_text`.
 pub fn decode_text(s: &str) -> String {
     let b = s.as_bytes();
@@ -68,6 +79,14 @@ impl CtConf {
             if t.is_empty() {
                 continue;
             }
+            // `^\#(.*)$` on the line as it is: a description line keeps its trailing spaces.
+            if section == "main" {
+                if let Some(d) = line.strip_prefix('#') {
+                    c.description.push_str(&decode_text(d));
+                    c.description.push('\n');
+                    continue;
+                }
+            }
             if t.starts_with('[') && t.ends_with(']') {
                 section = t[1..t.len() - 1].to_string();
                 if section != "pve:pending" {
@@ -76,13 +95,6 @@ impl CtConf {
                     break;
                 }
                 continue;
-            }
-            if section == "main" {
-                if let Some(d) = t.strip_prefix('#') {
-                    c.description.push_str(&decode_text(d));
-                    c.description.push('\n');
-                    continue;
-                }
             }
             let Some((k, v)) = t.split_once(':').or_else(|| t.split_once('=')) else {
                 continue;
@@ -113,15 +125,12 @@ impl CtConf {
     /// `write_pct_config`.
     pub fn write(&self) -> String {
         let mut raw = String::new();
-        for l in self.description.split('\n') {
-            if l.is_empty() && raw.is_empty() && self.description.is_empty() {
-                continue;
-            }
-            if !l.is_empty() {
-                raw.push('#');
-                raw.push_str(&encode_text(l));
-                raw.push('\n');
-            }
+        // Every line of the description, empty ones inside included (`#`), trailing empty ones not.
+        let description = stored_description(&self.description);
+        for l in description.lines() {
+            raw.push('#');
+            raw.push_str(&encode_text(l));
+            raw.push('\n');
         }
         for (k, v) in self.opts.iter().filter(|(k, _)| *k != "env") {
             raw.push_str(&format!("{k}: {v}\n"));
@@ -215,6 +224,26 @@ mod tests {
             vec![("lxc.idmap".to_string(), "u 0 100000 65536".to_string())]
         );
         assert_eq!(c.write(), text.replace(" = B", ": B"));
+    }
+
+    /// CONTRACT §3.7: `"a \n\nb"` is stored as `#a `, `#`, `#b` and reads back as `"a \n\nb\n"`; `"a\n\n"`
+    /// reads back as `"a\n"`; a line that looks like `key: value` stays a description line.
+    #[test]
+    fn a_description_round_trips_as_pve_keeps_it() {
+        let mut c = CtConf {
+            description: stored_description("a \n\nb"),
+            ..CtConf::default()
+        };
+        let text = c.write();
+        assert_eq!(text, "#a \n#\n#b\n");
+        assert_eq!(CtConf::parse(&text).description, "a \n\nb\n");
+        assert_eq!(stored_description("a\n\n"), "a\n");
+        assert_eq!(stored_description("\n\n"), "");
+        assert_eq!(stored_description("\n x\t \n"), "\n x\t \n");
+        c.description = stored_description("managed-by: team\nmemory: 4\n");
+        let back = CtConf::parse(&c.write());
+        assert_eq!(back.description, "managed-by: team\nmemory: 4\n");
+        assert!(!back.opts.contains_key("memory"));
     }
 
     #[test]

@@ -105,15 +105,11 @@ pub fn config_to_spec(vmid: u32, cfg: &ContainerConfig) -> v1::ContainerSpec {
         .description
         .as_deref()
         .and_then(ManagedMark::from_description);
+    // The user's part: only pxfleet's own mark line is taken out (a `managed-by:` line of the user's stays).
     let description = cfg
         .description
         .as_deref()
-        .map(|d| {
-            d.lines()
-                .filter(|l| ManagedMark::from_description(l).is_none())
-                .collect::<Vec<_>>()
-                .join("\n")
-        })
+        .and_then(ManagedMark::strip_from_description)
         .unwrap_or_default();
     let (datastore_id, disk_size_gib) = cfg
         .rootfs

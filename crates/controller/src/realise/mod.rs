@@ -272,20 +272,52 @@ pub fn change_text(c: &FieldChange) -> String {
     if c.sensitive {
         return format!("{} changed", c.field);
     }
-    let show = |v: &Option<serde_json::Value>| {
-        let text = match v {
-            None => "none".to_string(),
-            Some(serde_json::Value::String(s)) => s.clone(),
-            Some(v) => v.to_string(),
-        };
-        let text = text.replace('\n', " ");
-        if text.chars().count() > 48 {
-            format!("{}...", text.chars().take(45).collect::<String>())
-        } else {
-            text
+    format!(
+        "{} {} -> {}",
+        c.field,
+        show_value(&c.from),
+        show_value(&c.to)
+    )
+}
+
+/// `field: wanted TO, node has FROM` (shortened like [`change_text`]); a sensitive field only says it differs.
+pub fn wanted_has(c: &FieldChange) -> String {
+    if c.sensitive {
+        return format!("{}: differs", c.field);
+    }
+    // A text with a line break or surrounding spaces is quoted: those are often the whole difference.
+    let show = |v: &Option<serde_json::Value>| match v {
+        Some(serde_json::Value::String(s)) if s.contains('\n') || s.trim() != s => {
+            let quoted = serde_json::Value::String(s.clone()).to_string();
+            if quoted.chars().count() > 64 {
+                format!("{}...", quoted.chars().take(61).collect::<String>())
+            } else {
+                quoted
+            }
         }
+        v => show_value(v),
     };
-    format!("{} {} -> {}", c.field, show(&c.from), show(&c.to))
+    format!(
+        "{}: wanted {}, node has {}",
+        c.field,
+        show(&c.to),
+        show(&c.from)
+    )
+}
+
+/// A plan value in one short line: strings bare, `none` when unset, at most 48 characters.
+fn show_value(v: &Option<serde_json::Value>) -> String {
+    let text = match v {
+        None => "none".to_string(),
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(v) => v.to_string(),
+    };
+    let text = text.replace('\n', " ");
+    if text.chars().count() > 48 {
+        format!("{}...", text.chars().take(45).collect::<String>())
+    } else {
+        text
+    }
 }
 
 /// What the plan would change on this existing container with `pct set`, one text per field: `field from -> to`
@@ -345,6 +377,31 @@ pub fn pending_restart(latest: Option<&crate::model::Operation>) -> Vec<String> 
         },
         _ => Vec::new(),
     }
+}
+
+/// The containers of `fleet` whose repair does not hold (their latest operation says so), with that error: the
+/// plan shows them as warnings, since the repair it lists is not going to be made again until a submit.
+pub fn repairs_not_holding(
+    state: &crate::state::State,
+    fleet: &str,
+) -> Result<Vec<(String, String)>, crate::store::StoreError> {
+    let mut latest: BTreeMap<&str, &crate::model::Operation> = BTreeMap::new();
+    let ops = state.store.ops_shared()?;
+    for op in ops
+        .iter()
+        .filter(|o| o.fleet == fleet && !o.container.is_empty())
+    {
+        latest.insert(&op.container, op);
+    }
+    Ok(latest
+        .into_iter()
+        .filter(|(_, op)| op.state == crate::model::OpState::Failed)
+        .filter_map(|(name, op)| {
+            let e = op.last_error.as_deref()?;
+            e.starts_with(crate::reconcile::REPAIR_DOES_NOT_HOLD)
+                .then(|| (name.to_string(), e.to_string()))
+        })
+        .collect())
 }
 
 /// The containers of `fleet` whose latest operation failed: a new submit retries them from the first attempt

@@ -15,7 +15,7 @@ mod restart;
 mod results;
 
 pub use dispatch::Backlog;
-pub use pass::pass;
+pub use pass::{pass, REPAIR_DOES_NOT_HOLD, REPAIR_HOLD_MS};
 pub use restart::queue_restarts;
 pub use results::{on_update, requeue_node};
 

@@ -210,12 +210,15 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
         }
         let revision = d.map(|d| d.revision).unwrap_or(0);
         // A failure is retried; a success that did not change what is observed (the same operation for the
-        // same reason again within a minute) is paced the same way, so a change the node cannot make never
-        // turns into a tight loop.
+        // same reason again soon after) is paced the same way, so a change the node cannot make never turns
+        // into a tight loop. A repair (update, start, stop) needed again after `max_attempts` successes does
+        // not hold: it stops, recorded as failed with the keys and both values, until the next submit.
+        let repairs = next.kind.is_repair();
+        let window = if repairs { REPAIR_HOLD_MS } else { 60_000 };
         let repeats = |l: &Operation| match l.state {
             OpState::Failed => true,
             OpState::Succeeded => {
-                l.kind.same_work(&next.kind) && l.finished_ms.is_some_and(|f| now < f + 60_000)
+                l.kind.same_work(&next.kind) && l.finished_ms.is_some_and(|f| now < f + window)
             }
             _ => false,
         };
@@ -224,6 +227,9 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
                 if repeats(l) && l.kind.name() == next.kind.name() && l.revision == revision =>
             {
                 if l.attempt >= rc.max_attempts {
+                    if repairs && l.state == OpState::Succeeded {
+                        does_not_hold(state, k, l, &next, now)?;
+                    }
                     continue; // failed for good until the next submit changes it (or, after success, a minute)
                 }
                 let attempt = l.attempt + 1;
@@ -343,6 +349,57 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
             "slow reconcile pass"
         );
     }
+    Ok(())
+}
+
+/// How long after a successful repair the same repair counts as the same one again (its `attempt` goes on
+/// counting): a repair undone within this time did not hold. Ten minutes covers an agent's observation interval
+/// (30 s) many times over, and something on the node that puts a value back on a timer.
+pub const REPAIR_HOLD_MS: Millis = 600_000;
+
+/// The start of the error of a repair that does not hold, as `pxctl get` and `describe` show it.
+pub const REPAIR_DOES_NOT_HOLD: &str = "drift: repair does not hold";
+
+/// Records that `next`, the same repair as `last` which already succeeded `last.attempt` times, is due again:
+/// a failed operation (never sent) whose error names each key with the wanted value and the node's, so that
+/// the container shows it instead of being repaired forever.
+fn does_not_hold(
+    state: &State,
+    k: &Key,
+    last: &Operation,
+    next: &super::decide::NextAction,
+    now: Millis,
+) -> Result<(), StoreError> {
+    let what = match &next.kind {
+        OperationKind::Update { changes, .. } => changes
+            .iter()
+            .map(crate::realise::wanted_has)
+            .collect::<Vec<_>>()
+            .join("; "),
+        OperationKind::Start => "state: wanted running, node has stopped".into(),
+        OperationKind::Stop => "state: wanted stopped, node has running".into(),
+        _ => next.reason.clone(),
+    };
+    let error = format!(
+        "{REPAIR_DOES_NOT_HOLD} ({what}): repaired {} times and changed back on the node each time, so pxfleet \
+         stopped repairing it; find what changes it on node {} (CT {}), then run `pxctl submit --retry-failed` \
+         (or change the file)",
+        last.attempt, next.node, next.vm_id
+    );
+    let op = Operation {
+        attempt: last.attempt,
+        state: OpState::Failed,
+        finished_ms: Some(now),
+        last_error: Some(error),
+        revision: last.revision,
+        reason: next.reason.clone(),
+        ..Operation::pending(&k.0, &k.1, &next.node, next.vm_id, next.kind.clone(), now)
+    };
+    tracing::warn!(fleet = %op.fleet, container = %op.container, node = %op.node, vm_id = op.vm_id,
+        error = op.last_error.as_deref().unwrap_or(""), "repair does not hold: stopped");
+    state.store.put_op(&op)?;
+    state.metrics.op_finished(op.kind.name(), "failed");
+    emit(state, &op, "failed");
     Ok(())
 }
 

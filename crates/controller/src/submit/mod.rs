@@ -228,15 +228,22 @@ fn plan_parsed(state: &State, source: &Source, fleet: Fleet) -> Result<Planned> 
         ..Default::default()
     };
     Ok(match prepared {
-        Ok(p) => match source.policy(&p) {
-            Ok(policy) => Planned {
-                fleet: name.clone(),
-                base_revision: snap.revision,
-                plan_json: pxfleet_spec::render::json::render(&p.plan),
-                diagnostics: vec![],
-                has_changes: !p.plan.is_empty(),
-                policy,
-            },
+        Ok(mut p) => match source.policy(&p) {
+            Ok(policy) => {
+                for (container, error) in crate::realise::repairs_not_holding(state, &name)? {
+                    p.plan
+                        .warnings
+                        .push(format!("container {container}: {error}"));
+                }
+                Planned {
+                    fleet: name.clone(),
+                    base_revision: snap.revision,
+                    plan_json: pxfleet_spec::render::json::render(&p.plan),
+                    diagnostics: vec![],
+                    has_changes: !p.plan.is_empty(),
+                    policy,
+                }
+            }
             Err(diagnostics) => refused(diagnostics),
         },
         Err(diagnostics) => refused(diagnostics),

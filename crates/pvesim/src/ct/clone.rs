@@ -133,7 +133,7 @@ pub fn clone(
             let mut conf = CtConf {
                 description: p
                     .get("description")
-                    .map(|d| format!("{}\n", d.trim_end_matches('\n')))
+                    .map(|d| crate::ctconf::stored_description(d))
                     .unwrap_or_else(|| src.description.clone()),
                 ..CtConf::default()
             };

@@ -99,11 +99,7 @@ pub fn set(node: &Node, vmid: u32, p: &BTreeMap<String, String>, err: &mut Strin
         conf.pending_delete.retain(|x| x != r);
     }
     if let Some(desc) = changes.remove("description") {
-        conf.description = if desc.is_empty() || desc.ends_with('\n') {
-            desc
-        } else {
-            format!("{desc}\n")
-        };
+        conf.description = crate::ctconf::stored_description(&desc);
     }
     for (k, v) in changes {
         let value = if is_disk_key(&k) {

@@ -151,11 +151,7 @@ pub fn create(
             continue;
         }
         if k == "description" {
-            description = if v.ends_with('\n') {
-                v.clone()
-            } else {
-                format!("{v}\n")
-            };
+            description = crate::ctconf::stored_description(v);
             continue;
         }
         final_opts.insert(k.clone(), normalize_value(node, k, v)?);

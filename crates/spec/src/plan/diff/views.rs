@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use crate::model::{Interface, Ipv4Config, Ipv6Config, MountPoint};
 use crate::observed::{normalise_tags, MANAGED_TAG};
+use pxfleet_pve::mark::user_description;
 
 pub(super) fn json<T: Serialize + ?Sized>(v: &T) -> Value {
     serde_json::to_value(v).unwrap_or(Value::Null)
@@ -34,8 +35,10 @@ pub(super) fn tags_view(tags: &[String]) -> Cow<'_, [String]> {
     }
 }
 
+/// The user's description as PVE keeps it (see [`user_description`]): trailing newlines do not count, trailing
+/// spaces on a line do.
 pub(super) fn description_view(d: Option<&str>) -> Option<&str> {
-    d.map(str::trim_end).filter(|t| !t.is_empty())
+    user_description(d)
 }
 
 pub(super) fn cpu_limit_view(v: Option<f64>) -> Option<f64> {
