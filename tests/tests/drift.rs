@@ -202,3 +202,328 @@ async fn a_repair_that_does_not_hold_stops_and_says_why_until_the_next_submit() 
     .await;
     plan_is_empty(&c, &path).await;
 }
+
+/// A container using every key pxfleet manages (the property test's subject).
+fn full_container(name: &str, vm_id: u32) -> String {
+    format!(
+        "  {name}:\n    node: mk33\n    vm_id: {vm_id}\n    memory: 512\n    swap: 256\n    cores: 2\n    \
+         cpu_limit: 1.5\n    cpu_units: 200\n    disk_size: 4\n    start_on_boot: true\n    \
+         tags: [Web, db]\n    description: \"first line ends in a space \\nmanaged-by: the ops team\\n\\nlast\"\n    \
+         features: {{nesting: true, keyctl: true}}\n    \
+         dns: {{servers: [192.0.2.53], domain: example.test}}\n    \
+         startup: {{order: 2, up_delay: 5}}\n    \
+         mtu: 1400\n    vlan_id: 10\n    firewall: true\n    rate_limit: 12.5\n    \
+         env: {{APP_ENV: prod, GREETING: \"x y\"}}\n    \
+         mount_points:\n      \
+           - {{datastore_id: local-lvm, size: 1, path: /data, backup: true, mount_options: [noatime]}}\n    \
+         devices:\n      \
+           - {{path: /dev/null, mode: \"0666\"}}\n    \
+         idmap:\n      \
+           - {{type: uid, container_id: 0, host_id: 200000, size: 65536}}\n      \
+           - {{type: gid, container_id: 0, host_id: 200000, size: 65536}}\n"
+    )
+}
+
+/// A change made by hand: a `pct set` (its arguments after the vm_id, `{mac}` standing for net0's MAC) or an
+/// edit of the container's config file (for `lxc.*` lines, which no PVE tool writes).
+#[derive(Clone, Copy)]
+enum Edit {
+    Set(&'static [&'static str]),
+    File(fn(&str) -> String),
+}
+
+/// Changes to every key pxfleet manages that differ from the file, as an operator could make them on the node.
+const CHANGES: &[(&str, Edit)] = &[
+    ("memory", Edit::Set(&["--memory", "768"])),
+    ("swap", Edit::Set(&["--swap", "128"])),
+    ("cores", Edit::Set(&["--cores", "1"])),
+    ("cpulimit", Edit::Set(&["--cpulimit", "0.5"])),
+    ("cpuunits", Edit::Set(&["--cpuunits", "300"])),
+    ("hostname", Edit::Set(&["--hostname", "renamed"])),
+    ("onboot", Edit::Set(&["--onboot", "0"])),
+    ("protection", Edit::Set(&["--protection", "1"])),
+    ("startup", Edit::Set(&["--startup", "order=9"])),
+    ("tags added", Edit::Set(&["--tags", "db;pxfleet;web;extra"])),
+    ("tags removed", Edit::Set(&["--tags", "pxfleet;web"])),
+    (
+        "description: trailing space removed",
+        Edit::Set(&[
+            "--description",
+            "managed-by: pxfleet fleet=pk name={name}\nfirst line ends in a space\nmanaged-by: the ops team\n\nlast\n",
+        ]),
+    ),
+    (
+        "description: the user's managed-by line changed",
+        Edit::Set(&[
+            "--description",
+            "managed-by: pxfleet fleet=pk name={name}\nfirst line ends in a space \nmanaged-by: the dev team\n\nlast\n",
+        ]),
+    ),
+    (
+        "description: empty line removed",
+        Edit::Set(&[
+            "--description",
+            "managed-by: pxfleet fleet=pk name={name}\nfirst line ends in a space \nmanaged-by: the ops team\nlast\n",
+        ]),
+    ),
+    ("nesting off", Edit::Set(&["--features", "keyctl=1,nesting=0"])),
+    ("fuse on", Edit::Set(&["--features", "fuse=1,keyctl=1,nesting=1"])),
+    ("mount=nfs", Edit::Set(&["--features", "keyctl=1,mount=nfs,nesting=1"])),
+    ("features deleted", Edit::Set(&["--delete", "features"])),
+    ("nameserver", Edit::Set(&["--nameserver", "192.0.2.54"])),
+    ("searchdomain", Edit::Set(&["--searchdomain", "other.test"])),
+    ("nameserver deleted", Edit::Set(&["--delete", "nameserver"])),
+    (
+        "net0 firewall off",
+        Edit::Set(&["--net0", "name=eth0,bridge=vmbr0,firewall=0,hwaddr={mac},ip=dhcp,mtu=1400,rate=12.5,tag=10,type=veth"]),
+    ),
+    (
+        "net0 mtu",
+        Edit::Set(&["--net0", "name=eth0,bridge=vmbr0,firewall=1,hwaddr={mac},ip=dhcp,mtu=1500,rate=12.5,tag=10,type=veth"]),
+    ),
+    (
+        "net0 rate and vlan",
+        Edit::Set(&["--net0", "name=eth0,bridge=vmbr0,firewall=1,hwaddr={mac},ip=dhcp,mtu=1400,rate=20,tag=11,type=veth"]),
+    ),
+    (
+        "mp0 backup off",
+        Edit::Set(&["--mp0", "local-lvm:vm-{vmid}-disk-1,mp=/data,backup=0,mountoptions=noatime,size=1G"]),
+    ),
+    (
+        "mp0 mount options",
+        Edit::Set(&["--mp0", "local-lvm:vm-{vmid}-disk-1,mp=/data,backup=1,mountoptions=noatime;nodev,size=1G"]),
+    ),
+    (
+        "mp0 read-only",
+        Edit::Set(&["--mp0", "local-lvm:vm-{vmid}-disk-1,mp=/data,backup=1,mountoptions=noatime,ro=1,size=1G"]),
+    ),
+    ("dev0 mode", Edit::Set(&["--dev0", "path=/dev/null,mode=0600"])),
+    ("dev0 deleted", Edit::Set(&["--delete", "dev0"])),
+    ("dev1 added", Edit::Set(&["--dev1", "path=/dev/zero"])),
+    (
+        "env value",
+        Edit::File(|f| f.replace("GREETING=x y", "GREETING=hello")),
+    ),
+    (
+        "env removed",
+        Edit::File(|f| f.replace("lxc.environment.runtime: APP_ENV=prod\n", "")),
+    ),
+    (
+        "env added",
+        Edit::File(|f| {
+            f.replace(
+                "lxc.idmap: u",
+                "lxc.environment.runtime: EXTRA=1\nlxc.idmap: u",
+            )
+        }),
+    ),
+    (
+        "idmap moved",
+        Edit::File(|f| f.replace(" 0 200000 65536", " 0 300000 65536")),
+    ),
+    (
+        "idmap line removed",
+        Edit::File(|f| f.replace("lxc.idmap: g 0 200000 65536\n", "")),
+    ),
+];
+
+/// Changes PVE stores differently but that mean what the file says (case and order of tags, order of features
+/// and of a mount point's options, a lower-case MAC, trailing empty lines of the description, a value set to
+/// what it is): not drift, never repaired.
+const SAME: &[(&str, Edit)] = &[
+    ("tags case and order", Edit::Set(&["--tags", "Web;DB;pxfleet"])),
+    ("features order", Edit::Set(&["--features", "nesting=1,keyctl=1"])),
+    (
+        "description trailing empty lines",
+        Edit::Set(&[
+            "--description",
+            "managed-by: pxfleet fleet=pk name={name}\nfirst line ends in a space \nmanaged-by: the ops team\n\nlast\n\n\n",
+        ]),
+    ),
+    ("memory as it is", Edit::Set(&["--memory", "512"])),
+    (
+        "net0 MAC lower case",
+        Edit::Set(&["--net0", "name=eth0,bridge=vmbr0,firewall=1,hwaddr={mac_lower},ip=dhcp,mtu=1400,rate=12.5,tag=10,type=veth"]),
+    ),
+    (
+        "mp0 options reordered",
+        Edit::Set(&["--mp0", "local-lvm:vm-{vmid}-disk-1,size=1G,mountoptions=noatime,backup=1,mp=/data"]),
+    ),
+];
+
+/// xorshift64*: the property test's choices, reproducible from the printed seed.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33) as usize % n
+    }
+}
+
+/// Applies `edit` to container `name` (`vmid`) on mk33; a `pct set` PVE refuses fails the test.
+fn apply(c: &Cluster, name: &str, vmid: u32, label: &str, edit: Edit) {
+    match edit {
+        Edit::Set(args) => {
+            let mac = c.pct_config("mk33", vmid)["net0"]
+                .split(',')
+                .find_map(|kv| kv.strip_prefix("hwaddr="))
+                .unwrap()
+                .to_string();
+            let vm = vmid.to_string();
+            let args: Vec<String> = args
+                .iter()
+                .map(|a| {
+                    a.replace("{mac}", &mac)
+                        .replace("{mac_lower}", &mac.to_lowercase())
+                        .replace("{vmid}", &vm)
+                        .replace("{name}", name)
+                })
+                .collect();
+            let mut argv = vec!["set", vm.as_str()];
+            argv.extend(args.iter().map(String::as_str));
+            let out = c.pve("mk33", "pct", &argv);
+            assert_eq!(out.code, 0, "{label}: pct {argv:?}: {}", out.stderr);
+        }
+        Edit::File(f) => {
+            let path = c
+                .dir
+                .path()
+                .join(format!("cluster/nodes/mk33/lxc/{vmid}.conf"));
+            let text = std::fs::read_to_string(&path).unwrap();
+            let changed = f(&text);
+            assert_ne!(changed, text, "{label}: the edit changed nothing");
+            std::fs::write(&path, changed).unwrap();
+        }
+    }
+}
+
+fn config_text(c: &Cluster, vmid: u32) -> String {
+    let out = c.pve("mk33", "pct", &["config", &vmid.to_string()]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    out.stdout
+}
+
+/// The property of issue 28 over every managed key: whatever set of keys is changed by hand on running
+/// containers, the change is repaired (the node's `pct config` is again what it was after the submit, line for
+/// line), the plan is then empty, no container is left failed, and the next passes make no call to the node;
+/// a change PVE stores differently but that means the same is never repaired. `PXFLEET_DRIFT_SEED` replays a
+/// run (the seed is printed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_managed_key_changed_by_hand_is_repaired_once_and_then_left_alone() {
+    const N: u32 = 6;
+    let rounds: usize = std::env::var("PXFLEET_DRIFT_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3);
+    let seed = std::env::var("PXFLEET_DRIFT_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+                | 1
+        });
+    println!("PXFLEET_DRIFT_SEED={seed}");
+    let mut rng = Rng(seed);
+    let c = Cluster::start(1).await.expect("cluster");
+    let cts: Vec<(String, u32)> = (0..N).map(|i| (format!("k{i}"), 2700 + i)).collect();
+    let body: String = cts.iter().map(|(n, v)| full_container(n, *v)).collect();
+    let path = submit(&c, "pk.yaml", &fleet_yaml("pk", &body)).await;
+    let names: Vec<&str> = cts.iter().map(|(n, _)| n.as_str()).collect();
+    c.wait_running("pk", &names, UP).await;
+    plan_is_empty(&c, &path).await;
+    let baseline: Vec<String> = cts.iter().map(|(_, v)| config_text(&c, *v)).collect();
+
+    let settled = |what: String| {
+        let (c, cts, baseline, path) = (&c, &cts, &baseline, &path);
+        async move {
+            wait_until(&what, UP, || async {
+                for ((name, vmid), want) in cts.iter().zip(baseline) {
+                    let now = config_text(c, *vmid);
+                    if now != *want {
+                        let (_, plan, _) = c.pxctl(&["plan", path]).await;
+                        return Err(format!(
+                            "{name}:\n{now}\nwanted:\n{want}\nplan: {plan}\n{}",
+                            op_lines(c, "pk").await
+                        ));
+                    }
+                }
+                let (code, out, err) = c.pxctl(&["plan", path, "--detailed-exitcode"]).await;
+                if code != 0 {
+                    return Err(format!("plan exit {code}: {out}\n{err}"));
+                }
+                Ok(())
+            })
+            .await;
+            let cs = c.containers("pk").await.unwrap();
+            for x in &cs {
+                assert!(
+                    x.last_error.is_empty(),
+                    "{what}: {} failed: {}",
+                    x.name,
+                    x.last_error
+                );
+            }
+            let before = c.operations("pk").await.unwrap().len();
+            tokio::time::sleep(PASSES).await;
+            assert_eq!(
+                c.operations("pk").await.unwrap().len(),
+                before,
+                "{what}: more operations after the repair: {}",
+                op_lines(c, "pk").await
+            );
+        }
+    };
+
+    for round in 0..rounds {
+        let mut made = Vec::new();
+        for (name, vmid) in &cts {
+            let mut picked: Vec<usize> = Vec::new();
+            for _ in 0..1 + rng.below(3) {
+                let i = rng.below(CHANGES.len());
+                if !picked.contains(&i) {
+                    picked.push(i);
+                }
+            }
+            for i in picked {
+                let (label, edit) = CHANGES[i];
+                apply(&c, name, *vmid, label, edit);
+                made.push(format!("{name}: {label}"));
+            }
+        }
+        settled(format!("round {round} (seed {seed}): {made:?} repaired")).await;
+    }
+
+    // Every change once, so that no key is left out whatever the seed.
+    let only = std::env::var("PXFLEET_DRIFT_ONLY").unwrap_or_default();
+    for (k, (label, edit)) in CHANGES.iter().enumerate() {
+        if !label.contains(only.as_str()) {
+            continue;
+        }
+        let (name, vmid) = &cts[k % cts.len()];
+        apply(&c, name, *vmid, label, *edit);
+        if k % cts.len() == cts.len() - 1 || k == CHANGES.len() - 1 || !only.is_empty() {
+            settled(format!("every change, up to {label}")).await;
+        }
+    }
+
+    // Stored differently, meaning the same: no operation at all, the plan stays empty.
+    let before = c.operations("pk").await.unwrap().len();
+    for (k, (label, edit)) in SAME.iter().enumerate() {
+        let (name, vmid) = &cts[k % cts.len()];
+        apply(&c, name, *vmid, label, *edit);
+    }
+    tokio::time::sleep(PASSES).await;
+    plan_is_empty(&c, &path).await;
+    assert_eq!(
+        c.operations("pk").await.unwrap().len(),
+        before,
+        "a change meaning the same was repaired: {}",
+        op_lines(&c, "pk").await
+    );
+}

@@ -102,6 +102,8 @@ pub fn set(node: &Node, vmid: u32, p: &BTreeMap<String, String>, err: &mut Strin
         conf.description = crate::ctconf::stored_description(&desc);
     }
     for (k, v) in changes {
+        // pve-container `update_pct_config`: a key given a value leaves the deletion queue.
+        conf.pending_delete.retain(|d| *d != k);
         let value = if is_disk_key(&k) {
             let d = plan_disk(node, &k, &v, "local")?;
             match &d.alloc {
@@ -148,6 +150,7 @@ pub fn set(node: &Node, vmid: u32, p: &BTreeMap<String, String>, err: &mut Strin
             conf.pending.remove(&k);
         }
     }
+    cleanup_pending(&mut conf);
     write_conf(node, vmid, &conf)?;
     if running && crate::lxc::is_lxc(node) {
         crate::lxc::apply_limits(node, vmid, &conf)?;
@@ -184,6 +187,15 @@ pub(super) fn add_unused(conf: &mut CtConf, old: &str) {
         .find(|i| !conf.opts.contains_key(&format!("unused{i}")))
         .unwrap_or(0);
     conf.opts.insert(format!("unused{n}"), vol);
+}
+
+/// pve-guest-common `cleanup_pending` (run by every `pct set`): a pending value equal to the one in effect is
+/// dropped, and so is a pending deletion of a key that is not set. Setting a key back to what it is on a running
+/// container therefore undoes a pending change of it, as `--revert` would.
+fn cleanup_pending(conf: &mut CtConf) {
+    let opts = &conf.opts;
+    conf.pending.retain(|k, v| opts.get(k) != Some(v));
+    conf.pending_delete.retain(|k| opts.contains_key(k));
 }
 
 pub(super) fn apply_pending(conf: &mut CtConf) {
