@@ -422,10 +422,10 @@ async fn every_managed_key_changed_by_hand_is_repaired_once_and_then_left_alone(
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
+            use std::hash::{BuildHasher, Hasher};
+            std::collections::hash_map::RandomState::new()
+                .build_hasher()
+                .finish()
                 | 1
         });
     println!("PXFLEET_DRIFT_SEED={seed}");
