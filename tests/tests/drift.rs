@@ -527,3 +527,41 @@ async fn every_managed_key_changed_by_hand_is_repaired_once_and_then_left_alone(
         op_lines(&c, "pk").await
     );
 }
+
+/// The agent watches the config files between its observation passes: with passes ten minutes apart, a
+/// feature turned on by hand is still seen and put back within seconds (issue 28: not within 30 s before).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_file_changed_by_hand_is_seen_before_the_next_observation_pass() {
+    let mut c = Cluster::start(1).await.expect("cluster");
+    let toml_path = c.node("mk33").agent_toml();
+    let text = std::fs::read_to_string(&toml_path).unwrap();
+    assert!(text.contains("observe_secs = 1\n"), "{text}");
+    std::fs::write(
+        &toml_path,
+        text.replace("observe_secs = 1\n", "observe_secs = 600\n"),
+    )
+    .unwrap();
+    c.kill_agent("mk33").await;
+    c.start_agent("mk33").unwrap();
+    let yaml = fleet_yaml(
+        "cw",
+        "  w: {node: mk33, vm_id: 2800, memory: 512, disk_size: 4}\n",
+    );
+    let path = submit(&c, "cw.yaml", &yaml).await;
+    c.wait_running("cw", &["w"], UP).await;
+    plan_is_empty(&c, &path).await;
+
+    let out = c.pve("mk33", "pct", &["set", "2800", "--features", "nesting=1"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    // Well before the agent's full resync (60 s) and its next pass (600 s).
+    wait_until("nesting put back", Duration::from_secs(30), || async {
+        let cfg = c.pct_config("mk33", 2800);
+        if cfg.contains_key("features") {
+            Err(format!("{cfg:?}\n{}", op_lines(&c, "cw").await))
+        } else {
+            Ok(())
+        }
+    })
+    .await;
+    plan_is_empty(&c, &path).await;
+}

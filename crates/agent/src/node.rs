@@ -229,6 +229,12 @@ pub trait NodeApi: Send + Sync + 'static {
     fn memory_free_bytes(&self) -> impl Future<Output = Result<u64, PveError>> + Send {
         async { Ok(self.facts().await?.memory_free_bytes) }
     }
+    /// A fingerprint of every container config file of the node (vmid -> digest of `VMID.conf`), read without
+    /// starting a process; `None` when the node has no such files to read (the default). Watched between
+    /// observation passes: a change starts a pass at once.
+    fn config_fingerprints(&self) -> impl Future<Output = Option<BTreeMap<u32, String>>> + Send {
+        async { None }
+    }
     /// The directory that holds `STORAGE:vztmpl/` files.
     fn template_dir(&self, storage: &str)
         -> impl Future<Output = Result<PathBuf, PveError>> + Send;

@@ -144,15 +144,37 @@ impl PveNode {
 /// Containers whose file cannot be read (no such directory, as on a node without /etc/pve) are left out and
 /// keep the rotation alone.
 fn config_fingerprints(dir: &std::path::Path, vmids: &[u32]) -> BTreeMap<u32, String> {
-    use sha2::Digest;
     vmids
         .iter()
-        .filter_map(|v| {
-            let bytes = std::fs::read(dir.join(format!("{v}.conf"))).ok()?;
-            let digest = sha2::Sha256::digest(&bytes);
-            Some((*v, hex::encode(&digest[..12])))
-        })
+        .filter_map(|v| Some((*v, fingerprint(&dir.join(format!("{v}.conf")))?)))
         .collect()
+}
+
+/// The fingerprint of one config file; `None` when it cannot be read.
+fn fingerprint(path: &std::path::Path) -> Option<String> {
+    use sha2::Digest;
+    let bytes = std::fs::read(path).ok()?;
+    let digest = sha2::Sha256::digest(&bytes);
+    Some(hex::encode(&digest[..12]))
+}
+
+/// Every `VMID.conf` of `dir` with its fingerprint; `None` when the directory cannot be read.
+fn dir_fingerprints(dir: &std::path::Path) -> Option<BTreeMap<u32, String>> {
+    let mut out = BTreeMap::new();
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let name = entry.file_name();
+        let Some(vmid) = name
+            .to_str()
+            .and_then(|n| n.strip_suffix(".conf"))
+            .and_then(|v| v.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if let Some(f) = fingerprint(&entry.path()) {
+            out.insert(vmid, f);
+        }
+    }
+    Some(out)
 }
 
 impl NodeApi for PveNode {
@@ -188,6 +210,14 @@ impl NodeApi for PveNode {
                 name: c.name.unwrap_or_else(|| format!("CT{}", c.vmid)),
             })
             .collect())
+    }
+
+    async fn config_fingerprints(&self) -> Option<BTreeMap<u32, String>> {
+        let dir = self.config_dir.clone();
+        tokio::task::spawn_blocking(move || dir_fingerprints(&dir))
+            .await
+            .ok()
+            .flatten()
     }
 
     async fn config(&self, vmid: u32) -> Result<Option<ContainerConfig>, PveError> {
@@ -484,5 +514,10 @@ mod tests {
         assert_ne!(before[&100], after[&100]);
         assert_eq!(after, config_fingerprints(dir.path(), &[100]));
         assert!(config_fingerprints(&dir.path().join("missing"), &[100]).is_empty());
+        // the directory's view: every VMID.conf, nothing else
+        std::fs::write(dir.path().join("notes.txt"), "x").unwrap();
+        std::fs::write(dir.path().join("7.conf.tmp.123"), "x").unwrap();
+        assert_eq!(dir_fingerprints(dir.path()), Some(after));
+        assert_eq!(dir_fingerprints(&dir.path().join("missing")), None);
     }
 }

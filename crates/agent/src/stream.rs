@@ -404,8 +404,21 @@ async fn node_loop<D: NodeApi>(
     let mut resync = tokio::time::interval(FULL_RESYNC);
     resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     resync.reset();
+    let mut watch = tokio::time::interval(CONFIG_WATCH.min(sh.config.observe_interval()));
+    watch.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut files = sh.exec.node().config_fingerprints().await;
     loop {
         tokio::select! {
+            _ = watch.tick() => {
+                // A config file changed by hand (or by anyone): observe now, not at the next pass.
+                let now = sh.exec.node().config_fingerprints().await;
+                if now.is_some() && files.is_some() && now != files {
+                    if let Err(e) = sh.exec.observe_pass().await {
+                        tracing::warn!(error = %e, "observation after a config file changed failed");
+                    }
+                }
+                files = now;
+            }
             _ = sh.inventory_dirty.notified() => {
                 // Let the rest of a burst finish first; notifications meanwhile are folded into this read.
                 tokio::time::sleep(INVENTORY_COALESCE).await;
@@ -436,6 +449,11 @@ async fn node_loop<D: NodeApi>(
         }
     }
 }
+
+/// How often the container config files are fingerprinted between observation passes (reading pmxcfs files
+/// starts no process; `pct config` and the listing do): a change made by hand is then observed within this
+/// time rather than at the next `observe_secs` pass.
+pub const CONFIG_WATCH: Duration = Duration::from_secs(5);
 
 /// How often the whole node is sent as one `full` observation, whatever the deltas said.
 pub const FULL_RESYNC: Duration = Duration::from_secs(60);
