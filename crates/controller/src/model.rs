@@ -361,12 +361,16 @@ impl OperationKind {
     /// Whether `other` is the same work again: the same kind with the same target values. Two updates compare
     /// by their changes (field, from, to), whether the planner called them update or repair: after an update
     /// that "succeeded" without the node changing, the same difference comes back as drift.
-    /// Whether this kind repairs what the node changed (an in-place update, a start, a stop): the kinds whose
-    /// repeated success means the repair does not hold.
+    /// Whether this kind puts back what the node changed (an in-place update, a start, a stop, a disk growth, a
+    /// move back to the file's node): the kinds whose repeated success means the repair does not hold.
     pub fn is_repair(&self) -> bool {
         matches!(
             self,
-            OperationKind::Update { .. } | OperationKind::Start | OperationKind::Stop
+            OperationKind::Update { .. }
+                | OperationKind::Start
+                | OperationKind::Stop
+                | OperationKind::Resize { .. }
+                | OperationKind::Migrate { .. }
         )
     }
 

@@ -211,8 +211,9 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
         let revision = d.map(|d| d.revision).unwrap_or(0);
         // A failure is retried; a success that did not change what is observed (the same operation for the
         // same reason again soon after) is paced the same way, so a change the node cannot make never turns
-        // into a tight loop. A repair (update, start, stop) needed again after `max_attempts` successes does
-        // not hold: it stops, recorded as failed with the keys and both values, until the next submit.
+        // into a tight loop. A repair (update, start, stop, resize, migrate) needed again after `max_attempts`
+        // successes does not hold: it stops, recorded as failed with the keys and both values, until the next
+        // submit.
         let repairs = next.kind.is_repair();
         let window = if repairs { REPAIR_HOLD_MS } else { 60_000 };
         let repeats = |l: &Operation| match l.state {
@@ -230,7 +231,7 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
                     if repairs && l.state == OpState::Succeeded {
                         does_not_hold(state, k, l, &next, now)?;
                     }
-                    continue; // failed for good until the next submit changes it (or, after success, a minute)
+                    continue; // failed for good until the next submit changes it (after success: the window above)
                 }
                 let attempt = l.attempt + 1;
                 let delay = backoff_ms(
@@ -378,6 +379,9 @@ fn does_not_hold(
             .join("; "),
         OperationKind::Start => "state: wanted running, node has stopped".into(),
         OperationKind::Stop => "state: wanted stopped, node has running".into(),
+        OperationKind::Migrate { target, .. } => {
+            format!("node: wanted {target}, the container is on {}", next.node)
+        }
         _ => next.reason.clone(),
     };
     let error = format!(

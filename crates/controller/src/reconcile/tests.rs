@@ -408,6 +408,65 @@ fn an_update_that_changes_nothing_is_not_repeated_in_a_loop() {
         }
     }
     assert_eq!(updates, 3, "max_attempts bounds repeated no-op updates");
+    // ... and it says so, and stays stopped: no new round a minute (or ten) later
+    let row = &container_rows(&st).unwrap()[0];
+    assert_eq!(row.status, ContainerStatus::Failed);
+    let error = row.error().unwrap_or_default();
+    assert!(
+        error.starts_with(
+            "drift: repair does not hold (memory: wanted 1024, node has 512): repaired 3 times"
+        ),
+        "{error}"
+    );
+    for later in [61_000, REPAIR_HOLD_MS + 1] {
+        pass(&st, st.now_ms() + later).unwrap();
+        assert!(
+            operations_sent(&mut rx).is_empty(),
+            "no repair {later} ms later"
+        );
+    }
+    // a submit (a new revision) tries again
+    let mut w = web("ubuntu");
+    w.container.memory = 2048;
+    submit(&st, vec![w]);
+    let op = dispatched(&st, &mut rx);
+    assert_eq!((kind(&op), op.attempt), ("update", 1));
+}
+
+#[test]
+fn a_start_that_does_not_hold_stops_and_says_so() {
+    let st = state();
+    let (_, mut rx) = st.sessions.register("n1");
+    submit(&st, vec![web("ubuntu")]);
+    let op = dispatched(&st, &mut rx);
+    finish(&st, &op, true, false);
+    // every start succeeds, and the container is stopped again before the next pass
+    let mut starts = 0;
+    for _ in 0..6 {
+        pass(&st, st.now_ms()).unwrap();
+        for op in operations_sent(&mut rx) {
+            assert_eq!(kind(&op), "start");
+            starts += 1;
+            let u = pb::OperationUpdate {
+                op_id: op.op_id,
+                state: pb::OperationState::Succeeded as i32,
+                ..Default::default()
+            };
+            on_update_pb(&st, "n1", &u).unwrap();
+        }
+    }
+    assert_eq!(starts, 3);
+    let row = &container_rows(&st).unwrap()[0];
+    assert_eq!(row.status, ContainerStatus::Failed);
+    assert!(
+        row.error()
+            .unwrap_or_default()
+            .starts_with("drift: repair does not hold (state: wanted running, node has stopped)"),
+        "{:?}",
+        row.error()
+    );
+    pass(&st, st.now_ms() + REPAIR_HOLD_MS + 1).unwrap();
+    assert!(operations_sent(&mut rx).is_empty());
 }
 
 #[test]
