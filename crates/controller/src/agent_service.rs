@@ -102,6 +102,27 @@ impl AgentApi {
         if token.ca_fingerprint != fingerprint {
             return Err(explain(st));
         }
+        // A token not bound to a node enrols new nodes only: under an enrolled node's name it would take over
+        // that node's identity (and its stream). Replacing a node takes a token made for it.
+        let unbound = st
+            .store
+            .token(&token.id)?
+            .is_some_and(|t| t.node.is_empty() && token.matches_hash(&t.hash));
+        if unbound
+            && st
+                .store
+                .node(&r.node)?
+                .is_some_and(|n| n.enrolled_ms > 0)
+        {
+            let reason = format!(
+                "node {} is already enrolled, and join token {} is not bound to a node: it cannot enrol under an \
+                 enrolled node's name (that would take over the node). To replace the node, an admin makes a token \
+                 for it: `pxctl node token create --node {}`; to add a new node, choose another --node name",
+                r.node, token.id, r.node
+            );
+            tracing::warn!(node = %r.node, token = %token.id, %reason, "enrolment refused");
+            return Err(Error::PermissionDenied(reason));
+        }
         st.store
             .consume_token(&token.id, st.now_ms(), |t| {
                 token.matches_hash(&t.hash) && (t.node.is_empty() || t.node == r.node)
