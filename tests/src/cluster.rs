@@ -249,6 +249,11 @@ impl Cluster {
         }
     }
 
+    /// The PID of the controller process this cluster started, while it runs.
+    pub fn controller_pid(&self) -> Option<u32> {
+        self.controller.as_ref().and_then(|c| c.id())
+    }
+
     /// Whether the controller process this cluster started is still running.
     pub fn controller_running(&mut self) -> bool {
         self.controller

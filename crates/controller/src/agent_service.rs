@@ -108,12 +108,7 @@ impl AgentApi {
             .store
             .token(&token.id)?
             .is_some_and(|t| t.node.is_empty() && token.matches_hash(&t.hash));
-        if unbound
-            && st
-                .store
-                .node(&r.node)?
-                .is_some_and(|n| n.enrolled_ms > 0)
-        {
+        if unbound && st.store.node(&r.node)?.is_some_and(|n| n.enrolled_ms > 0) {
             let reason = format!(
                 "node {} is already enrolled, and join token {} is not bound to a node: it cannot enrol under an \
                  enrolled node's name (that would take over the node). To replace the node, an admin makes a token \

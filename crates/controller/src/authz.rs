@@ -13,6 +13,9 @@ pub enum Need<'a> {
     ReadSecrets(&'a str),
     /// Plan, submit, destroy of a fleet.
     Change(&'a str),
+    /// Plan or submit of a fleet file, checked before the file is read (which fleet it is comes from the file,
+    /// and a viewer, who may change none, must not make the controller parse one).
+    ChangeSome,
     /// Join tokens, cordon, certificates.
     Admin,
 }
@@ -49,6 +52,11 @@ pub fn check_fleet(id: Option<&Identity>, need: Need<'_>) -> Result<(), AuthzErr
         (_, Role::Admin) => Ok(()),
         (Need::Read, _) => Ok(()),
         (Need::Change(f), Role::Operator) if may_change(f) => Ok(()),
+        (Need::ChangeSome, Role::Operator) => Ok(()),
+        (Need::ChangeSome, _) => Err(denied(
+            id,
+            "plan or submit fleet files (a viewer reads only; ask an admin for an operator certificate)",
+        )),
         (Need::ReadSecrets(f), Role::Operator) if may_change(f) => Ok(()),
         (Need::Change(f), _) => Err(denied(id, format!("change fleet {f}"))),
         (Need::ReadSecrets(f), _) => Err(denied(id, format!("read the secrets of fleet {f}"))),
@@ -108,6 +116,8 @@ mod tests {
         assert!(!ok(&viewer, Need::Change("dev")));
         assert!(!ok(&viewer, Need::ReadSecrets("dev")));
         assert!(!ok(&viewer, Need::Admin));
+        assert!(!ok(&viewer, Need::ChangeSome));
+        assert!(ok(&op_dev, Need::ChangeSome) && ok(&admin, Need::ChangeSome));
         assert_eq!(
             check_fleet(None, Need::Read),
             Err(AuthzError::Unauthenticated)

@@ -103,7 +103,8 @@ impl FleetService for FleetApi {
         req: Request<pb::PlanRequest>,
     ) -> Result<Response<pb::PlanResponse>, Status> {
         let id = who(&req);
-        check_fleet(id.as_ref(), Need::Read)?;
+        // before the file is parsed: a viewer's file costs the controller nothing
+        check_fleet(id.as_ref(), Need::ChangeSome)?;
         let r = req.into_inner();
         let source = Source {
             file_name: r.file_name,
@@ -127,7 +128,7 @@ impl FleetService for FleetApi {
         req: Request<pb::SubmitRequest>,
     ) -> Result<Response<pb::SubmitResponse>, Status> {
         let id = who(&req);
-        check_fleet(id.as_ref(), Need::Read)?;
+        check_fleet(id.as_ref(), Need::ChangeSome)?;
         let author = id.clone().expect("checked above");
         let r = req.into_inner();
         let source = Source {

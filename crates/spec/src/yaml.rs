@@ -15,6 +15,30 @@ pub const MAX_DEPTH: usize = 64;
 /// Most nodes a document may expand to, aliases included (a 10,000-container file has ~500,000).
 pub const MAX_NODES: usize = 2_000_000;
 
+/// What aliases may add to a document, in bytes of memory, beyond [`ALIAS_BYTES_PER_INPUT_BYTE`] per byte of
+/// the file: a 648-byte alias bomb expanded to a quarter of a gigabyte per request before this bound (the
+/// node limit alone allowed 2,000,000 copies).
+pub const ALIAS_BYTES_BASE: usize = 4 << 20;
+/// What aliases may add per byte of the file (a 10,000-container file that merges one `&defaults` into every
+/// container stays well within it).
+pub const ALIAS_BYTES_PER_INPUT_BYTE: usize = 16;
+
+/// Memory one node takes in the tree besides its text (the node, its entry, vector slots), for the alias bound.
+const NODE_BYTES: usize = 96;
+
+/// The memory a copy of `n` takes (an estimate good to a small factor): what an alias to it costs.
+fn node_weight(n: &Node) -> usize {
+    NODE_BYTES
+        + match &n.value {
+            Value::Scalar { text, .. } => text.len(),
+            Value::Seq(v) => v.iter().map(node_weight).sum::<usize>(),
+            Value::Map(v) => v
+                .iter()
+                .map(|e| NODE_BYTES + e.key.len() + node_weight(&e.value))
+                .sum::<usize>(),
+        }
+}
+
 /// A YAML node and where it starts.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Node {
@@ -122,8 +146,11 @@ enum Frame {
 pub fn parse(file: &str, text: &str, diags: &mut Vec<Diagnostic>) -> Option<Node> {
     let mut parser = Parser::new_from_str(text);
     let mut stack: Vec<Frame> = Vec::new();
-    let mut anchors: HashMap<usize, (Node, usize)> = HashMap::new();
+    let mut anchors: HashMap<usize, (Node, usize, usize)> = HashMap::new();
     let mut nodes = 0usize;
+    let alias_budget =
+        ALIAS_BYTES_BASE.saturating_add(text.len().saturating_mul(ALIAS_BYTES_PER_INPUT_BYTE));
+    let mut alias_bytes = 0usize;
     let mut root: Option<Node> = None;
     let mut documents = 0usize;
 
@@ -160,8 +187,25 @@ pub fn parse(file: &str, text: &str, diags: &mut Vec<Diagnostic>) -> Option<Node
                 None
             }
             Event::Alias(id) => match anchors.get(&id) {
-                Some((n, size)) => {
+                Some((n, size, weight)) => {
                     nodes += size;
+                    alias_bytes = alias_bytes.saturating_add(*weight);
+                    if alias_bytes > alias_budget {
+                        diags.push(
+                            Diagnostic::new(
+                                file,
+                                at,
+                                "",
+                                format!(
+                                    "the aliases of this document expand to more than {} MiB (at most 4 MiB plus \
+                                     16 times the file's size are accepted)",
+                                    alias_budget >> 20
+                                ),
+                            )
+                            .with_hint("write the repeated parts out, or use fewer nested aliases"),
+                        );
+                        return None;
+                    }
                     if nodes > MAX_NODES {
                         diags.push(Diagnostic::new(
                             file,
@@ -271,7 +315,8 @@ pub fn parse(file: &str, text: &str, diags: &mut Vec<Diagnostic>) -> Option<Node
         };
         if anchor != 0 {
             let size = node_count(&node);
-            anchors.insert(anchor, (node.clone(), size));
+            let weight = node_weight(&node);
+            anchors.insert(anchor, (node.clone(), size, weight));
         }
         match stack.last_mut() {
             None => root = Some(node),
@@ -394,6 +439,38 @@ mod tests {
         }
         let (_, d) = p(&s);
         assert!(d.iter().any(|d| d.message.contains("more than")), "{d:?}");
+    }
+
+    /// Issue 24: a bomb of long strings stays far below the node limit, and is stopped by the bytes its
+    /// aliases add (4 MiB plus 16 times the file): a 648-byte file used to reach 256 MB.
+    #[test]
+    fn aliases_add_at_most_a_few_mib_beyond_the_files_size() {
+        let mut s = format!("a0: &a0 \"{}\"\n", "x".repeat(400));
+        for i in 1..6 {
+            let p = i - 1;
+            s.push_str(&format!(
+                "a{i}: &a{i} [{}]\n",
+                vec![format!("*a{p}"); 9].join(", ")
+            ));
+        }
+        assert!(s.len() < 1_000);
+        let (_, d) = p(&s);
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert!(
+            d[0].message.contains("expand to more than 4 MiB"),
+            "{}",
+            d[0].message
+        );
+        // a file that merges its defaults into a thousand entries is fine
+        let mut ok = String::from(
+            "d: &d {memory: 512, cores: 2, tags: [a, b], description: some text}\nc:\n",
+        );
+        for i in 0..1000 {
+            ok.push_str(&format!("  c{i}: {{<<: *d, vm_id: {}}}\n", 1000 + i));
+        }
+        let (n, d) = p(&ok);
+        assert!(d.is_empty(), "{d:?}");
+        assert!(n.is_some());
     }
 
     #[test]
