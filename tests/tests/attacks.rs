@@ -131,3 +131,99 @@ async fn a_yaml_alias_bomb_costs_the_controller_a_few_mib_and_a_viewers_file_is_
         .find("bomb")
         .is_none());
 }
+
+/// Item 3: a revoked certificate is cut off on connections opened before the revoke: the next call on the same
+/// connection is refused with the reason, a Watch stream opened before ends with it, and a node's agent stream
+/// is closed (the node goes down and its reconnection is refused), all within 5 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_certificate_is_cut_off_on_connections_opened_before() {
+    let c = Cluster::start(1).await.expect("cluster");
+    let operator = c.issue_user("olga", Role::Operator).unwrap();
+    let serial = pxfleet_tls::CertInfo::from_pem(&operator.cert_pem)
+        .unwrap()
+        .serial
+        .as_str()
+        .to_string();
+    // One connection, opened and used before the revoke.
+    let mut api = c.api_as(&operator).await.unwrap();
+    api.get_fleets(pb::GetFleetsRequest::default())
+        .await
+        .expect("the operator reads");
+    let mut watch = api
+        .watch(pb::WatchRequest::default())
+        .await
+        .expect("a watch opens")
+        .into_inner();
+
+    let mut admin = c.api().await.unwrap();
+    admin
+        .revoke_certificate(pb::RevokeCertificateRequest {
+            serial: serial.clone(),
+            reason: "attack test".into(),
+        })
+        .await
+        .unwrap();
+
+    let e = api
+        .submit(pb::SubmitRequest {
+            file_name: "f.yaml".into(),
+            source: pxfleet_tests::fleet_yaml(
+                "rv",
+                "  x: {node: mk33, memory: 512, disk_size: 4}\n",
+            ),
+            ..Default::default()
+        })
+        .await
+        .expect_err("a revoked certificate submitted on its open connection");
+    assert_eq!(e.code(), Code::Unauthenticated, "{e:?}");
+    assert!(
+        e.message()
+            .contains(&format!("(serial {serial}) was revoked")),
+        "{e:?}"
+    );
+    assert!(e.message().contains("ask an admin"), "{e:?}");
+    let ended = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            match watch.message().await {
+                Ok(Some(_)) => continue,
+                Ok(None) => return None,
+                Err(e) => return Some(e),
+            }
+        }
+    })
+    .await
+    .expect("the watch stream still runs 5 s after the revoke");
+    let e = ended.expect("the watch ended without saying why");
+    assert!(e.message().contains("was revoked"), "{e:?}");
+    // nothing was made
+    assert!(c.vmids_on("mk33").is_empty());
+
+    // A node: its stream is closed, it goes down and stays down.
+    let node_cert = c.node("mk33").bundle().unwrap();
+    let node_serial = pxfleet_tls::CertInfo::from_pem(&node_cert.cert_pem)
+        .unwrap()
+        .serial
+        .as_str()
+        .to_string();
+    admin
+        .revoke_certificate(pb::RevokeCertificateRequest {
+            serial: node_serial,
+            reason: "attack test".into(),
+        })
+        .await
+        .unwrap();
+    pxfleet_tests::wait_until("mk33 cut off", Duration::from_secs(5), || async {
+        let nodes = c.nodes_info().await.map_err(|e| e.to_string())?;
+        let n = nodes.iter().find(|n| n.name == "mk33").unwrap();
+        if n.status == pb::NodeStatus::Ready as i32 {
+            Err(format!("{n:?}"))
+        } else {
+            Ok(())
+        }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let nodes = c.nodes_info().await.unwrap();
+    let n = nodes.iter().find(|n| n.name == "mk33").unwrap();
+    assert_ne!(n.status, pb::NodeStatus::Ready as i32, "{n:?}");
+}

@@ -160,7 +160,7 @@ impl AgentApi {
         req: Request<Streaming<pb::AgentMessage>>,
     ) -> Result<Response<ConnectStream>> {
         let cert = pxfleet_tls::peer_cert_info(&req);
-        let id = cert.as_ref().and_then(|c| c.identity.clone());
+        let id = crate::authz::caller(&*self.state.revocations, &req)?;
         let node = check_node(id.as_ref(), "")?.to_string();
         let serial = cert
             .map(|c| c.serial.as_str().to_string())
@@ -179,7 +179,7 @@ impl AgentApi {
         check_node(id.as_ref(), &hello.node)?;
         let st = self.state.clone();
         let finals = handle_hello(&st, &node, &hello, &serial)?;
-        let (conn, rx) = st.sessions.register(&node);
+        let (conn, rx) = st.sessions.register_with_serial(&node, &serial);
         st.sessions
             .send(&node, ToAgent::Welcome { node: node.clone() });
         if !finals.is_empty() {
@@ -203,6 +203,12 @@ impl AgentApi {
                 let Some(first) = inbound.next().await else {
                     break;
                 };
+                // A stream whose session is gone (its certificate revoked, or the node connected again) is not
+                // listened to any more: its heartbeats would keep a cut-off agent looking alive.
+                if st2.sessions.current_conn(&node2) != Some(conn) {
+                    tracing::info!(node = %node2, "agent stream closed by the controller; its messages are ignored");
+                    break;
+                }
                 let mut batch = Vec::new();
                 let mut next = Some(first);
                 while let Some(msg) = next.take() {

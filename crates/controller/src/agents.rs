@@ -54,6 +54,8 @@ const QUEUE: usize = 256;
 struct Session {
     conn: u64,
     tx: mpsc::Sender<ToAgent>,
+    /// The serial of the certificate the agent connected with (hex; empty when unknown).
+    serial: String,
 }
 
 pub struct Sessions {
@@ -82,13 +84,22 @@ impl Sessions {
     /// Registers a new stream for `node`, replacing (and thereby closing) an older one. Returns the connection
     /// number (to unregister exactly this one later) and the receiving end for the response stream.
     pub fn register(&self, node: &str) -> (u64, mpsc::Receiver<ToAgent>) {
+        self.register_with_serial(node, "")
+    }
+
+    /// [`Sessions::register`] for an agent that connected with the certificate of serial `serial` (hex), which
+    /// [`Sessions::close_serial`] cuts off.
+    pub fn register_with_serial(&self, node: &str, serial: &str) -> (u64, mpsc::Receiver<ToAgent>) {
         let conn = self.next_conn.fetch_add(1, Ordering::Relaxed) + 1;
         let (tx, rx) = mpsc::channel(QUEUE);
-        let old = self
-            .by_node
-            .lock()
-            .expect("sessions lock")
-            .insert(node.to_string(), Session { conn, tx });
+        let old = self.by_node.lock().expect("sessions lock").insert(
+            node.to_string(),
+            Session {
+                conn,
+                tx,
+                serial: serial.to_string(),
+            },
+        );
         if old.is_some() {
             tracing::info!(node, "agent reconnected; previous stream replaced");
         }
@@ -130,6 +141,21 @@ impl Sessions {
     /// and the server's graceful shutdown does not wait for streams that never end.
     pub fn close_all(&self) {
         self.by_node.lock().expect("sessions lock").clear();
+    }
+
+    /// Drops the sessions of agents connected with the certificate `serial` (revoked): their Connect streams
+    /// end, and their reconnection is refused at the handshake. Returns the nodes cut off.
+    pub fn close_serial(&self, serial: &str) -> Vec<String> {
+        let mut map = self.by_node.lock().expect("sessions lock");
+        let nodes: Vec<String> = map
+            .iter()
+            .filter(|(_, s)| !serial.is_empty() && s.serial == serial)
+            .map(|(n, _)| n.clone())
+            .collect();
+        for n in &nodes {
+            map.remove(n);
+        }
+        nodes
     }
 
     /// The connection number of the node's live session.

@@ -2,7 +2,7 @@
 //! functions answer the questions the services ask, and [`AuthzError`] maps to gRPC status codes in
 //! [`crate::error`].
 
-use pxfleet_tls::{Identity, Role};
+use pxfleet_tls::{Identity, RevocationCheck, Role};
 
 /// What a FleetService call needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,6 +26,29 @@ pub enum AuthzError {
     Unauthenticated,
     #[error("{who} may not {what}")]
     Denied { who: String, what: String },
+    #[error(
+        "the client certificate (serial {serial}) was revoked by an admin: nothing made with it is accepted any \
+         more, also on connections opened before; ask an admin for a new certificate (`pxctl user request`)"
+    )]
+    Revoked { serial: String },
+}
+
+/// The caller of a request: the identity of its verified client certificate (`None` without one), refused when
+/// that certificate was revoked since the connection's handshake (the handshake refuses it on new connections;
+/// this check is what cuts off calls on connections opened before the revoke).
+pub fn caller<T>(
+    revocations: &dyn RevocationCheck,
+    req: &tonic::Request<T>,
+) -> Result<Option<Identity>, AuthzError> {
+    let Some(cert) = pxfleet_tls::peer_cert_info(req) else {
+        return Ok(None);
+    };
+    if revocations.is_revoked(&cert.serial) {
+        return Err(AuthzError::Revoked {
+            serial: cert.serial.as_str().to_string(),
+        });
+    }
+    Ok(cert.identity)
 }
 
 fn denied(id: &Identity, what: impl Into<String>) -> AuthzError {

@@ -147,6 +147,12 @@ pub async fn revoke_certificate(
     rec.revoked = true;
     state.store.put_serial(&rec)?;
     state.revocations.revoke(serial);
+    // Cut off what is already connected with it: an agent's stream ends now (its reconnection is refused at
+    // the handshake); every later call of a user on an open connection is refused by the per-call check, and
+    // a Watch stream ends at its next revocation check.
+    for node in state.sessions.close_serial(&rec.serial) {
+        tracing::warn!(%node, serial = %rec.serial, "certificate revoked: the node's agent stream is closed");
+    }
     state.store.audit(&AuditEntry {
         time_ms: state.now_ms(),
         actor: actor(by),

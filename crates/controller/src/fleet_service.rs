@@ -25,8 +25,11 @@ pub struct FleetApi {
     pub state: Arc<State>,
 }
 
-fn who<T>(req: &Request<T>) -> Option<Identity> {
-    pxfleet_tls::peer_identity(req)
+impl FleetApi {
+    /// The caller, checked on every call: a certificate revoked after its connection was opened is refused.
+    fn who<T>(&self, req: &Request<T>) -> Result<Option<Identity>, Status> {
+        Ok(crate::authz::caller(&*self.state.revocations, req)?)
+    }
 }
 
 /// The right to change the fleet a file names, checked once the file is parsed.
@@ -102,7 +105,7 @@ impl FleetService for FleetApi {
         &self,
         req: Request<pb::PlanRequest>,
     ) -> Result<Response<pb::PlanResponse>, Status> {
-        let id = who(&req);
+        let id = self.who(&req)?;
         // before the file is parsed: a viewer's file costs the controller nothing
         check_fleet(id.as_ref(), Need::ChangeSome)?;
         let r = req.into_inner();
@@ -127,7 +130,7 @@ impl FleetService for FleetApi {
         &self,
         req: Request<pb::SubmitRequest>,
     ) -> Result<Response<pb::SubmitResponse>, Status> {
-        let id = who(&req);
+        let id = self.who(&req)?;
         check_fleet(id.as_ref(), Need::ChangeSome)?;
         let author = id.clone().expect("checked above");
         let r = req.into_inner();
@@ -166,18 +169,20 @@ impl FleetService for FleetApi {
         &self,
         req: Request<pb::WatchRequest>,
     ) -> Result<Response<Self::WatchStream>, Status> {
-        let id = who(&req);
+        let id = self.who(&req)?;
         check_fleet(id.as_ref(), Need::Read)?;
         let permit = self
             .state
             .limiter
             .watch_permit(&id.map(|i| i.uri()).unwrap_or_default())?;
+        let serial = pxfleet_tls::peer_cert_info(&req).map(|c| c.serial);
         let r = req.into_inner();
         let state = self.state.clone();
         let stream = async_stream(self.state.limiter.closing(), move |tx| async move {
             // held while the stream lives; async_stream ends it when the client goes away
             let _permit = permit;
-            crate::watch::run(state, r.fleet, r.until_settled, |ev| {
+            let revocations = state.revocations.clone();
+            let events = crate::watch::run(state, r.fleet, r.until_settled, |ev| {
                 let tx = tx.clone();
                 async move {
                     let ev = ev
@@ -185,8 +190,24 @@ impl FleetService for FleetApi {
                         .map_err(Status::from);
                     tx.send(ev).await.is_ok()
                 }
-            })
-            .await
+            });
+            // A certificate revoked while it watches: the stream ends within a second, with the reason.
+            let revoked = async {
+                let Some(serial) = serial else {
+                    return std::future::pending().await;
+                };
+                while !pxfleet_tls::RevocationCheck::is_revoked(&*revocations, &serial) {
+                    tokio::time::sleep(REVOCATION_POLL).await;
+                }
+                let e = crate::authz::AuthzError::Revoked {
+                    serial: serial.as_str().to_string(),
+                };
+                let _ = tx.send(Err(e.into())).await;
+            };
+            tokio::select! {
+                _ = events => {}
+                _ = revoked => {}
+            }
         });
         Ok(Response::new(stream))
     }
@@ -195,7 +216,7 @@ impl FleetService for FleetApi {
         &self,
         req: Request<pb::GetFleetsRequest>,
     ) -> Result<Response<pb::GetFleetsResponse>, Status> {
-        check_fleet(who(&req).as_ref(), Need::Read)?;
+        check_fleet(self.who(&req)?.as_ref(), Need::Read)?;
         let fleets = crate::listing::fleets(&self.state)?
             .into_iter()
             .map(|f| pb::FleetSummary {
@@ -214,7 +235,7 @@ impl FleetService for FleetApi {
         &self,
         req: Request<pb::GetContainersRequest>,
     ) -> Result<Response<pb::GetContainersResponse>, Status> {
-        check_fleet(who(&req).as_ref(), Need::Read)?;
+        check_fleet(self.who(&req)?.as_ref(), Need::Read)?;
         let r = req.into_inner();
         let containers = crate::listing::containers(&self.state, &r.fleet, &r.node)?
             .iter()
@@ -227,7 +248,7 @@ impl FleetService for FleetApi {
         &self,
         req: Request<pb::DescribeContainerRequest>,
     ) -> Result<Response<pb::DescribeContainerResponse>, Status> {
-        check_fleet(who(&req).as_ref(), Need::Read)?;
+        check_fleet(self.who(&req)?.as_ref(), Need::Read)?;
         let r = req.into_inner();
         let d = crate::listing::describe(&self.state, &r.fleet, &r.name)?;
         Ok(Response::new(pb::DescribeContainerResponse {
@@ -250,7 +271,7 @@ impl FleetService for FleetApi {
         &self,
         req: Request<pb::GetNodesRequest>,
     ) -> Result<Response<pb::GetNodesResponse>, Status> {
-        check_fleet(who(&req).as_ref(), Need::Read)?;
+        check_fleet(self.who(&req)?.as_ref(), Need::Read)?;
         let nodes = crate::nodes::nodes(&self.state)?
             .into_iter()
             .map(node_info)
@@ -262,7 +283,7 @@ impl FleetService for FleetApi {
         &self,
         req: Request<pb::GetOperationsRequest>,
     ) -> Result<Response<pb::GetOperationsResponse>, Status> {
-        check_fleet(who(&req).as_ref(), Need::Read)?;
+        check_fleet(self.who(&req)?.as_ref(), Need::Read)?;
         let r = req.into_inner();
         let ops =
             crate::listing::operations(&self.state, &r.fleet, &r.node, r.active_only, r.limit)?;
@@ -284,7 +305,7 @@ impl FleetService for FleetApi {
         &self,
         req: Request<pb::OutputRequest>,
     ) -> Result<Response<pb::OutputResponse>, Status> {
-        let id = who(&req);
+        let id = self.who(&req)?;
         let r = req.into_inner();
         check_fleet(
             id.as_ref(),
@@ -318,7 +339,7 @@ impl FleetService for FleetApi {
         &self,
         req: Request<pb::SetPowerRequest>,
     ) -> Result<Response<pb::DestroyResponse>, Status> {
-        let id = who(&req);
+        let id = self.who(&req)?;
         let r = req.into_inner();
         check_fleet(id.as_ref(), Need::Change(&r.fleet))?;
         let author = id.expect("checked above");
@@ -348,7 +369,7 @@ impl FleetService for FleetApi {
         &self,
         req: Request<pb::DestroyRequest>,
     ) -> Result<Response<pb::DestroyResponse>, Status> {
-        let id = who(&req);
+        let id = self.who(&req)?;
         let r = req.into_inner();
         check_fleet(id.as_ref(), Need::Change(&r.fleet))?;
         let author = id.expect("checked above");
@@ -367,7 +388,7 @@ impl FleetService for FleetApi {
         &self,
         req: Request<pb::HistoryRequest>,
     ) -> Result<Response<pb::HistoryResponse>, Status> {
-        check_fleet(who(&req).as_ref(), Need::Read)?;
+        check_fleet(self.who(&req)?.as_ref(), Need::Read)?;
         let r = req.into_inner();
         let revisions = crate::listing::history(&self.state, &r.fleet, r.limit)?
             .into_iter()
@@ -387,7 +408,7 @@ impl FleetService for FleetApi {
         &self,
         req: Request<pb::CreateJoinTokenRequest>,
     ) -> Result<Response<pb::CreateJoinTokenResponse>, Status> {
-        let id = who(&req);
+        let id = self.who(&req)?;
         check_fleet(id.as_ref(), Need::Admin)?;
         let r = req.into_inner();
         let t = crate::certs::create_join_token(
@@ -409,7 +430,7 @@ impl FleetService for FleetApi {
         &self,
         req: Request<pb::CordonNodeRequest>,
     ) -> Result<Response<pb::NodeInfo>, Status> {
-        let id = who(&req);
+        let id = self.who(&req)?;
         check_fleet(id.as_ref(), Need::Admin)?;
         let r = req.into_inner();
         let view = crate::nodes::set_cordon(&self.state, id.as_ref(), &r.node, Some(&r.reason))?;
@@ -420,7 +441,7 @@ impl FleetService for FleetApi {
         &self,
         req: Request<pb::UncordonNodeRequest>,
     ) -> Result<Response<pb::NodeInfo>, Status> {
-        let id = who(&req);
+        let id = self.who(&req)?;
         check_fleet(id.as_ref(), Need::Admin)?;
         let r = req.into_inner();
         let view = crate::nodes::set_cordon(&self.state, id.as_ref(), &r.node, None)?;
@@ -431,7 +452,7 @@ impl FleetService for FleetApi {
         &self,
         req: Request<pb::DrainNodeRequest>,
     ) -> Result<Response<pb::DrainNodeResponse>, Status> {
-        let id = who(&req);
+        let id = self.who(&req)?;
         check_fleet(id.as_ref(), Need::Admin)?;
         let r = req.into_inner();
         let (view, plan) =
@@ -464,7 +485,7 @@ impl FleetService for FleetApi {
         &self,
         req: Request<pb::IssueUserCertificateRequest>,
     ) -> Result<Response<pb::IssueUserCertificateResponse>, Status> {
-        let id = who(&req);
+        let id = self.who(&req)?;
         check_fleet(id.as_ref(), Need::Admin)?;
         let r = req.into_inner();
         let role = match pb::UserRole::try_from(r.role) {
@@ -500,7 +521,7 @@ impl FleetService for FleetApi {
         &self,
         req: Request<pb::RevokeCertificateRequest>,
     ) -> Result<Response<pb::RevokeCertificateResponse>, Status> {
-        let id = who(&req);
+        let id = self.who(&req)?;
         check_fleet(id.as_ref(), Need::Admin)?;
         let r = req.into_inner();
         crate::certs::revoke_certificate(&self.state, id.as_ref(), &r.serial, r.reason).await?;
@@ -511,7 +532,7 @@ impl FleetService for FleetApi {
         &self,
         req: Request<pb::ListCertificatesRequest>,
     ) -> Result<Response<pb::ListCertificatesResponse>, Status> {
-        check_fleet(who(&req).as_ref(), Need::Admin)?;
+        check_fleet(self.who(&req)?.as_ref(), Need::Admin)?;
         Ok(Response::new(pb::ListCertificatesResponse {
             certificates: crate::certs::certificates(&self.state)?
                 .iter()
@@ -524,7 +545,7 @@ impl FleetService for FleetApi {
         &self,
         req: Request<pb::GetAuditRequest>,
     ) -> Result<Response<pb::GetAuditResponse>, Status> {
-        check_fleet(who(&req).as_ref(), Need::Admin)?;
+        check_fleet(self.who(&req)?.as_ref(), Need::Admin)?;
         let entries = crate::audit::entries(&self.state.store, &req.into_inner())?;
         Ok(Response::new(pb::GetAuditResponse { entries }))
     }
@@ -535,7 +556,7 @@ impl FleetService for FleetApi {
         &self,
         req: Request<pb::BackupRequest>,
     ) -> Result<Response<Self::BackupStream>, Status> {
-        let id = who(&req);
+        let id = self.who(&req)?;
         check_fleet(id.as_ref(), Need::Admin)?;
         let bytes = crate::backup::online_audited(&self.state, id.as_ref()).await?;
         let chunks: Vec<Result<pb::BackupChunk, Status>> = bytes
@@ -549,7 +570,7 @@ impl FleetService for FleetApi {
         &self,
         req: Request<pb::GetUnmanagedRequest>,
     ) -> Result<Response<pb::GetUnmanagedResponse>, Status> {
-        check_fleet(who(&req).as_ref(), Need::Read)?;
+        check_fleet(self.who(&req)?.as_ref(), Need::Read)?;
         let r = req.into_inner();
         let containers = crate::adopt::unmanaged(&self.state.store.all_observed_shared()?, &r.node);
         Ok(Response::new(pb::GetUnmanagedResponse { containers }))
@@ -558,6 +579,9 @@ impl FleetService for FleetApi {
 
 /// A stream fed by a task through a channel; the task stops when the client goes away or `closing` resolves
 /// (shutdown).
+/// How often a long-lived stream checks whether its caller's certificate was revoked.
+const REVOCATION_POLL: std::time::Duration = std::time::Duration::from_millis(500);
+
 fn async_stream<F, Fut>(
     closing: impl std::future::Future<Output = ()> + Send + 'static,
     f: F,

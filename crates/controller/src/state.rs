@@ -125,7 +125,18 @@ impl State {
     }
 
     pub fn node_status(&self, node: &crate::model::NodeRecord) -> NodeStatus {
+        if self.cert_revoked(node) {
+            return NodeStatus::Down;
+        }
         node.status(self.now_ms(), self.heartbeat_timeout_ms())
+    }
+
+    /// Whether the certificate the node's agent last connected with was revoked: its stream was closed then,
+    /// and it is down at once (not only once its heartbeats are missed).
+    fn cert_revoked(&self, node: &crate::model::NodeRecord) -> bool {
+        !node.cert_serial.is_empty()
+            && pxfleet_tls::Serial::from_hex(&node.cert_serial)
+                .is_ok_and(|s| pxfleet_tls::RevocationCheck::is_revoked(&*self.revocations, &s))
     }
 
     /// What `get nodes` shows: the record's status, except that a node whose operations in flight (`ops`: the
@@ -136,6 +147,16 @@ impl State {
         ops: &[&Operation],
         now: Millis,
     ) -> (NodeStatus, String) {
+        if self.cert_revoked(node) {
+            return (
+                NodeStatus::Down,
+                format!(
+                    "its certificate (serial {}) was revoked: its agent was cut off and is refused; enrol it again: \
+                     `pxctl node token create --node {}`, then on the node `pxagent join --node {}` with that token",
+                    node.cert_serial, node.name, node.name
+                ),
+            );
+        }
         let status = node.status(now, self.heartbeat_timeout_ms());
         match status {
             NodeStatus::Down if node.last_seen_ms == 0 => {
