@@ -1,17 +1,16 @@
 //! The FleetService API of a [`Cluster`] as its admin (or as another certificate): clients, user
 //! certificates, submit and plan, listings, and the waits for nodes and containers.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use pxfleet_proto::v1 as pb;
 use pxfleet_proto::v1::fleet_service_client::FleetServiceClient;
-use pxfleet_tls::{Bundle, Ca, Identity, Role};
+use pxfleet_tls::{Bundle, Role};
 use tonic::transport::Channel;
 
 use crate::api;
 use crate::cluster::Cluster;
-use crate::error::{grpc, io, Result};
+use crate::error::{grpc, Result};
 use crate::process::tail;
 
 impl Cluster {
@@ -27,15 +26,38 @@ impl Cluster {
         Ok(FleetServiceClient::new(channel))
     }
 
-    /// A user certificate signed by this cluster's CA (as `pxctl`'s admin would issue one).
-    pub fn issue_user(&self, name: &str, role: Role) -> Result<Bundle> {
-        let pki = self.controller_dir.join("pki");
-        let read = |p: PathBuf| std::fs::read_to_string(&p).map_err(io(&p));
-        let ca_pem = read(pki.join("ca.pem"))?;
-        let ca = Ca::from_pem(&ca_pem, &read(pki.join("ca.key"))?)?;
-        let id = Identity::user(name, role, &[])?;
-        let creds = ca.issue_client(&id, pxfleet_tls::DEFAULT_CLIENT_VALIDITY)?;
-        Ok(creds.into_bundle(ca.cert_pem()))
+    /// A user certificate issued by this cluster's controller (as `pxctl user issue` does: a key and CSR made
+    /// here, signed and recorded by the controller through the admin's API).
+    pub async fn issue_user(&self, name: &str, role: Role) -> Result<Bundle> {
+        self.issue_user_for(name, role, &[]).await
+    }
+
+    /// [`Cluster::issue_user`] for an operator limited to `fleets`.
+    pub async fn issue_user_for(&self, name: &str, role: Role, fleets: &[&str]) -> Result<Bundle> {
+        let kc = pxfleet_tls::generate_key_and_csr(name)?;
+        let role = match role {
+            Role::Admin => pb::UserRole::Admin,
+            Role::Operator => pb::UserRole::Operator,
+            Role::Viewer => pb::UserRole::Viewer,
+        };
+        let issued = self
+            .api()
+            .await?
+            .issue_user_certificate(pb::IssueUserCertificateRequest {
+                name: name.into(),
+                role: role as i32,
+                fleets: fleets.iter().map(|f| f.to_string()).collect(),
+                csr_pem: kc.csr_pem,
+                validity_days: 0,
+            })
+            .await
+            .map_err(grpc("IssueUserCertificate"))?
+            .into_inner();
+        Ok(Bundle {
+            ca_pem: issued.ca_pem,
+            cert_pem: issued.cert_pem,
+            key_pem: kc.key_pem,
+        })
     }
 
     /// Submit through the API as admin; diagnostics (validation errors) come back in the response.

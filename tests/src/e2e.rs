@@ -825,14 +825,32 @@ impl E2e {
     }
 
     /// Writes a pxctl config plus a certificate of role `role` for user `name`; returns the config path.
-    pub fn user_config(&self, name: &str, role: Role) -> Result<PathBuf> {
-        let pki = self.controller_dir.join("pki");
-        let read = |p: PathBuf| std::fs::read_to_string(&p).map_err(io(&p));
-        let ca = pxfleet_tls::Ca::from_pem(&read(pki.join("ca.pem"))?, &read(pki.join("ca.key"))?)?;
-        let id = pxfleet_tls::Identity::user(name, role, &[])?;
-        let bundle = ca
-            .issue_client(&id, pxfleet_tls::DEFAULT_CLIENT_VALIDITY)?
-            .into_bundle(ca.cert_pem());
+    /// The certificate is issued by the controller through the admin's API (recorded, as `pxctl user issue`).
+    pub async fn user_config(&self, name: &str, role: Role) -> Result<PathBuf> {
+        let kc = pxfleet_tls::generate_key_and_csr(name)?;
+        let role = match role {
+            Role::Admin => pb::UserRole::Admin,
+            Role::Operator => pb::UserRole::Operator,
+            Role::Viewer => pb::UserRole::Viewer,
+        };
+        let issued = self
+            .api()
+            .await?
+            .issue_user_certificate(pb::IssueUserCertificateRequest {
+                name: name.into(),
+                role: role as i32,
+                fleets: vec![],
+                csr_pem: kc.csr_pem,
+                validity_days: 0,
+            })
+            .await
+            .map_err(crate::error::grpc("IssueUserCertificate"))?
+            .into_inner();
+        let bundle = pxfleet_tls::Bundle {
+            ca_pem: issued.ca_pem,
+            cert_pem: issued.cert_pem,
+            key_pem: kc.key_pem,
+        };
         let dir = self.dir.path().join("users").join(name);
         let paths = BundlePaths::in_dir(&dir, name);
         bundle.write(&paths)?;

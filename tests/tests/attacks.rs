@@ -76,7 +76,7 @@ async fn a_yaml_alias_bomb_costs_the_controller_a_few_mib_and_a_viewers_file_is_
         ..Default::default()
     };
 
-    let viewer = c.issue_user("vic", Role::Viewer).unwrap();
+    let viewer = c.issue_user("vic", Role::Viewer).await.unwrap();
     let mut api = c.api_as(&viewer).await.unwrap();
     let e = api.plan(req(&bomb)).await.unwrap_err();
     assert_eq!(e.code(), Code::PermissionDenied, "{e:?}");
@@ -93,7 +93,7 @@ async fn a_yaml_alias_bomb_costs_the_controller_a_few_mib_and_a_viewers_file_is_
 
     let pid = c.controller_pid().expect("the controller runs");
     let before = peak_rss_kib(pid);
-    let operator = c.issue_user("otto", Role::Operator).unwrap();
+    let operator = c.issue_user("otto", Role::Operator).await.unwrap();
     let mut calls = Vec::new();
     for _ in 0..16 {
         let api = c.api_as(&operator).await.unwrap();
@@ -138,7 +138,7 @@ async fn a_yaml_alias_bomb_costs_the_controller_a_few_mib_and_a_viewers_file_is_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_revoked_certificate_is_cut_off_on_connections_opened_before() {
     let c = Cluster::start(1).await.expect("cluster");
-    let operator = c.issue_user("olga", Role::Operator).unwrap();
+    let operator = c.issue_user("olga", Role::Operator).await.unwrap();
     let serial = pxfleet_tls::CertInfo::from_pem(&operator.cert_pem)
         .unwrap()
         .serial
@@ -226,4 +226,54 @@ async fn a_revoked_certificate_is_cut_off_on_connections_opened_before() {
     let nodes = c.nodes_info().await.unwrap();
     let n = nodes.iter().find(|n| n.name == "mk33").unwrap();
     assert_ne!(n.status, pb::NodeStatus::Ready as i32, "{n:?}");
+}
+
+/// Item 3: a certificate made with the controller's CA key outside the controller (an admin one, say, by
+/// whoever read `ca.key`) is signed by the right CA but was never issued, so never recorded: refused on every
+/// call, with the reason, and it changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_certificate_minted_with_the_ca_key_but_never_issued_is_refused() {
+    let c = Cluster::start(1).await.expect("cluster");
+    let pki = c.controller_dir.join("pki");
+    let ca = pxfleet_tls::Ca::from_pem(
+        &std::fs::read_to_string(pki.join("ca.pem")).unwrap(),
+        &std::fs::read_to_string(pki.join("ca.key")).unwrap(),
+    )
+    .unwrap();
+    let minted = ca
+        .issue_client(
+            &pxfleet_tls::Identity::user("mallory", Role::Admin, &[]).unwrap(),
+            pxfleet_tls::DEFAULT_CLIENT_VALIDITY,
+        )
+        .unwrap()
+        .into_bundle(ca.cert_pem());
+    let mut api = c.api_as(&minted).await.unwrap();
+    let e = api
+        .get_nodes(pb::GetNodesRequest {})
+        .await
+        .expect_err("a minted admin certificate read the nodes");
+    assert_eq!(e.code(), Code::Unauthenticated, "{e:?}");
+    assert!(
+        e.message().contains("was not issued by this controller"),
+        "{e:?}"
+    );
+    let e = api
+        .create_join_token(pb::CreateJoinTokenRequest {
+            ttl_seconds: 600,
+            node: "evil".into(),
+        })
+        .await
+        .expect_err("a minted admin certificate made a join token");
+    assert_eq!(e.code(), Code::Unauthenticated, "{e:?}");
+    // nothing was made: no token, no certificate besides those the controller issued
+    let audit = c.pxctl_json(&["audit"]).await.to_string();
+    assert!(!audit.contains("evil"), "{audit}");
+    // the real admin, and a user the controller issues, still work
+    let viewer = c.issue_user("vera", Role::Viewer).await.unwrap();
+    c.api_as(&viewer)
+        .await
+        .unwrap()
+        .get_nodes(pb::GetNodesRequest {})
+        .await
+        .expect("an issued viewer reads");
 }

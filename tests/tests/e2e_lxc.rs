@@ -361,6 +361,7 @@ async fn prd5_viewer_in_another_namespace_reads_the_same_state() {
     assert!(admin.ok(), "{admin:?}");
     let viewer_cfg = e
         .user_config("vera", pxfleet_tls::Role::Viewer)
+        .await
         .expect("viewer certificate");
     let viewer = e
         .pxctl_in(

@@ -28,7 +28,7 @@ fn submit_req(yaml: &str) -> pb::SubmitRequest {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn viewer_reads_but_cannot_submit_or_destroy() {
     let c = Cluster::start(1).await.expect("cluster");
-    let viewer = c.issue_user("vera", Role::Viewer).unwrap();
+    let viewer = c.issue_user("vera", Role::Viewer).await.unwrap();
     let mut api = c.api_as(&viewer).await.unwrap();
     let e = api.submit(submit_req(&small_fleet("v"))).await.unwrap_err();
     assert_eq!(e.code(), Code::PermissionDenied, "{e:?}");
@@ -82,7 +82,7 @@ async fn viewer_reads_but_cannot_submit_or_destroy() {
     // Nothing was stored by the refused submits.
     assert!(c.containers("v").await.unwrap().is_empty());
     // An operator may submit (the same request, another role).
-    let operator = c.issue_user("otto", Role::Operator).unwrap();
+    let operator = c.issue_user("otto", Role::Operator).await.unwrap();
     let r = c
         .api_as(&operator)
         .await
@@ -448,17 +448,10 @@ async fn an_operator_cannot_touch_fleets_outside_its_list() {
     let c = Cluster::start(1).await.expect("cluster");
     let r = c.submit(&small_fleet("prod")).await.unwrap();
     assert!(r.diagnostics.is_empty(), "{:?}", r.diagnostics);
-    let pki = c.controller_dir.join("pki");
-    let ca = Ca::from_pem(
-        &std::fs::read_to_string(pki.join("ca.pem")).unwrap(),
-        &std::fs::read_to_string(pki.join("ca.key")).unwrap(),
-    )
-    .unwrap();
-    let id = Identity::user("devops", Role::Operator, &["dev"]).unwrap();
-    let operator = ca
-        .issue_client(&id, pxfleet_tls::DEFAULT_CLIENT_VALIDITY)
-        .unwrap()
-        .into_bundle(ca.cert_pem());
+    let operator = c
+        .issue_user_for("devops", Role::Operator, &["dev"])
+        .await
+        .unwrap();
     let mut api = c.api_as(&operator).await.unwrap();
     let denied = |r: Result<(), tonic::Status>, what: &str| {
         let e = r.expect_err(what);
@@ -697,7 +690,7 @@ async fn the_audit_trail_names_who_did_what_and_only_admins_read_it() {
     let pw = passwords(&c, "aud").await;
     assert_eq!(pw.len(), 1);
     // an operator reads the secrets, the admin stops the fleet, cordons, makes a token, destroys
-    let operator = c.issue_user("otto", Role::Operator).unwrap();
+    let operator = c.issue_user("otto", Role::Operator).await.unwrap();
     c.api_as(&operator)
         .await
         .unwrap()
@@ -777,7 +770,7 @@ async fn the_audit_trail_names_who_did_what_and_only_admins_read_it() {
     assert_eq!(none, serde_json::json!([]));
     // a viewer and an operator may not read it
     for who in [
-        c.issue_user("vera", Role::Viewer).unwrap(),
+        c.issue_user("vera", Role::Viewer).await.unwrap(),
         operator.clone(),
     ] {
         let e = c

@@ -26,22 +26,50 @@ impl Agents {
     }
 }
 
-/// Starts one agent session per node in this process, each with its own node certificate from `ca`.
+/// A node certificate from `ca` for every node of the run, each recorded in the controller's store at `db` as
+/// one it issued (the store must not be open in a controller yet).
+pub(super) fn node_bundles(
+    opts: &BenchOptions,
+    ca: &Ca,
+    db: &Path,
+) -> Result<Vec<(String, pxfleet_tls::Bundle)>, BenchError> {
+    let store_err = |source| BenchError::Store {
+        path: db.to_path_buf(),
+        source,
+    };
+    let store = pxfleet_controller::store::Store::open(db).map_err(store_err)?;
+    let validity = pxfleet_tls::DEFAULT_CLIENT_VALIDITY;
+    let mut out = Vec::with_capacity(opts.nodes);
+    for name in node_names(opts.nodes) {
+        let identity = Identity::node(&name)?;
+        let creds = ca.issue_client(&identity, validity)?;
+        // issued now: its expiry less its validity
+        let now = pxfleet_controller::identities::millis(creds.cert.not_after)
+            .saturating_sub(validity.as_millis() as u64);
+        store
+            .put_serial(&pxfleet_controller::identities::serial_record(
+                &creds.cert,
+                &identity,
+                now,
+            ))
+            .map_err(store_err)?;
+        out.push((name, creds.into_bundle(ca.cert_pem())));
+    }
+    drop(store);
+    Ok(out)
+}
+
+/// Starts one agent session per node in this process, each with its own node certificate (`bundles`).
 pub(super) fn start_agents(
     opts: &BenchOptions,
     url: &str,
-    ca: &Ca,
+    bundles: Vec<(String, pxfleet_tls::Bundle)>,
     root: &Path,
     template_dir: &Path,
 ) -> Result<Agents, BenchError> {
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let mut tasks = Vec::with_capacity(opts.nodes);
-    for name in node_names(opts.nodes) {
-        let creds = ca.issue_client(
-            &Identity::node(&name)?,
-            pxfleet_tls::DEFAULT_CLIENT_VALIDITY,
-        )?;
-        let bundle = creds.into_bundle(ca.cert_pem());
+    for (name, bundle) in bundles {
         let tls = pxfleet_tls::client_config(&bundle)?;
         let dir = root.join("agents").join(&name);
         let mut config = AgentConfig::new(url, &name, &dir);

@@ -214,6 +214,12 @@ async fn run_in(
     let t_setup = Instant::now();
     let data_dir = root.join("controller");
     controller::init(&opts.pxcontroller, &data_dir).await?;
+    let pki = data_dir.join("pki");
+    let read = |p: PathBuf| std::fs::read_to_string(&p).map_err(io(&p));
+    let ca = Ca::from_pem(&read(pki.join("ca.pem"))?, &read(pki.join("ca.key"))?)?;
+    // The nodes' certificates, recorded in the store before the controller opens it (it accepts only
+    // certificates it issued; enrolling a thousand agents one by one would be part of no measurement).
+    let bundles = agents::node_bundles(opts, &ca, &data_dir.join("db"))?;
     let mut ctl = Controller::start(&opts.pxcontroller, root, &data_dir).await?;
     progress(&format!(
         "controller pid {} on {} (log {})",
@@ -222,9 +228,6 @@ async fn run_in(
         ctl.log.display()
     ));
     let admin = Bundle::read(&BundlePaths::in_dir(&data_dir.join("admin"), "admin"))?;
-    let pki = data_dir.join("pki");
-    let read = |p: PathBuf| std::fs::read_to_string(&p).map_err(io(&p));
-    let ca = Ca::from_pem(&read(pki.join("ca.pem"))?, &read(pki.join("ca.key"))?)?;
     let template_dir = root.join("templates");
     std::fs::create_dir_all(&template_dir).map_err(io(&template_dir))?;
     let tfile = template_dir.join(TEMPLATE_FILE);
@@ -234,7 +237,7 @@ async fn run_in(
     )
     .map_err(io(&tfile))?;
 
-    let agents = start_agents(opts, &ctl.url, &ca, root, &template_dir)?;
+    let agents = start_agents(opts, &ctl.url, bundles, root, &template_dir)?;
     let mut api = api(&ctl.url, &admin).await?;
     let ready_timeout = Duration::from_secs(60) + Duration::from_millis(100) * opts.nodes as u32;
     wait_nodes_ready(&mut api, opts.nodes, ready_timeout, &ctl.log).await?;

@@ -13,7 +13,7 @@ use pxfleet_cli::{CliError, Client};
 use pxfleet_controller::test_harness::TestController;
 use pxfleet_proto::v1 as pb;
 use pxfleet_proto::v1::agent_service_client::AgentServiceClient;
-use pxfleet_tls::{Bundle, BundlePaths, Ca, Identity, Role};
+use pxfleet_tls::{Bundle, BundlePaths, Role};
 use tokio::sync::mpsc;
 
 use clap::Parser;
@@ -50,16 +50,8 @@ impl Env {
 
     /// A client with a freshly issued certificate of `role`.
     async fn user(&self, name: &str, role: Role) -> Client {
-        let read = |p: &str| std::fs::read_to_string(self.dir.path().join(p)).unwrap();
-        let ca = Ca::from_pem(&read("pki/ca.pem"), &read("pki/ca.key")).unwrap();
-        let creds = ca
-            .issue_client(
-                &Identity::user(name, role, &[]).unwrap(),
-                Duration::from_secs(600),
-            )
-            .unwrap();
         let paths = BundlePaths::in_dir(&self.dir.path().join(name), name);
-        creds.into_bundle(ca.cert_pem()).write(&paths).unwrap();
+        self.issue_user(name, role).await.write(&paths).unwrap();
         let settings = config::resolve(
             &Overrides {
                 controller: Some(self.url.clone()),

@@ -160,7 +160,7 @@ impl AgentApi {
         req: Request<Streaming<pb::AgentMessage>>,
     ) -> Result<Response<ConnectStream>> {
         let cert = pxfleet_tls::peer_cert_info(&req);
-        let id = crate::authz::caller(&*self.state.revocations, &req)?;
+        let id = crate::authz::caller_of(&self.state, &req)?;
         let node = check_node(id.as_ref(), "")?.to_string();
         let serial = cert
             .map(|c| c.serial.as_str().to_string())

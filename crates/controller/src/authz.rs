@@ -31,24 +31,47 @@ pub enum AuthzError {
          more, also on connections opened before; ask an admin for a new certificate (`pxctl user request`)"
     )]
     Revoked { serial: String },
+    #[error(
+        "the client certificate (serial {serial}) was not issued by this controller (it is in no `pxctl user list \
+         --all`): only certificates it issued itself (`pxctl user issue`, node enrolment) are accepted; ask an admin \
+         for one"
+    )]
+    NotIssued { serial: String },
 }
 
 /// The caller of a request: the identity of its verified client certificate (`None` without one), refused when
 /// that certificate was revoked since the connection's handshake (the handshake refuses it on new connections;
-/// this check is what cuts off calls on connections opened before the revoke).
+/// this check is what cuts off calls on connections opened before the revoke), or when this controller never
+/// issued it (`issued` says whether it recorded the serial): a certificate made with the CA key outside the
+/// controller is not one of its users or nodes, whatever its subject says.
 pub fn caller<T>(
     revocations: &dyn RevocationCheck,
+    issued: impl Fn(&str) -> bool,
     req: &tonic::Request<T>,
 ) -> Result<Option<Identity>, AuthzError> {
     let Some(cert) = pxfleet_tls::peer_cert_info(req) else {
         return Ok(None);
     };
+    let serial = cert.serial.as_str().to_string();
     if revocations.is_revoked(&cert.serial) {
-        return Err(AuthzError::Revoked {
-            serial: cert.serial.as_str().to_string(),
-        });
+        return Err(AuthzError::Revoked { serial });
+    }
+    if !issued(&serial) {
+        return Err(AuthzError::NotIssued { serial });
     }
     Ok(cert.identity)
+}
+
+/// [`caller`] against the controller's revocation list and its record of the certificates it issued.
+pub fn caller_of<T>(
+    state: &crate::state::State,
+    req: &tonic::Request<T>,
+) -> Result<Option<Identity>, AuthzError> {
+    caller(
+        &*state.revocations,
+        |serial| state.store.serial(serial).ok().flatten().is_some(),
+        req,
+    )
 }
 
 fn denied(id: &Identity, what: impl Into<String>) -> AuthzError {

@@ -52,9 +52,9 @@ impl From<Error> for tonic::Status {
                     .unwrap_or_else(|| Status::internal(e.to_string())),
             },
             Error::Authz(e) => match e {
-                AuthzError::Unauthenticated | AuthzError::Revoked { .. } => {
-                    Status::unauthenticated(e.to_string())
-                }
+                AuthzError::Unauthenticated
+                | AuthzError::Revoked { .. }
+                | AuthzError::NotIssued { .. } => Status::unauthenticated(e.to_string()),
                 AuthzError::Denied { .. } => Status::permission_denied(e.to_string()),
             },
             Error::InvalidArgument(m) => Status::invalid_argument(m),

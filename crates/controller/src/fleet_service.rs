@@ -28,7 +28,7 @@ pub struct FleetApi {
 impl FleetApi {
     /// The caller, checked on every call: a certificate revoked after its connection was opened is refused.
     fn who<T>(&self, req: &Request<T>) -> Result<Option<Identity>, Status> {
-        Ok(crate::authz::caller(&*self.state.revocations, req)?)
+        Ok(crate::authz::caller_of(&self.state, req)?)
     }
 }
 

@@ -157,7 +157,7 @@ pub async fn renew(
     req: Request<pb::RenewRequest>,
 ) -> Result<Response<pb::EnrollResponse>, Status> {
     let cert = pxfleet_tls::peer_cert_info(&req);
-    let id = crate::authz::caller(&*state.revocations, &req)?;
+    let id = crate::authz::caller_of(state, &req)?;
     let node = check_node(id.as_ref(), "")?.to_string();
     let identity = Identity::Node(node.clone());
     let old_serial = cert

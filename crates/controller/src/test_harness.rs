@@ -134,6 +134,36 @@ impl TestController {
         FleetServiceClient::new(self.channel(&self.admin).await)
     }
 
+    /// A user certificate issued by this controller through the admin's API (recorded, as `pxctl user issue`
+    /// does): the only kind it accepts.
+    pub async fn issue_user(&self, name: &str, role: pxfleet_tls::Role) -> Bundle {
+        use pxfleet_proto::v1 as pb;
+        let kc = pxfleet_tls::generate_key_and_csr(name).expect("key and CSR");
+        let role = match role {
+            pxfleet_tls::Role::Admin => pb::UserRole::Admin,
+            pxfleet_tls::Role::Operator => pb::UserRole::Operator,
+            pxfleet_tls::Role::Viewer => pb::UserRole::Viewer,
+        };
+        let issued = self
+            .admin_client()
+            .await
+            .issue_user_certificate(pb::IssueUserCertificateRequest {
+                name: name.into(),
+                role: role as i32,
+                fleets: vec![],
+                csr_pem: kc.csr_pem,
+                validity_days: 0,
+            })
+            .await
+            .expect("IssueUserCertificate")
+            .into_inner();
+        Bundle {
+            ca_pem: issued.ca_pem,
+            cert_pem: issued.cert_pem,
+            key_pem: kc.key_pem,
+        }
+    }
+
     /// Stops the server and waits (at most `wait`) for it to finish; returns the data directory and the CA
     /// fingerprint for a restart.
     pub async fn stop(mut self, wait: Duration) -> (tempfile::TempDir, String) {

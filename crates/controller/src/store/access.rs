@@ -52,6 +52,11 @@ impl Store {
         Ok(())
     }
 
+    /// The record of the certificate with serial `serial` (lower-case hex), if this controller issued it.
+    pub fn serial(&self, serial: &str) -> Result<Option<SerialRecord>, StoreError> {
+        Self::get(&self.serials, "serials", serial.as_bytes())
+    }
+
     pub fn serials(&self) -> Result<Vec<SerialRecord>, StoreError> {
         Self::scan(&self.serials, "serials", b"")
     }
