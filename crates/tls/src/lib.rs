@@ -36,8 +36,9 @@ pub use token::JoinToken;
 pub use transport::{
     connect, connect_keepalive, connect_lazy, connect_with_server_name, peer_cert_info,
     peer_identity, require_identity, serve_tls, server_builder, tls_incoming, KeepAlive,
-    CONNECT_TIMEOUT, FIRST_BYTES_TIMEOUT, HANDSHAKE_TIMEOUT, KEEPALIVE_INTERVAL, KEEPALIVE_TIMEOUT,
-    MAX_PENDING_HANDSHAKES,
+    PeerStream, CONNECT_TIMEOUT, FIRST_BYTES_TIMEOUT, HANDSHAKE_TIMEOUT, KEEPALIVE_INTERVAL,
+    KEEPALIVE_TIMEOUT, MAX_CONNECTIONS_PER_PEER, MAX_PENDING_HANDSHAKES, MAX_PENDING_PER_PEER,
+    PREFACE_TIMEOUT,
 };
 
 /// Fills `buf` from the ring provider's system random source.

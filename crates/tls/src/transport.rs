@@ -4,6 +4,7 @@
 //! Client side: [`connect`] dials `https://HOST:PORT` through tokio-rustls with any of our client configs.
 
 use std::future::Future;
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -23,6 +24,15 @@ use crate::{CertInfo, Identity, TlsError};
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Handshakes in progress at once; further connections wait in the listen backlog.
 pub const MAX_PENDING_HANDSHAKES: usize = 256;
+/// Handshakes in progress at once from one IP address: beyond it a new connection from that address is closed
+/// at once, so that one client's sockets that never send a hello cannot take every handshake slot.
+pub const MAX_PENDING_PER_PEER: usize = 32;
+/// Established connections at once from one IP address (agents behind one NAT, a CI runner, the benchmark's
+/// thousand in-process agents on loopback stay below it); beyond it new ones are closed after the handshake.
+pub const MAX_CONNECTIONS_PER_PEER: usize = 2048;
+/// How long an established connection has to send its first bytes (the HTTP/2 preface): an idle TLS socket
+/// is closed after it instead of holding a file descriptor forever.
+pub const PREFACE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long [`connect`] waits for TCP + TLS.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// HTTP/2 keepalive of both ends ([`KeepAlive::default`]): a PING after this long without a frame from the
@@ -49,16 +59,152 @@ impl Default for KeepAlive {
     }
 }
 
+/// Connections per peer address: handshakes in progress and established connections.
+#[derive(Default)]
+struct Peers {
+    by_ip: std::sync::Mutex<std::collections::HashMap<IpAddr, (usize, usize)>>,
+}
+
+/// One counted connection of a peer: pending (`open` false) or established; uncounted when dropped.
+struct PeerSlot {
+    peers: Arc<Peers>,
+    ip: IpAddr,
+    open: bool,
+}
+
+impl Peers {
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<IpAddr, (usize, usize)>> {
+        self.by_ip.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A pending slot for `ip`, or `None` when it has too many handshakes or connections already.
+    fn pending(self: &Arc<Self>, ip: IpAddr) -> Option<PeerSlot> {
+        let mut map = self.lock();
+        let (pending, open) = map.entry(ip).or_default();
+        if *pending >= MAX_PENDING_PER_PEER || *open >= MAX_CONNECTIONS_PER_PEER {
+            return None;
+        }
+        *pending += 1;
+        Some(PeerSlot {
+            peers: self.clone(),
+            ip,
+            open: false,
+        })
+    }
+}
+
+impl PeerSlot {
+    /// The handshake succeeded: the slot now counts an established connection.
+    fn established(mut self) -> PeerSlot {
+        let mut map = self.peers.lock();
+        let e = map.entry(self.ip).or_default();
+        e.0 = e.0.saturating_sub(1);
+        e.1 += 1;
+        drop(map);
+        self.open = true;
+        self
+    }
+}
+
+impl Drop for PeerSlot {
+    fn drop(&mut self) {
+        let mut map = self.peers.lock();
+        if let Some(e) = map.get_mut(&self.ip) {
+            if self.open {
+                e.1 = e.1.saturating_sub(1);
+            } else {
+                e.0 = e.0.saturating_sub(1);
+            }
+            if *e == (0, 0) {
+                map.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// An established connection as tonic serves it: counted for its peer while it lives, and closed when it sends
+/// nothing within [`PREFACE_TIMEOUT`] of the handshake. The peer certificate reaches the RPCs as before
+/// ([`tonic::transport::server::Connected`] is the TLS stream's).
+pub struct PeerStream {
+    inner: server::TlsStream<TcpStream>,
+    _slot: PeerSlot,
+    /// Until the first bytes arrive.
+    preface: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl tokio::io::AsyncRead for PeerStream {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = &mut *self;
+        let before = buf.filled().len();
+        let r = Pin::new(&mut this.inner).poll_read(cx, buf);
+        if let Some(deadline) = this.preface.as_mut() {
+            match &r {
+                Poll::Ready(Ok(())) if buf.filled().len() > before => this.preface = None,
+                Poll::Pending if deadline.as_mut().poll(cx).is_ready() => {
+                    return Poll::Ready(Err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "no HTTP/2 preface within the deadline after the TLS handshake",
+                    )));
+                }
+                _ => {}
+            }
+        }
+        r
+    }
+}
+
+impl tokio::io::AsyncWrite for PeerStream {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
+
+impl tonic::transport::server::Connected for PeerStream {
+    type ConnectInfo =
+        <server::TlsStream<TcpStream> as tonic::transport::server::Connected>::ConnectInfo;
+    fn connect_info(&self) -> Self::ConnectInfo {
+        self.inner.connect_info()
+    }
+}
+
 /// A stream of established TLS connections for `Server::serve_with_incoming*`. Handshakes run in their own
-/// tasks (a slow client does not hold up others; at most [`MAX_PENDING_HANDSHAKES`] at once); refused handshakes are logged and skipped, never yielded.
+/// tasks (a slow client does not hold up others; at most [`MAX_PENDING_HANDSHAKES`] at once, at most
+/// [`MAX_PENDING_PER_PEER`] of one address, each within [`HANDSHAKE_TIMEOUT`]); refused handshakes are logged
+/// and skipped, never yielded. An address with [`MAX_CONNECTIONS_PER_PEER`] connections gets no more, and a
+/// connection that sends nothing within [`PREFACE_TIMEOUT`] is closed ([`PeerStream`]).
 /// The accept loop ends when the stream is dropped.
 pub fn tls_incoming(
     listener: TcpListener,
     config: Arc<ServerConfig>,
-) -> impl Stream<Item = Result<server::TlsStream<TcpStream>, std::io::Error>> + Send + 'static {
+) -> impl Stream<Item = Result<PeerStream, std::io::Error>> + Send + 'static {
     let (tx, rx) = tokio::sync::mpsc::channel(64);
     let acceptor = TlsAcceptor::from(config);
     let pending = Arc::new(tokio::sync::Semaphore::new(MAX_PENDING_HANDSHAKES));
+    let peers = Arc::new(Peers::default());
     tokio::spawn(async move {
         loop {
             let Ok(permit) = pending.clone().acquire_owned().await else {
@@ -75,6 +221,11 @@ pub fn tls_incoming(
                     }
                 },
             };
+            let Some(slot) = peers.pending(peer.ip()) else {
+                tracing::warn!(%peer, "connection closed: too many handshakes or connections from this address");
+                drop(tcp);
+                continue;
+            };
             let acceptor = acceptor.clone();
             let tx = tx.clone();
             tokio::spawn(async move {
@@ -83,7 +234,12 @@ pub fn tls_incoming(
                 drop(permit);
                 match handshake {
                     Ok(Ok(tls)) => {
-                        let _ = tx.send(Ok(tls)).await;
+                        let stream = PeerStream {
+                            inner: tls,
+                            _slot: slot.established(),
+                            preface: Some(Box::pin(tokio::time::sleep(PREFACE_TIMEOUT))),
+                        };
+                        let _ = tx.send(Ok(stream)).await;
                     }
                     Ok(Err(e)) => tracing::info!(%peer, error = %e, "TLS handshake refused"),
                     Err(_) => tracing::info!(%peer, "TLS handshake timed out"),
