@@ -277,3 +277,48 @@ async fn a_certificate_minted_with_the_ca_key_but_never_issued_is_refused() {
         .await
         .expect("an issued viewer reads");
 }
+
+/// Item 7: text from users reaches other users' terminals escaped: an operator's file name and description
+/// carrying terminal escape sequences (a retitle, a screen clear) print as `\u{1b}...` in `pxctl history` and
+/// `describe`, never as control characters.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn control_characters_from_users_are_printed_escaped() {
+    let c = Cluster::start(1).await.expect("cluster");
+    let operator = c.issue_user("otto", Role::Operator).await.unwrap();
+    let yaml = pxfleet_tests::fleet_yaml(
+        "esc",
+        "  x: {node: mk33, vm_id: 2900, memory: 512, disk_size: 4, description: \"hi\\e[2J\\e]0;pwned\\a\"}\n",
+    );
+    let r = c
+        .api_as(&operator)
+        .await
+        .unwrap()
+        .submit(pb::SubmitRequest {
+            file_name: "evil\u{1b}]0;pwned\u{7}\u{1b}[2J.yaml".into(),
+            source: yaml,
+            ..Default::default()
+        })
+        .await
+        .expect("the submit is accepted")
+        .into_inner();
+    assert!(r.diagnostics.is_empty(), "{:?}", r.diagnostics);
+    c.wait_running("esc", &["x"], Duration::from_secs(120))
+        .await;
+    for args in [
+        vec!["history", "--fleet", "esc"],
+        vec!["describe", "container", "x", "--fleet", "esc"],
+        vec!["get", "containers", "--fleet", "esc"],
+    ] {
+        let (code, out, err) = c.pxctl(&args).await;
+        assert_eq!(code, 0, "{args:?}: {err}");
+        assert!(
+            !out.chars()
+                .chain(err.chars())
+                .any(|ch| ch.is_control() && ch != '\n'),
+            "{args:?} printed a control character: {out:?}"
+        );
+        if args[0] == "history" {
+            assert!(out.contains("evil\\u{1b}]0;pwned\\u{7}"), "{out}");
+        }
+    }
+}

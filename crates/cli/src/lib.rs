@@ -105,6 +105,11 @@ pub fn run_stdio(global: &GlobalArgs, command: &Command) -> u8 {
 /// An error and its sources on one line, each source added only when the message does not already say it
 /// (`connecting to https://127.0.0.1:1: transport error: Connection refused (os error 111)`).
 pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let line = error_chain_raw(e);
+    render::printable(&line).into_owned()
+}
+
+fn error_chain_raw(e: &dyn std::error::Error) -> String {
     let mut line = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {

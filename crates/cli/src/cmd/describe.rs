@@ -127,7 +127,8 @@ async fn container(client: &mut Client, a: &DescribeContainerArgs, io: &mut Io<'
     let text = match a.format {
         ListFormat::Json => render::json(&rec),
         ListFormat::Yaml => render::yaml::to_yaml(&serde_json::to_value(&rec).unwrap_or_default()),
-        ListFormat::Table => describe_text(&rec),
+        // a description, an error from the node: nothing in them may drive the terminal
+        ListFormat::Table => render::printable(&describe_text(&rec)).into_owned(),
     };
     io.out.write_all(text.as_bytes())?;
     Ok(0)

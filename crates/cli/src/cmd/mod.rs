@@ -69,7 +69,7 @@ pub fn print_diagnostics(err: &mut dyn std::io::Write, diags: &[pb::Diagnostic])
             line.push_str(": ");
         }
         line.push_str(&d.message);
-        writeln!(err, "{line}")?;
+        writeln!(err, "{}", crate::render::printable(&line))?;
     }
     Ok(errors)
 }

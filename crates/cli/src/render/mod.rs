@@ -5,6 +5,28 @@
 pub mod table;
 pub mod yaml;
 
+/// `text` as it may be printed on a terminal: control characters (escape sequences that would recolour,
+/// retitle or clear the user's terminal, carriage returns that would overwrite a line) shown escaped
+/// (`\u{1b}`), line breaks and tabs kept. Everything that comes from users or nodes (names, file names,
+/// descriptions, errors) goes through this before it is printed.
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text
+        .chars()
+        .any(|c| c.is_control() && c != '\n' && c != '\t')
+    {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if c.is_control() && c != '\n' && c != '\t' {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 

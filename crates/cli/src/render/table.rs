@@ -22,7 +22,8 @@ impl Table {
             .into_iter()
             .map(|c| {
                 // One row per record: a multi-line error keeps only its first line here (`describe` shows all).
-                let c = c.lines().next().unwrap_or("").trim_end().to_string();
+                let c = c.lines().next().unwrap_or("").trim_end();
+                let c = super::printable(c).replace('\t', "\\t");
                 if c.is_empty() {
                     "-".to_string()
                 } else {
@@ -81,6 +82,27 @@ mod tests {
             "NAME           VM_ID  ERROR\n\
              dev-nextcloud  2100   -\n\
              db             -      pct create failed\n"
+        );
+    }
+
+    /// Issue 24 item 7: a name, file name or error holding terminal escape sequences prints them escaped.
+    #[test]
+    fn control_characters_in_cells_are_escaped() {
+        let mut t = Table::new(&["file", "error"]);
+        t.row(vec![
+            "evil\u{1b}]0;pwned\u{7}.yaml".into(),
+            "a\rb\tc\u{9b}31m".into(),
+        ]);
+        let text = t.render();
+        assert!(
+            !text.chars().any(|c| c.is_control() && c != '\n'),
+            "{text:?}"
+        );
+        assert!(text.contains("evil\\u{1b}]0;pwned\\u{7}.yaml"), "{text}");
+        assert!(text.contains("a\\u{d}b\\tc\\u{9b}31m"), "{text}");
+        assert_eq!(
+            super::super::printable("plain\nlines\tand tabs"),
+            "plain\nlines\tand tabs"
         );
     }
 }
