@@ -322,3 +322,44 @@ async fn control_characters_from_users_are_printed_escaped() {
         }
     }
 }
+
+/// Item 6: a template URL pointing at the node itself or its link (PVE's API on loopback, a metadata service,
+/// loopback written as a number) is refused at plan time with the template named, and nothing is seeded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn template_urls_cannot_reach_the_nodes_own_services() {
+    let c = Cluster::start(1).await.expect("cluster");
+    let operator = c.issue_user("otto", Role::Operator).await.unwrap();
+    let mut api = c.api_as(&operator).await.unwrap();
+    for url in [
+        "https://127.0.0.1:8006/api2/json/x.tar.xz",
+        "http://169.254.169.254/latest/meta-data/x.tar.xz",
+        "http://2130706433:8006/x.tar.xz",
+        "http://[::1]:8006/x.tar.xz",
+        "http://localhost/x.tar.xz",
+    ] {
+        let yaml = format!(
+            "fleet: ssrf\ntemplates:\n  t: {{url: \"{url}\", sha256: {}}}\ncontainers:\n  \
+             x: {{node: mk33, template: t, memory: 512, disk_size: 4, ip_address: dhcp}}\n",
+            "ab".repeat(32)
+        );
+        let r = api
+            .submit(pb::SubmitRequest {
+                file_name: "ssrf.yaml".into(),
+                source: yaml,
+                ..Default::default()
+            })
+            .await
+            .expect("an answer")
+            .into_inner();
+        let d = r
+            .diagnostics
+            .iter()
+            .find(|d| d.message.contains("template t:") && d.message.contains("is refused"))
+            .unwrap_or_else(|| panic!("{url} accepted: {:?}", r.diagnostics));
+        assert!(d.message.contains("[template_urls] hosts"), "{d:?}");
+        assert_eq!(r.revision, 0, "{url}: a revision was stored");
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let ops = c.operations("ssrf").await.unwrap_or_default();
+    assert!(ops.is_empty(), "{ops:?}");
+}

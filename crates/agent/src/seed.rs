@@ -66,9 +66,9 @@ pub enum SeedError {
         expected: String,
         actual: String,
     },
-    #[error("template {url}: {message}")]
+    #[error("template {url}: download failed: {message}")]
     Http { url: String, message: String },
-    #[error("template {url}: HTTP status {status}")]
+    #[error("template {url}: download failed: HTTP status {status}")]
     Status { url: String, status: u16 },
     #[error("template file {path}: {message}")]
     Io { path: PathBuf, message: String },
@@ -401,8 +401,10 @@ async fn download_to(
             tokio::net::TcpStream::connect((host.trim_matches(['[', ']']), port)),
         )
         .await
-        .map_err(|_| http(format!("connecting to {host}:{port} timed out")))?
-        .map_err(|e| http(format!("cannot connect to {host}:{port}: {e}")))?;
+        // One text whether the port was closed, filtered or slow: a template URL must not become a way to
+        // learn which ports of the node's network are open.
+        .map_err(|_| http(format!("could not connect to {host}:{port}")))?
+        .map_err(|_| http(format!("could not connect to {host}:{port}")))?;
         let stream: Box<dyn Io> = if let Some(config) = tls_config {
             let name =
                 rustls::pki_types::ServerName::try_from(host.trim_matches(['[', ']']).to_string())
@@ -410,14 +412,14 @@ async fn download_to(
             let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
                 .connect(name, tcp)
                 .await
-                .map_err(|e| http(format!("TLS handshake with {host}: {e}")))?;
+                .map_err(|_| http(format!("no TLS answer from {host}:{port}")))?;
             Box::new(tls)
         } else {
             Box::new(tcp)
         };
         let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
-            .map_err(|e| http(format!("HTTP handshake: {e}")))?;
+            .map_err(|_| http(format!("no HTTP answer from {host}:{port}")))?;
         tokio::spawn(async move {
             let _ = conn.await;
         });

@@ -259,7 +259,7 @@ defaults:
   template: ubuntu
 templates:
   ubuntu:
-    url: http://127.0.0.1:1/ubuntu.tar.xz
+    url: http://192.0.2.1:1/ubuntu.tar.xz
     sha256: 3b1f00000000000000000000000000000000000000000000000000000000abcd
 containers:
   web:

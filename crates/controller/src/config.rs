@@ -54,6 +54,8 @@ pub struct Config {
     pub limits: crate::limits::LimitsConfig,
     /// Backup targets ([`crate::backup_s3`]).
     pub backup: crate::backup_s3::BackupConfig,
+    /// Where template URLs may point ([`crate::templates::UrlPolicy`]).
+    pub template_urls: crate::templates::UrlPolicy,
 }
 
 impl Default for Config {
@@ -69,6 +71,7 @@ impl Default for Config {
             seal_key: None,
             limits: crate::limits::LimitsConfig::default(),
             backup: Default::default(),
+            template_urls: Default::default(),
         }
     }
 }

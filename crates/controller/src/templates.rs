@@ -156,3 +156,224 @@ mod tests {
         );
     }
 }
+
+/// Where template URLs may point (`[template_urls]` in the controller's configuration): the agent downloads
+/// them on the node, as root, so a URL is a request the node makes on a fleet author's behalf. By default any
+/// host over http or https except the node itself and its link (loopback, link-local, unspecified addresses,
+/// `localhost`): those reach the node's own services (PVE's API, a metadata service), not a template mirror.
+#[derive(Debug, Clone, serde::Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct UrlPolicy {
+    /// URL schemes allowed (`http`, `https`).
+    pub schemes: Vec<String>,
+    /// When not empty, the only hosts allowed: a name or IP literal, `*.example.org` for its subdomains, or
+    /// `*` for any host but loopback and link-local ones. A loopback or link-local host is allowed only when
+    /// listed itself (`127.0.0.1`, `localhost`).
+    pub hosts: Vec<String>,
+}
+
+impl Default for UrlPolicy {
+    fn default() -> Self {
+        UrlPolicy {
+            schemes: vec!["http".into(), "https".into()],
+            hosts: Vec::new(),
+        }
+    }
+}
+
+/// The host of `url` (`scheme://[user@]host[:port]/...`), lower-case, without brackets or port.
+fn url_scheme_host(url: &str) -> Option<(String, String)> {
+    let (scheme, rest) = url.split_once("://")?;
+    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+    let authority = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = if let Some(v6) = authority.strip_prefix('[') {
+        v6.split(']').next().unwrap_or("")
+    } else {
+        authority.split(':').next().unwrap_or("")
+    };
+    Some((scheme.to_ascii_lowercase(), host.to_ascii_lowercase()))
+}
+
+/// An IPv4 address in any form the C library's `inet_aton` takes (what the agent's name lookup does with a
+/// numeric host): one to four parts, each decimal, octal (`0` prefix) or hex (`0x`): `2130706433`,
+/// `0x7f.1`, `0177.0.0.1` are all 127.0.0.1.
+fn inet_aton(host: &str) -> Option<std::net::Ipv4Addr> {
+    let parts: Vec<&str> = host.split('.').collect();
+    if parts.is_empty() || parts.len() > 4 {
+        return None;
+    }
+    let mut nums = Vec::with_capacity(parts.len());
+    for p in &parts {
+        let n = if let Some(h) = p.strip_prefix("0x").or_else(|| p.strip_prefix("0X")) {
+            u64::from_str_radix(h, 16).ok()?
+        } else if p.len() > 1 && p.starts_with('0') {
+            u64::from_str_radix(&p[1..], 8).ok()?
+        } else {
+            p.parse::<u64>().ok()?
+        };
+        nums.push(n);
+    }
+    let (last, head) = nums.split_last()?;
+    if head.iter().any(|n| *n > 255) {
+        return None;
+    }
+    let room = 8 * (4 - head.len() as u32);
+    if room < 64 && *last >= (1u64 << room) {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for (i, n) in head.iter().enumerate() {
+        v |= n << (24 - 8 * i as u32);
+    }
+    v |= last;
+    Some(std::net::Ipv4Addr::from(v as u32))
+}
+
+/// Whether `host` names the node itself or its link: `localhost`, a loopback, link-local or unspecified IP
+/// (in any numeric form a name lookup accepts).
+fn local_host(host: &str) -> bool {
+    let host = host.trim_end_matches('.');
+    if host == "localhost" || host.ends_with(".localhost") {
+        return true;
+    }
+    if let Some(ip) = inet_aton(host) {
+        return ip.is_loopback() || ip.is_link_local() || ip.is_unspecified();
+    }
+    match host.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(ip)) => {
+            ip.is_loopback() || ip.is_link_local() || ip.is_unspecified()
+        }
+        Ok(std::net::IpAddr::V6(ip)) => {
+            ip.is_loopback()
+                || ip.is_unspecified()
+                || (ip.segments()[0] & 0xffc0) == 0xfe80
+                || ip
+                    .to_ipv4_mapped()
+                    .is_some_and(|v4| v4.is_loopback() || v4.is_link_local())
+        }
+        Err(_) => false,
+    }
+}
+
+impl UrlPolicy {
+    /// Why `url` may not be downloaded, or `None` when it may.
+    pub fn refusal(&self, url: &str) -> Option<String> {
+        let Some((scheme, host)) = url_scheme_host(url) else {
+            return Some("it is not a URL".into());
+        };
+        if !self.schemes.iter().any(|s| s.eq_ignore_ascii_case(&scheme)) {
+            return Some(format!(
+                "the controller allows template URLs with {} only, not {scheme}:// (an admin sets \
+                 [template_urls] schemes in the controller's configuration)",
+                self.schemes.join(", ")
+            ));
+        }
+        let listed = |h: &str| {
+            self.hosts.iter().any(|p| {
+                let p = p.to_ascii_lowercase();
+                p == h
+                    || p.strip_prefix("*.")
+                        .is_some_and(|s| h.ends_with(&format!(".{s}")))
+            })
+        };
+        if local_host(&host) {
+            if listed(&host) {
+                return None;
+            }
+            return Some(format!(
+                "its host {host} is the node itself or its link (loopback or link-local), which template \
+                 downloads may not reach: the agent would fetch it on the node, as root; an admin who means it \
+                 lists the host under [template_urls] hosts"
+            ));
+        }
+        if self.hosts.is_empty() || self.hosts.iter().any(|p| p == "*") || listed(&host) {
+            return None;
+        }
+        Some(format!(
+            "its host {host} is not among the hosts the controller allows for templates ({}); an admin adds it \
+             under [template_urls] hosts",
+            self.hosts.join(", ")
+        ))
+    }
+
+    /// Diagnostics for every template of `fleet` whose URL the policy refuses.
+    pub fn check_fleet(
+        &self,
+        file: &str,
+        fleet: &pxfleet_spec::Fleet,
+    ) -> Vec<pxfleet_spec::Diagnostic> {
+        let mut out = Vec::new();
+        for (name, t) in &fleet.templates {
+            let TemplateSource::Url { url, .. } = &t.source else {
+                continue;
+            };
+            if let Some(why) = self.refusal(url) {
+                let path = format!("templates.{name}.url");
+                let span = fleet.spans.lookup(&path);
+                out.push(pxfleet_spec::Diagnostic::new(
+                    file,
+                    span,
+                    path,
+                    format!("template {name}: {url} is refused: {why}"),
+                ));
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod url_policy_tests {
+    use super::*;
+
+    #[test]
+    fn the_default_refuses_the_node_itself_and_its_link() {
+        let p = UrlPolicy::default();
+        for url in [
+            "http://127.0.0.1:8006/x.tar.xz",
+            "http://localhost/x.tar.xz",
+            "https://LOCALHOST./x.tar.xz",
+            "http://169.254.169.254/latest/x.tar.xz",
+            "http://[::1]:8006/x.tar.xz",
+            "http://[fe80::1]/x.tar.xz",
+            "http://[::ffff:127.0.0.1]/x.tar.xz",
+            "http://0.0.0.0/x.tar.xz",
+            "http://2130706433/x.tar.xz",
+            "http://0x7f.1/x.tar.xz",
+            "http://0177.0.0.1/x.tar.xz",
+            "http://127.1/x.tar.xz",
+            "http://user@127.0.0.2/x.tar.xz",
+            "ftp://mirror.example.org/x.tar.xz",
+        ] {
+            assert!(p.refusal(url).is_some(), "{url}");
+        }
+        for url in [
+            "https://images.linuxcontainers.org/x.tar.xz",
+            "http://10.0.0.5:8080/x.tar.xz",
+            "http://[2001:db8::1]/x.tar.xz",
+        ] {
+            assert_eq!(p.refusal(url), None, "{url}");
+        }
+        let why = p.refusal("http://127.0.0.1:8006/x.tar.xz").unwrap();
+        assert!(why.contains("[template_urls] hosts"), "{why}");
+    }
+
+    #[test]
+    fn an_allowlist_admits_its_hosts_only_and_loopback_only_by_name() {
+        let p = UrlPolicy {
+            schemes: vec!["https".into()],
+            hosts: vec!["*.example.org".into(), "127.0.0.1".into()],
+        };
+        assert_eq!(p.refusal("https://mirror.example.org/x.tar.xz"), None);
+        assert_eq!(p.refusal("https://127.0.0.1:8443/x.tar.xz"), None);
+        assert!(p.refusal("https://example.org.evil.net/x.tar.xz").is_some());
+        assert!(p.refusal("http://mirror.example.org/x.tar.xz").is_some());
+        assert!(p.refusal("https://[::1]/x.tar.xz").is_some());
+        let any = UrlPolicy {
+            hosts: vec!["*".into()],
+            ..UrlPolicy::default()
+        };
+        assert_eq!(any.refusal("https://anything.example/x.tar.xz"), None);
+        assert!(any.refusal("http://127.0.0.1/x.tar.xz").is_some());
+    }
+}

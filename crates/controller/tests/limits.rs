@@ -55,7 +55,7 @@ impl Env {
 
 fn fleet_with(containers: usize, padding: usize) -> String {
     let mut s = format!(
-        "# {}\nfleet: dev\ntemplates:\n  ubuntu:\n    url: http://127.0.0.1:1/ubuntu.tar.xz\n    sha256: {}\ncontainers:\n",
+        "# {}\nfleet: dev\ntemplates:\n  ubuntu:\n    url: http://192.0.2.1:1/ubuntu.tar.xz\n    sha256: {}\ncontainers:\n",
         "x".repeat(padding),
         "ab".repeat(32)
     );

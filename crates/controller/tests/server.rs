@@ -197,7 +197,7 @@ fn msg(m: pb::agent_message::Msg) -> pb::AgentMessage {
 const FLEET: &str = "fleet: dev
 templates:
   ubuntu:
-    url: http://127.0.0.1:1/ubuntu.tar.xz
+    url: http://192.0.2.1:1/ubuntu.tar.xz
     sha256: 3b1f00000000000000000000000000000000000000000000000000000000abcd
 containers:
   web:

@@ -187,6 +187,13 @@ async fn parse_checked(
         Err(d) => return Ok((source, Err(d))),
     };
     may_change(&fleet.name)?;
+    let refused = state
+        .config
+        .template_urls
+        .check_fleet(&source.file_name, &fleet);
+    if !refused.is_empty() {
+        return Ok((source, Err(refused)));
+    }
     state
         .limiter
         .config()
