@@ -363,3 +363,76 @@ async fn template_urls_cannot_reach_the_nodes_own_services() {
     let ops = c.operations("ssrf").await.unwrap_or_default();
     assert!(ops.is_empty(), "{ops:?}");
 }
+
+/// Item 1 (first step): an operator's fleet cannot run a command on the controller, nor read its files or
+/// environment through a hook (`${file:<data dir>/pki/ca.key}` in a body, `${env:...}` in a URL): refused before
+/// anything is read, at the field, and nothing is stored or sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operators_fleet_cannot_run_or_read_anything_on_the_controller() {
+    let c = Cluster::start(1).await.expect("cluster");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let ca_key = c.controller_dir.join("pki/ca.key");
+    let pwned = c.dir.path().join("pwned");
+    let operator = c.issue_user("otto", Role::Operator).await.unwrap();
+    let mut api = c.api_as(&operator).await.unwrap();
+    let containers = "  x: {node: mk33, memory: 512, disk_size: 4}\n";
+    for (hooks, field) in [
+        (
+            format!(
+                "hooks:\n  h:\n    on: ready\n    command: [/bin/sh, -c, \"touch {}\"]\n",
+                pwned.display()
+            ),
+            "hooks.h.command",
+        ),
+        (
+            format!(
+                "hooks:\n  h:\n    on: ready\n    http: {{url: \"http://127.0.0.1:{port}/x\", body: {{k: \"${{file:{}}}\"}}}}\n",
+                ca_key.display()
+            ),
+            "hooks.h.http.body",
+        ),
+        (
+            format!("hooks:\n  h:\n    on: ready\n    http: {{url: \"http://127.0.0.1:{port}/x?t=${{env:HOME}}\"}}\n"),
+            "hooks.h.http.url",
+        ),
+    ] {
+        let yaml = format!("{hooks}{}", pxfleet_tests::fleet_yaml("ops", containers));
+        for plan in [true, false] {
+            let diagnostics = if plan {
+                api.plan(pb::PlanRequest {
+                    file_name: "ops.yaml".into(),
+                    source: yaml.clone(),
+                    ..Default::default()
+                })
+                .await
+                .expect("a plan answer")
+                .into_inner()
+                .diagnostics
+            } else {
+                let r = api
+                    .submit(pb::SubmitRequest {
+                        file_name: "ops.yaml".into(),
+                        source: yaml.clone(),
+                        ..Default::default()
+                    })
+                    .await
+                    .expect("a submit answer")
+                    .into_inner();
+                assert_eq!(r.revision, 0, "{field}: stored");
+                r.diagnostics
+            };
+            let d = diagnostics
+                .iter()
+                .find(|d| d.field == field)
+                .unwrap_or_else(|| panic!("{field} accepted: {diagnostics:?}"));
+            assert!(d.message.contains("only an admin may submit it"), "{d:?}");
+            assert!(d.line > 0, "{d:?}");
+        }
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(!pwned.exists(), "a command ran on the controller");
+    assert!(listener.accept().is_err(), "a hook called out");
+    assert!(c.vmids_on("mk33").is_empty());
+}

@@ -114,8 +114,14 @@ impl FleetService for FleetApi {
             text: r.source,
             files: r.files,
         };
-        let p =
-            crate::submit::plan(&self.state, source, r.destroy, may_change(id.as_ref())).await?;
+        let p = crate::submit::plan(
+            &self.state,
+            source,
+            r.destroy,
+            may_change(id.as_ref()),
+            id.as_ref().is_some_and(Identity::is_admin),
+        )
+        .await?;
         Ok(Response::new(pb::PlanResponse {
             fleet: p.fleet,
             base_revision: p.base_revision,

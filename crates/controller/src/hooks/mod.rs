@@ -488,5 +488,78 @@ mod attempt;
 use attempt::attempt_once;
 pub use attempt::check_secrets;
 
+/// What in `fleet` would run code on the controller or read its files or environment: a `command:` hook, a
+/// `${file:...}` or `${env:...}` in an HTTP hook. Only an admin may submit those (an operator is not root on
+/// the controller); one diagnostic per use, each saying so.
+pub fn operator_refusals(file: &str, fleet: &pxfleet_spec::Fleet) -> Vec<pxfleet_spec::Diagnostic> {
+    use pxfleet_spec::hooks::{secrets_needed, HookAction, Placeholder};
+    let mut out = Vec::new();
+    let mut refuse = |path: String, what: String| {
+        let span = fleet.spans.lookup(&path);
+        let mut d = pxfleet_spec::Diagnostic::new(
+            file,
+            span,
+            path,
+            format!("{what} runs on the controller, so only an admin may submit it (an operator is not root there)"),
+        );
+        d.hint = Some(
+            "ask an admin to submit the fleet, or use an HTTP hook without ${env:} and ${file:} (container values only)"
+                .into(),
+        );
+        out.push(d);
+    };
+    /// Every string of a JSON body (each is a template).
+    fn strings<'a>(v: &'a serde_json::Value, out: &mut Vec<&'a str>) {
+        match v {
+            serde_json::Value::String(s) => out.push(s),
+            serde_json::Value::Array(a) => a.iter().for_each(|v| strings(v, out)),
+            serde_json::Value::Object(o) => o.values().for_each(|v| strings(v, out)),
+            _ => {}
+        }
+    }
+    for h in &fleet.hooks {
+        let mut needed = secrets_needed(h);
+        match &h.action {
+            HookAction::Command { .. } => refuse(
+                format!("hooks.{}.command", h.name),
+                format!("hook {}: a command", h.name),
+            ),
+            HookAction::Http(http) => {
+                let mut body = Vec::new();
+                if let Some(b) = &http.body {
+                    strings(b, &mut body);
+                }
+                for t in body {
+                    if let Ok(parts) = pxfleet_spec::hooks::scan(t) {
+                        needed.extend(
+                            parts
+                                .into_iter()
+                                .filter_map(Result::err)
+                                .map(|p| (format!("hooks.{}.http.body", h.name), p)),
+                        );
+                    }
+                }
+            }
+        }
+        for (field, p) in needed {
+            match p {
+                Placeholder::Env(n) => refuse(
+                    field,
+                    format!(
+                        "hook {}: ${{env:{n}}} (the controller's environment)",
+                        h.name
+                    ),
+                ),
+                Placeholder::File(f) => refuse(
+                    field,
+                    format!("hook {}: ${{file:{f}}} (a file of the controller)", h.name),
+                ),
+                Placeholder::Container(_) => {}
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests;

@@ -175,6 +175,7 @@ async fn parse_checked(
     state: &Arc<State>,
     source: Source,
     may_change: impl Fn(&str) -> Result<()>,
+    admin: bool,
 ) -> Result<(Source, std::result::Result<Fleet, Vec<Diagnostic>>)> {
     let st = state.clone();
     let (source, parsed) = blocking(move || {
@@ -187,6 +188,13 @@ async fn parse_checked(
         Err(d) => return Ok((source, Err(d))),
     };
     may_change(&fleet.name)?;
+    if !admin {
+        // before anything reads a secret file the fleet names (no file oracle for operators)
+        let refused = crate::hooks::operator_refusals(&source.file_name, &fleet);
+        if !refused.is_empty() {
+            return Ok((source, Err(refused)));
+        }
+    }
     let refused = state
         .config
         .template_urls
@@ -207,8 +215,9 @@ pub async fn plan(
     source: Source,
     destroy: bool,
     may_change: impl Fn(&str) -> Result<()>,
+    admin: bool,
 ) -> Result<Planned> {
-    let (source, parsed) = parse_checked(state, source, may_change).await?;
+    let (source, parsed) = parse_checked(state, source, may_change, admin).await?;
     let mut fleet = match parsed {
         Ok(f) => f,
         Err(diagnostics) => {
@@ -265,7 +274,7 @@ pub async fn submit(
     options: SubmitOptions,
     may_change: impl Fn(&str) -> Result<()>,
 ) -> Result<Submitted> {
-    let (source, parsed) = parse_checked(state, source, may_change).await?;
+    let (source, parsed) = parse_checked(state, source, may_change, author.is_admin()).await?;
     let fleet = match parsed {
         Ok(f) => f,
         Err(diagnostics) => {
