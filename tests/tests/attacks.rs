@@ -436,3 +436,68 @@ async fn an_operators_fleet_cannot_run_or_read_anything_on_the_controller() {
     assert!(listener.accept().is_err(), "a hook called out");
     assert!(c.vmids_on("mk33").is_empty());
 }
+
+/// Item 2 (first step): host powers are not taken by an operator: a privileged container, a bind mount of the
+/// host's `/` or `/etc/pve/priv`, `/dev/sda` or `/dev/mem` passed through, uid 0 mapped to host uid 0, and the
+/// features PVE reserves for root@pam are each refused at their field, nothing is created; an admin may.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_cannot_give_a_container_powers_over_its_host() {
+    let c = Cluster::start(1).await.expect("cluster");
+    let operator = c.issue_user("otto", Role::Operator).await.unwrap();
+    let mut api = c.api_as(&operator).await.unwrap();
+    let cases = [
+        ("unprivileged: false", "containers.x.unprivileged"),
+        ("mount_points: [{host_path: /, path: /host}]", "containers.x.mount_points[0].host_path"),
+        ("mount_points: [{host_path: /etc/pve/priv, path: /p}]", "containers.x.mount_points[0].host_path"),
+        ("devices: [{path: /dev/sda}]", "containers.x.devices[0].path"),
+        ("devices: [{path: /dev/mem}]", "containers.x.devices[0].path"),
+        (
+            "idmap: [{type: uid, container_id: 0, host_id: 0, size: 65536}, {type: gid, container_id: 0, host_id: 100000, size: 65536}]",
+            "containers.x.idmap[0].host_id",
+        ),
+        ("features: {keyctl: true}", "containers.x.features.keyctl"),
+        ("features: {mount: [nfs]}", "containers.x.features.mount"),
+    ];
+    for (extra, field) in cases {
+        let yaml = pxfleet_tests::fleet_yaml(
+            "host",
+            &format!("  x:\n    node: mk33\n    vm_id: 3100\n    memory: 512\n    disk_size: 4\n    {extra}\n"),
+        )
+        // the file's own consent is not the admin's
+        .replacen("fleet: host\n", "fleet: host\nallow_privileged: true\n", 1);
+        let r = api
+            .submit(pb::SubmitRequest {
+                file_name: "host.yaml".into(),
+                source: yaml,
+                ..Default::default()
+            })
+            .await
+            .expect("an answer")
+            .into_inner();
+        assert_eq!(r.revision, 0, "{extra}: stored");
+        let d = r
+            .diagnostics
+            .iter()
+            .find(|d| d.field == field)
+            .unwrap_or_else(|| panic!("{extra}: {:?}", r.diagnostics));
+        assert!(d.message.contains("only an admin may grant"), "{d:?}");
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(c.vmids_on("mk33").is_empty());
+    // nesting is an operator's to set, as in PVE
+    let yaml = pxfleet_tests::fleet_yaml(
+        "host",
+        "  x: {node: mk33, vm_id: 3100, memory: 512, disk_size: 4, features: {nesting: true}}\n",
+    );
+    let r = api
+        .submit(pb::SubmitRequest {
+            file_name: "host.yaml".into(),
+            source: yaml,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(r.diagnostics.is_empty(), "{:?}", r.diagnostics);
+    assert!(r.revision > 0);
+}

@@ -123,6 +123,93 @@ pub fn check_node<'a>(id: Option<&'a Identity>, claimed: &str) -> Result<&'a str
     }
 }
 
+/// PVE's default subordinate id range of root (`/etc/subuid`, `/etc/subgid`: `root:100000:65536`): an idmap
+/// entry inside it maps container ids to unprivileged host ids only.
+pub const SUBORDINATE_IDS: std::ops::Range<u64> = 100_000..165_536;
+
+/// What in `fleet` gives a container powers over its host, which PVE reserves for root@pam and pxfleet for
+/// admins (its agent runs `pct` as root, so pxfleet draws the line itself): a privileged container, a bind
+/// mount of a host path, device passthrough, a feature other than `nesting`, an idmap entry mapping into host
+/// ids outside the subordinate range. One diagnostic per use, at its field, saying what to do. (Per-fleet grants
+/// by an admin are the next step of issue 24; until then only an admin may submit these.)
+pub fn operator_host_powers(
+    file: &str,
+    fleet: &pxfleet_spec::Fleet,
+) -> Vec<pxfleet_spec::Diagnostic> {
+    use pxfleet_spec::MountPoint;
+    let mut out = Vec::new();
+    let mut refuse = |path: String, what: String| {
+        let span = fleet.spans.lookup(&path);
+        let mut d = pxfleet_spec::Diagnostic::new(
+            file,
+            span,
+            path,
+            format!("{what} gives the container powers over its host, which only an admin may grant (PVE reserves it for root@pam)"),
+        );
+        d.hint = Some("ask an admin to submit the fleet, or leave it out".into());
+        out.push(d);
+    };
+    for (name, c) in &fleet.containers {
+        let at = |f: &str| format!("containers.{name}.{f}");
+        if !c.unprivileged {
+            refuse(
+                at("unprivileged"),
+                format!("container {name}: a privileged container (unprivileged: false)"),
+            );
+        }
+        for (on, f) in [(c.features.fuse, "fuse"), (c.features.keyctl, "keyctl")] {
+            if on {
+                refuse(
+                    at(&format!("features.{f}")),
+                    format!("container {name}: feature {f}"),
+                );
+            }
+        }
+        if !c.features.mount.is_empty() {
+            refuse(
+                at("features.mount"),
+                format!(
+                    "container {name}: feature mount={}",
+                    c.features.mount.join(";")
+                ),
+            );
+        }
+        for (i, m) in c.mount_points.iter().enumerate() {
+            if let MountPoint::Bind { host_path, .. } = m {
+                refuse(
+                    at(&format!("mount_points[{i}].host_path")),
+                    format!("container {name}: a bind mount of the host's {host_path}"),
+                );
+            }
+        }
+        for (i, d) in c.devices.iter().enumerate() {
+            refuse(
+                at(&format!("devices[{i}].path")),
+                format!(
+                    "container {name}: passthrough of the host's device {}",
+                    d.path
+                ),
+            );
+        }
+        for (i, m) in c.idmap.iter().enumerate() {
+            let (start, end) = (m.host_id as u64, m.host_id as u64 + m.size as u64);
+            if start < SUBORDINATE_IDS.start || end > SUBORDINATE_IDS.end {
+                refuse(
+                    at(&format!("idmap[{i}].host_id")),
+                    format!(
+                        "container {name}: idmap entry {} (host ids {start}-{}, outside the subordinate range {}-{})",
+                        m.line(),
+                        end - 1,
+                        SUBORDINATE_IDS.start,
+                        SUBORDINATE_IDS.end - 1
+                    ),
+                );
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

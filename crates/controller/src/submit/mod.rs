@@ -190,7 +190,11 @@ async fn parse_checked(
     may_change(&fleet.name)?;
     if !admin {
         // before anything reads a secret file the fleet names (no file oracle for operators)
-        let refused = crate::hooks::operator_refusals(&source.file_name, &fleet);
+        let mut refused = crate::hooks::operator_refusals(&source.file_name, &fleet);
+        refused.extend(crate::authz::operator_host_powers(
+            &source.file_name,
+            &fleet,
+        ));
         if !refused.is_empty() {
             return Ok((source, Err(refused)));
         }
@@ -217,7 +221,8 @@ pub async fn plan(
     may_change: impl Fn(&str) -> Result<()>,
     admin: bool,
 ) -> Result<Planned> {
-    let (source, parsed) = parse_checked(state, source, may_change, admin).await?;
+    // a plan of the fleet's removal gives no container any power
+    let (source, parsed) = parse_checked(state, source, may_change, admin || destroy).await?;
     let mut fleet = match parsed {
         Ok(f) => f,
         Err(diagnostics) => {
