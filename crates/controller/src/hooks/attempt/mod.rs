@@ -33,6 +33,41 @@ impl SecretSource for Recording {
     }
 }
 
+/// The forms a secret takes on its way into a request and back in an error: as is, percent-encoded (upper- and
+/// lower-case hex, and `+` for spaces), JSON-escaped, and base64 (standard and URL-safe, with and without
+/// padding: a Basic authorization header, a token an API echoes). Longest first, so a form is replaced whole.
+fn secret_forms(secret: &str) -> Vec<String> {
+    use base64::Engine as _;
+    let mut pct = String::new();
+    for b in secret.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            pct.push(b as char);
+        } else {
+            pct.push_str(&format!("%{b:02X}"));
+        }
+    }
+    let json = serde_json::Value::String(secret.to_owned()).to_string();
+    let json = json[1..json.len() - 1].to_owned();
+    let engines = [
+        base64::engine::general_purpose::STANDARD,
+        base64::engine::general_purpose::STANDARD_NO_PAD,
+        base64::engine::general_purpose::URL_SAFE,
+        base64::engine::general_purpose::URL_SAFE_NO_PAD,
+    ];
+    let mut forms = vec![
+        secret.to_owned(),
+        pct.clone(),
+        pct.to_ascii_lowercase(),
+        pct.replace("%20", "+"),
+        json,
+    ];
+    forms.extend(engines.iter().map(|e| e.encode(secret.as_bytes())));
+    forms.sort_by_key(|f| std::cmp::Reverse(f.len()));
+    forms.dedup();
+    forms.retain(|f| f.len() >= 3);
+    forms
+}
+
 impl Recording {
     fn new() -> Recording {
         Recording {
@@ -40,11 +75,14 @@ impl Recording {
         }
     }
 
-    /// `text` cut to [`QUOTE`] bytes with every secret value replaced by `***`.
+    /// `text` cut to [`QUOTE`] bytes with every secret value replaced by `***`, in every form it can take in
+    /// a request or an answer ([`secret_forms`]).
     fn scrub(&self, text: &str) -> String {
         let mut t = text.trim().to_owned();
         for s in self.seen.borrow().iter().filter(|s| s.len() >= 3) {
-            t = t.replace(s.as_str(), "***");
+            for form in secret_forms(s) {
+                t = t.replace(form.as_str(), "***");
+            }
         }
         if t.len() > QUOTE {
             let mut end = QUOTE;

@@ -7,6 +7,37 @@ use tokio::sync::mpsc;
 use super::*;
 use crate::hooks::{spec_addresses, QUOTE};
 
+/// Issue 24: a secret with characters a URL encodes showed percent-encoded in operations and logs; every form
+/// it takes on the way (percent-encoded in either case, `+` for spaces, JSON-escaped, base64) is scrubbed.
+#[test]
+fn secrets_are_scrubbed_in_every_form_they_take() {
+    use base64::Engine as _;
+    let r = Recording::new();
+    let secret = "s3cr/t &key=\"x\"";
+    r.seen.borrow_mut().push(secret.into());
+    let b64 = base64::engine::general_purpose::STANDARD.encode(secret);
+    let b64url = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(secret);
+    for text in [
+        format!("GET /x?token={secret} failed"),
+        "GET /x?token=s3cr%2Ft%20%26key%3D%22x%22 failed".to_string(),
+        "GET /x?token=s3cr%2ft%20%26key%3d%22x%22 failed".to_string(),
+        "form s3cr%2Ft+%26key%3D%22x%22 failed".to_string(),
+        format!(
+            "body {{\"k\":{}}}",
+            serde_json::Value::String(secret.into())
+        ),
+        format!("Authorization: Basic {b64}"),
+        format!("echo {b64url}"),
+    ] {
+        let out = r.scrub(&text);
+        assert!(out.contains("***"), "{text} -> {out}");
+        assert!(
+            !out.contains("s3cr") && !out.contains(&b64) && !out.contains(&b64url),
+            "{text} -> {out}"
+        );
+    }
+}
+
 #[test]
 fn errors_quote_answers_without_secret_values_and_cut_long_ones() {
     let r = Recording::new();
