@@ -14,6 +14,38 @@ use tonic::transport::Channel;
 use crate::error::grpc;
 use crate::{describe, wait_until, HarnessError, Result};
 
+/// A user certificate issued and recorded by the controller through the admin client `api` (as `pxctl user
+/// issue` does: the key and CSR made here); an operator limited to `fleets` when not empty.
+pub async fn issue_user(
+    mut api: FleetServiceClient<Channel>,
+    name: &str,
+    role: pxfleet_tls::Role,
+    fleets: &[&str],
+) -> Result<pxfleet_tls::Bundle> {
+    let kc = pxfleet_tls::generate_key_and_csr(name)?;
+    let role = match role {
+        pxfleet_tls::Role::Admin => pb::UserRole::Admin,
+        pxfleet_tls::Role::Operator => pb::UserRole::Operator,
+        pxfleet_tls::Role::Viewer => pb::UserRole::Viewer,
+    };
+    let issued = api
+        .issue_user_certificate(pb::IssueUserCertificateRequest {
+            name: name.into(),
+            role: role as i32,
+            fleets: fleets.iter().map(|f| f.to_string()).collect(),
+            csr_pem: kc.csr_pem,
+            validity_days: 0,
+        })
+        .await
+        .map_err(grpc("IssueUserCertificate"))?
+        .into_inner();
+    Ok(pxfleet_tls::Bundle {
+        ca_pem: issued.ca_pem,
+        cert_pem: issued.cert_pem,
+        key_pem: kc.key_pem,
+    })
+}
+
 /// Every container of `fleet` as the controller reports it.
 pub async fn containers(
     mut api: FleetServiceClient<Channel>,

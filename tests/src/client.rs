@@ -34,30 +34,7 @@ impl Cluster {
 
     /// [`Cluster::issue_user`] for an operator limited to `fleets`.
     pub async fn issue_user_for(&self, name: &str, role: Role, fleets: &[&str]) -> Result<Bundle> {
-        let kc = pxfleet_tls::generate_key_and_csr(name)?;
-        let role = match role {
-            Role::Admin => pb::UserRole::Admin,
-            Role::Operator => pb::UserRole::Operator,
-            Role::Viewer => pb::UserRole::Viewer,
-        };
-        let issued = self
-            .api()
-            .await?
-            .issue_user_certificate(pb::IssueUserCertificateRequest {
-                name: name.into(),
-                role: role as i32,
-                fleets: fleets.iter().map(|f| f.to_string()).collect(),
-                csr_pem: kc.csr_pem,
-                validity_days: 0,
-            })
-            .await
-            .map_err(grpc("IssueUserCertificate"))?
-            .into_inner();
-        Ok(Bundle {
-            ca_pem: issued.ca_pem,
-            cert_pem: issued.cert_pem,
-            key_pem: kc.key_pem,
-        })
+        api::issue_user(self.api().await?, name, role, fleets).await
     }
 
     /// Submit through the API as admin; diagnostics (validation errors) come back in the response.

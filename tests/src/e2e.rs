@@ -827,30 +827,7 @@ impl E2e {
     /// Writes a pxctl config plus a certificate of role `role` for user `name`; returns the config path.
     /// The certificate is issued by the controller through the admin's API (recorded, as `pxctl user issue`).
     pub async fn user_config(&self, name: &str, role: Role) -> Result<PathBuf> {
-        let kc = pxfleet_tls::generate_key_and_csr(name)?;
-        let role = match role {
-            Role::Admin => pb::UserRole::Admin,
-            Role::Operator => pb::UserRole::Operator,
-            Role::Viewer => pb::UserRole::Viewer,
-        };
-        let issued = self
-            .api()
-            .await?
-            .issue_user_certificate(pb::IssueUserCertificateRequest {
-                name: name.into(),
-                role: role as i32,
-                fleets: vec![],
-                csr_pem: kc.csr_pem,
-                validity_days: 0,
-            })
-            .await
-            .map_err(crate::error::grpc("IssueUserCertificate"))?
-            .into_inner();
-        let bundle = pxfleet_tls::Bundle {
-            ca_pem: issued.ca_pem,
-            cert_pem: issued.cert_pem,
-            key_pem: kc.key_pem,
-        };
+        let bundle = api::issue_user(self.api().await?, name, role, &[]).await?;
         let dir = self.dir.path().join("users").join(name);
         let paths = BundlePaths::in_dir(&dir, name);
         bundle.write(&paths)?;

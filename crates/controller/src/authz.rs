@@ -123,6 +123,20 @@ pub fn check_node<'a>(id: Option<&'a Identity>, claimed: &str) -> Result<&'a str
     }
 }
 
+/// A refusal of something only an admin may submit, at `path` of `fleet`'s file, with what to do (`hint`).
+pub fn admin_only(
+    file: &str,
+    fleet: &pxfleet_spec::Fleet,
+    path: String,
+    message: String,
+    hint: &str,
+) -> pxfleet_spec::Diagnostic {
+    let span = fleet.spans.lookup(&path);
+    let mut d = pxfleet_spec::Diagnostic::new(file, span, path, message);
+    d.hint = Some(hint.into());
+    d
+}
+
 /// PVE's default subordinate id range of root (`/etc/subuid`, `/etc/subgid`: `root:100000:65536`): an idmap
 /// entry inside it maps container ids to unprivileged host ids only.
 pub const SUBORDINATE_IDS: std::ops::Range<u64> = 100_000..165_536;
@@ -139,15 +153,13 @@ pub fn operator_host_powers(
     use pxfleet_spec::MountPoint;
     let mut out = Vec::new();
     let mut refuse = |path: String, what: String| {
-        let span = fleet.spans.lookup(&path);
-        let mut d = pxfleet_spec::Diagnostic::new(
+        out.push(admin_only(
             file,
-            span,
+            fleet,
             path,
             format!("{what} gives the container powers over its host, which only an admin may grant (PVE reserves it for root@pam)"),
-        );
-        d.hint = Some("ask an admin to submit the fleet, or leave it out".into());
-        out.push(d);
+            "ask an admin to submit the fleet, or leave it out",
+        ));
     };
     for (name, c) in &fleet.containers {
         let at = |f: &str| format!("containers.{name}.{f}");

@@ -495,18 +495,13 @@ pub fn operator_refusals(file: &str, fleet: &pxfleet_spec::Fleet) -> Vec<pxfleet
     use pxfleet_spec::hooks::{secrets_needed, HookAction, Placeholder};
     let mut out = Vec::new();
     let mut refuse = |path: String, what: String| {
-        let span = fleet.spans.lookup(&path);
-        let mut d = pxfleet_spec::Diagnostic::new(
+        out.push(crate::authz::admin_only(
             file,
-            span,
+            fleet,
             path,
             format!("{what} runs on the controller, so only an admin may submit it (an operator is not root there)"),
-        );
-        d.hint = Some(
-            "ask an admin to submit the fleet, or use an HTTP hook without ${env:} and ${file:} (container values only)"
-                .into(),
-        );
-        out.push(d);
+            "ask an admin to submit the fleet, or use an HTTP hook without ${env:} and ${file:} (container values only)",
+        ));
     };
     /// Every string of a JSON body (each is a template).
     fn strings<'a>(v: &'a serde_json::Value, out: &mut Vec<&'a str>) {

@@ -379,12 +379,11 @@ pub fn pending_restart(latest: Option<&crate::model::Operation>) -> Vec<String> 
     }
 }
 
-/// The containers of `fleet` whose repair does not hold (their latest operation says so), with that error: the
-/// plan shows them as warnings, since the repair it lists is not going to be made again until a submit.
-pub fn repairs_not_holding(
+/// The containers of `fleet` whose latest operation failed, with its error.
+fn latest_failed(
     state: &crate::state::State,
     fleet: &str,
-) -> Result<Vec<(String, String)>, crate::store::StoreError> {
+) -> Result<Vec<(String, Option<String>)>, crate::store::StoreError> {
     let mut latest: BTreeMap<&str, &crate::model::Operation> = BTreeMap::new();
     let ops = state.store.ops_shared()?;
     for op in ops
@@ -396,10 +395,21 @@ pub fn repairs_not_holding(
     Ok(latest
         .into_iter()
         .filter(|(_, op)| op.state == crate::model::OpState::Failed)
-        .filter_map(|(name, op)| {
-            let e = op.last_error.as_deref()?;
-            e.starts_with(crate::reconcile::REPAIR_DOES_NOT_HOLD)
-                .then(|| (name.to_string(), e.to_string()))
+        .map(|(name, op)| (name.to_string(), op.last_error.clone()))
+        .collect())
+}
+
+/// The containers of `fleet` whose repair does not hold (their latest operation says so), with that error: the
+/// plan shows them as warnings, since the repair it lists is not going to be made again until a submit.
+pub fn repairs_not_holding(
+    state: &crate::state::State,
+    fleet: &str,
+) -> Result<Vec<(String, String)>, crate::store::StoreError> {
+    Ok(latest_failed(state, fleet)?
+        .into_iter()
+        .filter_map(|(name, e)| {
+            e.filter(|e| e.starts_with(crate::reconcile::REPAIR_DOES_NOT_HOLD))
+                .map(|e| (name, e))
         })
         .collect())
 }
@@ -410,18 +420,9 @@ pub fn failed_containers(
     state: &crate::state::State,
     fleet: &str,
 ) -> Result<Vec<String>, crate::store::StoreError> {
-    let mut latest: BTreeMap<&str, &crate::model::Operation> = BTreeMap::new();
-    let ops = state.store.ops_shared()?;
-    for op in ops
-        .iter()
-        .filter(|o| o.fleet == fleet && !o.container.is_empty())
-    {
-        latest.insert(&op.container, op);
-    }
-    Ok(latest
+    Ok(latest_failed(state, fleet)?
         .into_iter()
-        .filter(|(_, op)| op.state == crate::model::OpState::Failed)
-        .map(|(name, _)| name.to_string())
+        .map(|(name, _)| name)
         .collect())
 }
 
