@@ -116,6 +116,8 @@ async fn memory_updates_in_place_template_replaces_removal_destroys() {
         .await;
     let a_started = c.runtime("mk33", 3001).unwrap()["started"].clone();
     let b_started = c.runtime("mk33", 3002).unwrap()["started"].clone();
+    // `started` ticks in seconds: a replacement within the same second would look like no restart
+    tokio::time::sleep(Duration::from_millis(1100)).await;
     let ops_before = c.operations("life").await.unwrap().len();
 
     // memory 512 -> 1024 on app-a: updated in place, not restarted.
