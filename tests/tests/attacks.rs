@@ -4,9 +4,27 @@
 
 use std::time::Duration;
 
+use pxfleet_proto::v1::fleet_service_client::FleetServiceClient;
 use pxfleet_tests::{v1 as pb, Cluster};
 use pxfleet_tls::Role;
+use tonic::transport::Channel;
 use tonic::Code;
+
+/// Submits `yaml` as `file`; the controller answers (a refusal of the file comes back as diagnostics).
+async fn submit(
+    api: &mut FleetServiceClient<Channel>,
+    file: &str,
+    yaml: String,
+) -> pb::SubmitResponse {
+    api.submit(pb::SubmitRequest {
+        file_name: file.into(),
+        source: yaml,
+        ..Default::default()
+    })
+    .await
+    .expect("a submit answer")
+    .into_inner()
+}
 
 /// Item 5: a join token made without `--node` enrols new nodes only. Under the name of a node already enrolled
 /// and connected it is refused (it would take over that node's identity and stream), the token is not used
@@ -342,15 +360,7 @@ async fn template_urls_cannot_reach_the_nodes_own_services() {
              x: {{node: mk33, template: t, memory: 512, disk_size: 4, ip_address: dhcp}}\n",
             "ab".repeat(32)
         );
-        let r = api
-            .submit(pb::SubmitRequest {
-                file_name: "ssrf.yaml".into(),
-                source: yaml,
-                ..Default::default()
-            })
-            .await
-            .expect("an answer")
-            .into_inner();
+        let r = submit(&mut api, "ssrf.yaml", yaml).await;
         let d = r
             .diagnostics
             .iter()
@@ -411,15 +421,7 @@ async fn an_operators_fleet_cannot_run_or_read_anything_on_the_controller() {
                 .into_inner()
                 .diagnostics
             } else {
-                let r = api
-                    .submit(pb::SubmitRequest {
-                        file_name: "ops.yaml".into(),
-                        source: yaml.clone(),
-                        ..Default::default()
-                    })
-                    .await
-                    .expect("a submit answer")
-                    .into_inner();
+                let r = submit(&mut api, "ops.yaml", yaml.clone()).await;
                 assert_eq!(r.revision, 0, "{field}: stored");
                 r.diagnostics
             };
@@ -465,15 +467,7 @@ async fn an_operator_cannot_give_a_container_powers_over_its_host() {
         )
         // the file's own consent is not the admin's
         .replacen("fleet: host\n", "fleet: host\nallow_privileged: true\n", 1);
-        let r = api
-            .submit(pb::SubmitRequest {
-                file_name: "host.yaml".into(),
-                source: yaml,
-                ..Default::default()
-            })
-            .await
-            .expect("an answer")
-            .into_inner();
+        let r = submit(&mut api, "host.yaml", yaml).await;
         assert_eq!(r.revision, 0, "{extra}: stored");
         let d = r
             .diagnostics
@@ -489,15 +483,7 @@ async fn an_operator_cannot_give_a_container_powers_over_its_host() {
         "host",
         "  x: {node: mk33, vm_id: 3100, memory: 512, disk_size: 4, features: {nesting: true}}\n",
     );
-    let r = api
-        .submit(pb::SubmitRequest {
-            file_name: "host.yaml".into(),
-            source: yaml,
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let r = submit(&mut api, "host.yaml", yaml).await;
     assert!(r.diagnostics.is_empty(), "{:?}", r.diagnostics);
     assert!(r.revision > 0);
 }

@@ -37,6 +37,19 @@ pub fn user_description(text: Option<&str>) -> Option<&str> {
     (!t.trim().is_empty()).then_some(t)
 }
 
+/// `description` without its first line that `is_mark` picks, the rest as [`user_description`].
+fn without_first_line(description: &str, is_mark: impl Fn(&str) -> bool) -> Option<String> {
+    let lines: Vec<&str> = description.split('\n').collect();
+    let at = lines.iter().position(|l| is_mark(l));
+    let kept: Vec<&str> = lines
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| Some(*i) != at)
+        .map(|(_, l)| *l)
+        .collect();
+    user_description(Some(&kept.join("\n"))).map(str::to_owned)
+}
+
 impl ManagedMark {
     /// The description line that carries this mark.
     pub fn description_line(&self) -> String {
@@ -78,16 +91,7 @@ impl ManagedMark {
     /// first mark line is taken out; every other line, one that starts with `managed-by:` included, is the
     /// user's text and is kept as it is ([`user_description`]).
     pub fn strip_from_description(description: &str) -> Option<String> {
-        let lines: Vec<&str> = description.split('\n').collect();
-        let mark = lines.iter().position(|l| Self::from_line(l).is_some());
-        let kept: Vec<&str> = lines
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| Some(*i) != mark)
-            .map(|(_, l)| *l)
-            .collect();
-        let text = kept.join("\n");
-        user_description(Some(&text)).map(str::to_owned)
+        without_first_line(description, |l| Self::from_line(l).is_some())
     }
 
     /// The description without this mark's own line (the first line that is exactly it), the rest as
@@ -95,15 +99,7 @@ impl ManagedMark {
     /// (of the user's own) must stay.
     pub fn strip_own(&self, description: &str) -> Option<String> {
         let own = self.description_line();
-        let lines: Vec<&str> = description.split('\n').collect();
-        let at = lines.iter().position(|l| l.trim() == own);
-        let kept: Vec<&str> = lines
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| Some(*i) != at)
-            .map(|(_, l)| *l)
-            .collect();
-        user_description(Some(&kept.join("\n"))).map(str::to_owned)
+        without_first_line(description, |l| l.trim() == own)
     }
 
     /// The description to write: the mark first, then the user's own text ([`user_description`]).
