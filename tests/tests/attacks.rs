@@ -439,9 +439,10 @@ async fn an_operators_fleet_cannot_run_or_read_anything_on_the_controller() {
     assert!(c.vmids_on("mk33").is_empty());
 }
 
-/// Item 2 (first step): host powers are not taken by an operator: a privileged container, a bind mount of the
-/// host's `/` or `/etc/pve/priv`, `/dev/sda` or `/dev/mem` passed through, uid 0 mapped to host uid 0, and the
-/// features PVE reserves for root@pam are each refused at their field, nothing is created; an admin may.
+/// Item 2: host powers are not taken by an operator: a privileged container, a bind mount of the host's `/` or
+/// `/etc/pve/priv`, `/dev/sda` or `/dev/mem` passed through, uid 0 mapped to host uid 0, and the features PVE
+/// reserves for root@pam are each refused at their field, naming the grant an admin would give; nothing is
+/// created.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_operator_cannot_give_a_container_powers_over_its_host() {
     let c = Cluster::start(1).await.expect("cluster");
@@ -474,7 +475,11 @@ async fn an_operator_cannot_give_a_container_powers_over_its_host() {
             .iter()
             .find(|d| d.field == field)
             .unwrap_or_else(|| panic!("{extra}: {:?}", r.diagnostics));
-        assert!(d.message.contains("only an admin may grant"), "{d:?}");
+        assert!(
+            d.message.contains("fleet host has no grant for it"),
+            "{d:?}"
+        );
+        assert!(d.message.contains("pxctl grant add host "), "{d:?}");
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(c.vmids_on("mk33").is_empty());
@@ -486,4 +491,167 @@ async fn an_operator_cannot_give_a_container_powers_over_its_host() {
     let r = submit(&mut api, "host.yaml", yaml).await;
     assert!(r.diagnostics.is_empty(), "{:?}", r.diagnostics);
     assert!(r.revision > 0);
+}
+
+/// Item 2: grants are narrow, an admin's alone, audit-logged, and the plan tells. An admin grants fleet `media` a
+/// bind mount below /srv/media and /dev/net/tun; an operator may then submit exactly those (the plan names the
+/// grants), but not /srv/mediaX, /srv, /dev/sda, nor another fleet; the operator cannot grant itself anything;
+/// once revoked, the next submit needing the grant is refused and the container made with it is left alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_powers_are_granted_narrowly_by_an_admin_and_shown_in_the_plan() {
+    let c = Cluster::start(1).await.expect("cluster");
+    let operator = c.issue_user("otto", Role::Operator).await.unwrap();
+    let mut api = c.api_as(&operator).await.unwrap();
+    // the operator cannot grant itself a power
+    let e = api
+        .grant_host_power(pb::GrantHostPowerRequest {
+            fleet: "media".into(),
+            power: "privileged".into(),
+            reason: String::new(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied, "{e:?}");
+    let (code, out, err) = c
+        .pxctl(&[
+            "grant",
+            "add",
+            "media",
+            "bind-mount:/srv/media",
+            "device:/dev/net/tun",
+            "--reason",
+            "library",
+        ])
+        .await;
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, _, err) = c
+        .pxctl(&["grant", "add", "media", "bind-mount:/srv/../etc"])
+        .await;
+    assert_ne!(code, 0);
+    assert!(err.contains("a power is one of"), "{err}");
+    // anyone may read the grants
+    let grants = api
+        .list_grants(pb::ListGrantsRequest {
+            fleet: "media".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .grants;
+    let powers: Vec<&str> = grants.iter().map(|g| g.power.as_str()).collect();
+    assert_eq!(powers, ["bind-mount:/srv/media", "device:/dev/net/tun"]);
+    assert!(grants
+        .iter()
+        .all(|g| g.granted_by.contains("role=admin") && g.reason == "library"));
+    let container = |extra: &str| {
+        pxfleet_tests::fleet_yaml(
+            "media",
+            &format!("  x:\n    node: mk33\n    vm_id: 3200\n    memory: 512\n    disk_size: 4\n    {extra}\n"),
+        )
+    };
+    for (extra, field) in [
+        (
+            "mount_points: [{host_path: /srv/mediaX, path: /m}]",
+            "containers.x.mount_points[0].host_path",
+        ),
+        (
+            "mount_points: [{host_path: /srv, path: /m}]",
+            "containers.x.mount_points[0].host_path",
+        ),
+        (
+            "devices: [{path: /dev/sda}]",
+            "containers.x.devices[0].path",
+        ),
+        ("unprivileged: false", "containers.x.unprivileged"),
+    ] {
+        let r = submit(&mut api, "media.yaml", container(extra)).await;
+        assert_eq!(r.revision, 0, "{extra}: stored");
+        assert!(
+            r.diagnostics.iter().any(|d| d.field == field),
+            "{extra}: {:?}",
+            r.diagnostics
+        );
+    }
+    // another fleet has no grant
+    let other =
+        container("devices: [{path: /dev/net/tun}]").replace("fleet: media", "fleet: other");
+    let r = submit(&mut api, "other.yaml", other).await;
+    assert_eq!(r.revision, 0);
+    assert!(
+        r.diagnostics[0]
+            .message
+            .contains("pxctl grant add other device:/dev/net/tun"),
+        "{:?}",
+        r.diagnostics
+    );
+    // what was granted goes through, and the plan says so
+    let granted = container("mount_points: [{host_path: /srv/media/films, path: /films}]\n    devices: [{path: /dev/net/tun}]");
+    let plan = api
+        .plan(pb::PlanRequest {
+            file_name: "media.yaml".into(),
+            source: granted.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(plan.diagnostics.is_empty(), "{:?}", plan.diagnostics);
+    assert!(
+        plan.plan_json.contains("container x runs with host powers: bind mount of the host's /srv/media/films (grant 1: bind-mount:/srv/media); passthrough of the host's device /dev/net/tun (grant 2: device:/dev/net/tun)"),
+        "{}",
+        plan.plan_json
+    );
+    let r = submit(&mut api, "media.yaml", granted.clone()).await;
+    assert!(r.diagnostics.is_empty(), "{:?}", r.diagnostics);
+    assert!(r.revision > 0);
+    c.wait_running("media", &["x"], Duration::from_secs(120))
+        .await;
+    let config = c.pct_config("mk33", 3200);
+    assert!(
+        config["mp0"].starts_with("/srv/media/films,mp=/films"),
+        "{config:?}"
+    );
+    assert!(config["dev0"].contains("/dev/net/tun"), "{config:?}");
+    // the audit trail has the grants; a revoke stops the next submit that needs the grant
+    let audit = c.pxctl_json(&["audit", "--fleet", "media"]).await;
+    let actions: Vec<&str> = audit
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["action"].as_str())
+        .collect();
+    assert_eq!(
+        actions.iter().filter(|a| **a == "grant").count(),
+        2,
+        "{audit}"
+    );
+    let (code, out, err) = c.pxctl(&["grant", "revoke", "2"]).await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("revoked grant 2 of fleet media: device:/dev/net/tun"),
+        "{out}"
+    );
+    let r = submit(
+        &mut api,
+        "media.yaml",
+        granted.replace("memory: 512", "memory: 640"),
+    )
+    .await;
+    assert_eq!(r.revision, 0);
+    assert!(
+        r.diagnostics
+            .iter()
+            .any(|d| d.field == "containers.x.devices[0].path"),
+        "{:?}",
+        r.diagnostics
+    );
+    let (_, out, _) = c.pxctl(&["grant", "list", "media"]).await;
+    assert!(
+        out.contains("bind-mount:/srv/media") && !out.contains("/dev/net/tun"),
+        "{out}"
+    );
+    assert!(
+        c.pct_config("mk33", 3200)["dev0"].contains("/dev/net/tun"),
+        "the container was not touched"
+    );
 }

@@ -129,6 +129,26 @@ pub enum Command {
     /// The audit trail (admin): who submitted, destroyed, started or stopped what, who read secrets, made join
     /// tokens, enrolled nodes, cordoned, issued or revoked certificates, and when. Oldest first.
     Audit(AuditArgs),
+    /// Host powers an admin grants to a fleet, so its operators may submit them (admin: add, revoke; anyone: list).
+    ///
+    /// Operators may not give containers powers over their host (PVE reserves these for root@pam):
+    /// privileged containers, bind mounts of host paths, device passthrough, the features fuse,
+    /// keyctl and mount=FSTYPE, idmap entries mapping into host ids outside 100000-165535. An
+    /// admin grants them per fleet, as narrowly as the fleet needs:
+    ///
+    ///   pxctl grant add media bind-mount:/srv/media --reason "library share"
+    ///   pxctl grant add vpn device:/dev/net/tun
+    ///   pxctl grant add ci feature:fuse feature:mount=nfs
+    ///   pxctl grant add legacy privileged
+    ///   pxctl grant add files idmap:1000-1000
+    ///
+    /// A bind-mount grant covers the path and everything below it (whole path components). A
+    /// refused submit names the grant it needs. Admins' own submits need no grant. `revoke` stops
+    /// later submits that need it; containers already made keep running as they are.
+    /// Grants and revocations are in `pxctl audit`; the plan says which powers each container it
+    /// changes runs with, and what allowed them.
+    #[command(subcommand, verbatim_doc_comment)]
+    Grant(GrantCommand),
     /// Write a fleet.yaml from another tool's files (on stdout; warnings on stderr).
     #[command(subcommand)]
     Import(ImportCommand),
@@ -193,6 +213,43 @@ pub enum UserCommand {
     ///
     /// The controller refuses a revoked certificate at the next connection (TLS alert certificate_revoked).
     Revoke(UserRevokeArgs),
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum GrantCommand {
+    /// Admin: grant FLEET one or more host powers (each a grant of its own, with its id).
+    Add(GrantAddArgs),
+    /// The grants of FLEET (every fleet when none is given).
+    List(GrantListArgs),
+    /// Admin: take grants back by id (from `pxctl grant list`).
+    Revoke(GrantRevokeArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct GrantAddArgs {
+    pub fleet: String,
+    /// privileged, bind-mount:/HOST/PATH, device:/dev/NAME, feature:fuse, feature:keyctl,
+    /// feature:mount=FSTYPE, idmap:FIRST-LAST (host ids).
+    #[arg(required = true, value_name = "POWER")]
+    pub powers: Vec<String>,
+    /// Why (kept with the grant and in the audit trail).
+    #[arg(long, default_value = "")]
+    pub reason: String,
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = ListFormat::Table)]
+    pub format: ListFormat,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct GrantListArgs {
+    pub fleet: Option<String>,
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = ListFormat::Table)]
+    pub format: ListFormat,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct GrantRevokeArgs {
+    #[arg(required = true, value_name = "ID")]
+    pub ids: Vec<u64>,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -581,6 +581,51 @@ impl FleetService for FleetApi {
         let containers = crate::adopt::unmanaged(&self.state.store.all_observed_shared()?, &r.node);
         Ok(Response::new(pb::GetUnmanagedResponse { containers }))
     }
+
+    async fn grant_host_power(
+        &self,
+        req: Request<pb::GrantHostPowerRequest>,
+    ) -> Result<Response<pb::HostPowerGrant>, Status> {
+        let id = self.who(&req)?;
+        check_fleet(id.as_ref(), Need::Admin)?;
+        let r = req.into_inner();
+        let g = crate::grants::add(&self.state, id.as_ref(), &r.fleet, &r.power, &r.reason).await?;
+        Ok(Response::new(grant_pb(g)))
+    }
+
+    async fn list_grants(
+        &self,
+        req: Request<pb::ListGrantsRequest>,
+    ) -> Result<Response<pb::ListGrantsResponse>, Status> {
+        check_fleet(self.who(&req)?.as_ref(), Need::Read)?;
+        let r = req.into_inner();
+        let fleet = (!r.fleet.is_empty()).then_some(r.fleet.as_str());
+        let grants = self.state.store.grants(fleet).map_err(Error::from)?;
+        Ok(Response::new(pb::ListGrantsResponse {
+            grants: grants.into_iter().map(grant_pb).collect(),
+        }))
+    }
+
+    async fn revoke_grant(
+        &self,
+        req: Request<pb::RevokeGrantRequest>,
+    ) -> Result<Response<pb::HostPowerGrant>, Status> {
+        let id = self.who(&req)?;
+        check_fleet(id.as_ref(), Need::Admin)?;
+        let g = crate::grants::revoke(&self.state, id.as_ref(), req.into_inner().id).await?;
+        Ok(Response::new(grant_pb(g)))
+    }
+}
+
+fn grant_pb(g: crate::grants::Grant) -> pb::HostPowerGrant {
+    pb::HostPowerGrant {
+        id: g.id,
+        power: g.power.to_string(),
+        reason: g.reason,
+        granted_by: g.granted_by,
+        granted_unix_ms: g.granted_ms as i64,
+        fleet: g.fleet,
+    }
 }
 
 /// A stream fed by a task through a channel; the task stops when the client goes away or `closing` resolves

@@ -20,6 +20,7 @@ pub mod dev;
 pub mod drain;
 pub mod error;
 pub mod fleet_service;
+pub mod grants;
 pub mod hook_runs;
 pub mod hooks;
 pub mod identities;

@@ -8,6 +8,7 @@ pub mod describe;
 pub mod destroy;
 pub mod drain;
 pub mod get;
+pub mod grant;
 pub mod history;
 pub mod node;
 pub mod output;

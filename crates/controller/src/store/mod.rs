@@ -1,5 +1,5 @@
 //! The sled database: one tree per kind of state (fleets, revisions, desired, applied, observed, nodes,
-//! operations, secrets, audit, tokens, serials, allocations). Values are JSON. A submit is one multi-tree transaction, so it
+//! operations, secrets, audit, tokens, serials, allocations, grants). Values are JSON. A submit is one multi-tree transaction, so it
 //! lands whole or not at all; per-fleet values (desired containers, secrets) are single keys so the transaction
 //! never needs to scan.
 
@@ -18,6 +18,7 @@ use crate::store_cache::{Decoded, SharedList};
 mod access;
 mod containers;
 mod fleets;
+mod grants;
 mod nodes;
 mod operations;
 mod secrets;
@@ -133,6 +134,7 @@ pub struct Store {
     tokens: sled::Tree,
     serials: sled::Tree,
     allocations: sled::Tree,
+    grants: sled::Tree,
     /// Decoded values of the trees every reconcile pass reads whole.
     desired_cache: Decoded<SharedList<DesiredContainer>>,
     applied_cache: Decoded<AppliedContainer>,
@@ -288,6 +290,7 @@ impl Store {
             tokens: db.open_tree("tokens")?,
             serials: db.open_tree("serials")?,
             allocations: db.open_tree("allocations")?,
+            grants: db.open_tree("grants")?,
             desired_cache: Decoded::default(),
             applied_cache: Decoded::default(),
             observed_cache: Decoded::default(),

@@ -168,15 +168,19 @@ async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) 
         .map_err(|e| Error::Internal(format!("fleet change task failed: {e}")))
 }
 
-/// The parsed fleet of `source` after the size and container limits and the caller's right to change it
-/// (`may_change`), or the diagnostics that refuse it. The parse runs on the blocking pool; `source` comes back
-/// with the answer.
+/// A parsed fleet the caller may submit, and what allowed the host powers of its containers
+/// ([`crate::grants::check`]): per container, the sentence its plan prints.
+type Checked = (Fleet, crate::grants::Powers);
+
+/// The parsed fleet of `source` after the size and container limits, the caller's right to change it
+/// (`may_change`) and to give its containers host powers (an admin, or the fleet's grants: `admin`), or the
+/// diagnostics that refuse it. The parse runs on the blocking pool; `source` comes back with the answer.
 async fn parse_checked(
     state: &Arc<State>,
     source: Source,
     may_change: impl Fn(&str) -> Result<()>,
     admin: bool,
-) -> Result<(Source, std::result::Result<Fleet, Vec<Diagnostic>>)> {
+) -> Result<(Source, std::result::Result<Checked, Vec<Diagnostic>>)> {
     let st = state.clone();
     let (source, parsed) = blocking(move || {
         let parsed = source.check_size(&st).map(|()| source.parse());
@@ -188,16 +192,21 @@ async fn parse_checked(
         Err(d) => return Ok((source, Err(d))),
     };
     may_change(&fleet.name)?;
-    if !admin {
-        // before anything reads a secret file the fleet names (no file oracle for operators)
-        let mut refused = crate::hooks::operator_refusals(&source.file_name, &fleet);
-        refused.extend(crate::authz::operator_host_powers(
-            &source.file_name,
-            &fleet,
-        ));
-        if !refused.is_empty() {
-            return Ok((source, Err(refused)));
+    // before anything reads a secret file the fleet names (no file oracle for operators)
+    let mut refused = match admin {
+        true => vec![],
+        false => crate::hooks::operator_refusals(&source.file_name, &fleet),
+    };
+    let grants = state.store.grants(Some(&fleet.name))?;
+    let powers = match crate::grants::check(&source.file_name, &fleet, &grants, admin) {
+        Ok(p) => p,
+        Err(d) => {
+            refused.extend(d);
+            Default::default()
         }
+    };
+    if !refused.is_empty() {
+        return Ok((source, Err(refused)));
     }
     let refused = state
         .config
@@ -210,7 +219,19 @@ async fn parse_checked(
         .limiter
         .config()
         .check_fleet_containers(&fleet.name, fleet.containers.len())?;
-    Ok((source, Ok(fleet)))
+    Ok((source, Ok((fleet, powers))))
+}
+
+/// The plan says truthfully what the containers it creates or changes may do to their host, and what allowed it.
+fn note_powers(plan: &mut pxfleet_spec::plan::Plan, powers: &crate::grants::Powers) {
+    let touched: std::collections::BTreeSet<&str> =
+        plan.actions.iter().map(|a| a.container.as_str()).collect();
+    let notes: Vec<String> = powers
+        .iter()
+        .filter(|(c, _)| touched.contains(c.as_str()))
+        .map(|(_, note)| note.clone())
+        .collect();
+    plan.warnings.extend(notes);
 }
 
 /// Plans `source` (or its destruction) against the current state, without storing anything.
@@ -223,7 +244,7 @@ pub async fn plan(
 ) -> Result<Planned> {
     // a plan of the fleet's removal gives no container any power
     let (source, parsed) = parse_checked(state, source, may_change, admin || destroy).await?;
-    let mut fleet = match parsed {
+    let (mut fleet, mut powers) = match parsed {
         Ok(f) => f,
         Err(diagnostics) => {
             return Ok(Planned {
@@ -234,12 +255,18 @@ pub async fn plan(
     };
     if destroy {
         fleet.containers.clear();
+        powers.clear();
     }
     let st = state.clone();
-    blocking(move || plan_parsed(&st, &source, fleet)).await?
+    blocking(move || plan_parsed(&st, &source, fleet, &powers)).await?
 }
 
-fn plan_parsed(state: &State, source: &Source, fleet: Fleet) -> Result<Planned> {
+fn plan_parsed(
+    state: &State,
+    source: &Source,
+    fleet: Fleet,
+    powers: &crate::grants::Powers,
+) -> Result<Planned> {
     let name = fleet.name.clone();
     let (snap, prepared) = prepare_now(state, &source.file_name, fleet)?;
     let refused = |diagnostics| Planned {
@@ -251,6 +278,7 @@ fn plan_parsed(state: &State, source: &Source, fleet: Fleet) -> Result<Planned> 
     Ok(match prepared {
         Ok(mut p) => match source.policy(&p) {
             Ok(policy) => {
+                note_powers(&mut p.plan, powers);
                 for (container, error) in crate::realise::repairs_not_holding(state, &name)? {
                     p.plan
                         .warnings
@@ -280,7 +308,7 @@ pub async fn submit(
     may_change: impl Fn(&str) -> Result<()>,
 ) -> Result<Submitted> {
     let (source, parsed) = parse_checked(state, source, may_change, author.is_admin()).await?;
-    let fleet = match parsed {
+    let (fleet, powers) = match parsed {
         Ok(f) => f,
         Err(diagnostics) => {
             return Ok(Submitted {
@@ -295,7 +323,7 @@ pub async fn submit(
     let author = author.clone();
     blocking(move || {
         let _held = (fleet_guard, placing);
-        submit_locked(&st, &author, &source, &options, fleet)
+        submit_locked(&st, &author, &source, &options, fleet, &powers)
     })
     .await?
 }
@@ -307,10 +335,11 @@ fn submit_locked(
     source: &Source,
     options: &SubmitOptions,
     fleet: Fleet,
+    powers: &crate::grants::Powers,
 ) -> Result<Submitted> {
     let name = fleet.name.clone();
     let (snap, prepared) = prepare_now(state, &source.file_name, fleet.clone())?;
-    let prepared = match prepared {
+    let mut prepared = match prepared {
         Ok(p) => p,
         Err(diagnostics) => {
             return Ok(Submitted {
@@ -320,6 +349,7 @@ fn submit_locked(
             })
         }
     };
+    note_powers(&mut prepared.plan, powers);
     // Policies first: a denial stores nothing, so nothing is applied.
     let policy = match source.policy(&prepared) {
         Ok(policy) => policy,
