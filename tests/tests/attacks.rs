@@ -655,3 +655,158 @@ async fn host_powers_are_granted_narrowly_by_an_admin_and_shown_in_the_plan() {
         "the container was not touched"
     );
 }
+
+const GUARD: &str = r#"package guard
+
+deny contains msg if {
+  input.action == "destroy"
+  input.user.role != "admin"
+  some n in input.containers
+  input.fleet.containers[n].labels.env == "prod"
+  msg := sprintf("container %s is labelled env=prod: only an admin destroys it", [n])
+}
+
+deny contains {"msg": "no stops in fleet shop", "container": n} if {
+  input.action == "stop"
+  input.fleet.name == "shop"
+  some n in input.containers
+}
+
+deny contains {"msg": "more than 4096 MiB of memory", "container": n} if {
+  input.action == "submit"
+  some n, c in input.fleet.containers
+  c.memory > 4096
+}
+"#;
+
+/// Item 2: an admin's policies hold whatever the fleet file says: installed by an admin only (and only when
+/// they compile), evaluated on the plan and the submit (an operator's file without `policies:` is refused
+/// by them), on destroy and on stop; nothing is changed by a refused call; the admin's own destroy passes the
+/// rule that exempts admins; the installs are in the audit trail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_policies_hold_on_submit_destroy_and_stop_whatever_the_file_says() {
+    let c = Cluster::start(1).await.expect("cluster");
+    let operator = c.issue_user("otto", Role::Operator).await.unwrap();
+    let mut api = c.api_as(&operator).await.unwrap();
+    let e = api
+        .install_policy(pb::InstallPolicyRequest {
+            name: "mine".into(),
+            source: "package mine\n".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied, "{e:?}");
+    let dir = tempfile::tempdir().unwrap();
+    let broken = dir.path().join("broken.rego");
+    std::fs::write(
+        &broken,
+        "package broken\n\ndeny contains msg if {\n  msg := \n}\n",
+    )
+    .unwrap();
+    let (code, _, err) = c
+        .pxctl(&["policy", "add", "broken", broken.to_str().unwrap()])
+        .await;
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("admin:broken:") && err.contains("nothing was installed"),
+        "{err}"
+    );
+    let guard = dir.path().join("guard.rego");
+    std::fs::write(&guard, GUARD).unwrap();
+    let (code, out, err) = c
+        .pxctl(&["policy", "add", "guard", guard.to_str().unwrap()])
+        .await;
+    assert_eq!(code, 0, "{out}{err}");
+    let listed = api
+        .list_policies(pb::ListPoliciesRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .policies;
+    assert_eq!(
+        listed.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(),
+        ["guard"]
+    );
+
+    let shop = |memory: u32| {
+        pxfleet_tests::fleet_yaml(
+            "shop",
+            &format!("  x: {{node: mk33, vm_id: 3300, memory: {memory}, disk_size: 4, labels: {{env: prod}}}}\n"),
+        )
+    };
+    // the plan shows the denial, the submit is refused by it, nothing is stored
+    let plan = api
+        .plan(pb::PlanRequest {
+            file_name: "shop.yaml".into(),
+            source: shop(8192),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let findings = plan.policy.expect("a policy report").findings;
+    assert!(
+        findings.iter().any(|f| f.deny
+            && f.policy == "admin:guard"
+            && f.container == "x"
+            && f.message.contains("4096")),
+        "{findings:?}"
+    );
+    let r = submit(&mut api, "shop.yaml", shop(8192)).await;
+    assert_eq!(r.revision, 0);
+    assert!(
+        r.diagnostics
+            .iter()
+            .any(|d| d.message.contains("denied by policy admin:guard")),
+        "{:?}",
+        r.diagnostics
+    );
+    let r = submit(&mut api, "shop.yaml", shop(512)).await;
+    assert!(r.diagnostics.is_empty(), "{:?}", r.diagnostics);
+    let revision = r.revision;
+    c.wait_running("shop", &["x"], Duration::from_secs(120))
+        .await;
+
+    // the operator may neither destroy nor stop it
+    let e = api
+        .destroy(pb::DestroyRequest {
+            fleet: "shop".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied, "{e:?}");
+    assert!(
+        e.message()
+            .contains("container x is labelled env=prod: only an admin destroys it"),
+        "{e:?}"
+    );
+    let e = api
+        .set_power(pb::SetPowerRequest {
+            fleet: "shop".into(),
+            action: pb::PowerAction::Stop as i32,
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied, "{e:?}");
+    assert!(e.message().contains("no stops in fleet shop"), "{e:?}");
+    let (_, out, _) = c.pxctl(&["get", "fleets"]).await;
+    assert!(out.contains("shop"), "{out}");
+    let fleets = c.pxctl_json(&["get", "fleets"]).await;
+    assert_eq!(fleets[0]["revision"].as_u64(), Some(revision), "{fleets}");
+    assert_eq!(c.vmids_on("mk33"), vec![3300]);
+
+    // an admin's destroy passes the rule that exempts admins
+    let (code, out, err) = c.pxctl(&["destroy", "shop", "--yes"]).await;
+    assert_eq!(code, 0, "{out}{err}");
+    let audit = c.pxctl_json(&["audit"]).await;
+    assert!(
+        audit
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["action"] == "install_policy" && e["target"] == "admin:guard"),
+        "{audit}"
+    );
+}

@@ -149,6 +149,23 @@ pub enum Command {
     /// changes runs with, and what allowed them.
     #[command(subcommand, verbatim_doc_comment)]
     Grant(GrantCommand),
+    /// Rego policies an admin installs on the controller: evaluated on every submit (and its plan), destroy,
+    /// start, stop and restart, whoever asks and whatever the fleet file says (admin: add, remove; anyone: list).
+    ///
+    /// The input is the one of a fleet's own `policies:` plus the action and the caller:
+    ///   input.action      submit | destroy | start | stop | restart (an adopt is a submit whose
+    ///                     plan has `adopt` actions)
+    ///   input.user        {identity, kind, name, role, fleets}
+    ///   input.fleet       the fleet as it would be stored (for a destroy: as it is)
+    ///   input.plan        the plan document (docs/plan-json.md)
+    ///   input.containers  the containers the action names
+    /// Rules named deny / deny_* refuse, warn / warn_* warn (strings, or {"msg", "container"}).
+    ///
+    ///   pxctl policy add no-prod-destroy no-prod-destroy.rego
+    ///   pxctl policy list
+    ///   pxctl policy remove no-prod-destroy
+    #[command(subcommand, verbatim_doc_comment)]
+    Policy(PolicyCommand),
     /// Write a fleet.yaml from another tool's files (on stdout; warnings on stderr).
     #[command(subcommand)]
     Import(ImportCommand),
@@ -213,6 +230,26 @@ pub enum UserCommand {
     ///
     /// The controller refuses a revoked certificate at the next connection (TLS alert certificate_revoked).
     Revoke(UserRevokeArgs),
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum PolicyCommand {
+    /// Admin: install (or replace) policy NAME from a .rego FILE; refused unless it compiles.
+    Add {
+        /// Lower-case letters, digits and '-'; findings name it admin:NAME.
+        name: String,
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+    },
+    /// The installed policies: name, who installed it, when, checksum.
+    List {
+        #[arg(short = 'o', long = "output", value_enum, default_value_t = ListFormat::Table)]
+        format: ListFormat,
+    },
+    /// Print the source of policy NAME.
+    Show { name: String },
+    /// Admin: remove policy NAME.
+    Remove { name: String },
 }
 
 #[derive(Debug, Clone, Subcommand)]

@@ -54,6 +54,7 @@ pub async fn run(client: &mut Client, command: &Command, io: &mut Io<'_>) -> Res
         Command::User(c) => cmd::user::run(client, c, io).await,
         Command::Audit(a) => cmd::audit::run(client, a, io).await,
         Command::Grant(c) => cmd::grant::run(client, c, io).await,
+        Command::Policy(c) => cmd::policy::run(client, c, io).await,
         Command::Backup(a) => cmd::backup::run(client, a, io).await,
     }
 }

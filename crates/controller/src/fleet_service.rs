@@ -114,12 +114,13 @@ impl FleetService for FleetApi {
             text: r.source,
             files: r.files,
         };
+        let caller = id.clone().expect("checked above");
         let p = crate::submit::plan(
             &self.state,
             source,
             r.destroy,
             may_change(id.as_ref()),
-            id.as_ref().is_some_and(Identity::is_admin),
+            &caller,
         )
         .await?;
         Ok(Response::new(pb::PlanResponse {
@@ -614,6 +615,49 @@ impl FleetService for FleetApi {
         check_fleet(id.as_ref(), Need::Admin)?;
         let g = crate::grants::revoke(&self.state, id.as_ref(), req.into_inner().id).await?;
         Ok(Response::new(grant_pb(g)))
+    }
+
+    async fn install_policy(
+        &self,
+        req: Request<pb::InstallPolicyRequest>,
+    ) -> Result<Response<pb::AdminPolicyInfo>, Status> {
+        let id = self.who(&req)?;
+        check_fleet(id.as_ref(), Need::Admin)?;
+        let r = req.into_inner();
+        let p = crate::policy::install(&self.state, id.as_ref(), &r.name, &r.source).await?;
+        Ok(Response::new(admin_policy_pb(p)))
+    }
+
+    async fn list_policies(
+        &self,
+        req: Request<pb::ListPoliciesRequest>,
+    ) -> Result<Response<pb::ListPoliciesResponse>, Status> {
+        check_fleet(self.who(&req)?.as_ref(), Need::Read)?;
+        let policies = self.state.store.policies().map_err(Error::from)?;
+        Ok(Response::new(pb::ListPoliciesResponse {
+            policies: policies.into_iter().map(admin_policy_pb).collect(),
+        }))
+    }
+
+    async fn remove_policy(
+        &self,
+        req: Request<pb::RemovePolicyRequest>,
+    ) -> Result<Response<pb::AdminPolicyInfo>, Status> {
+        let id = self.who(&req)?;
+        check_fleet(id.as_ref(), Need::Admin)?;
+        let p = crate::policy::remove(&self.state, id.as_ref(), &req.into_inner().name).await?;
+        Ok(Response::new(admin_policy_pb(p)))
+    }
+}
+
+fn admin_policy_pb(p: crate::store::AdminPolicy) -> pb::AdminPolicyInfo {
+    use sha2::Digest;
+    pb::AdminPolicyInfo {
+        sha256: hex::encode(sha2::Sha256::digest(p.source.as_bytes())),
+        name: p.name,
+        source: p.source,
+        installed_by: p.installed_by,
+        installed_unix_ms: p.installed_ms as i64,
     }
 }
 

@@ -12,6 +12,7 @@ pub mod grant;
 pub mod history;
 pub mod node;
 pub mod output;
+pub mod policy;
 pub mod power;
 pub mod remote_plan;
 pub mod submit;

@@ -1,5 +1,5 @@
 //! The sled database: one tree per kind of state (fleets, revisions, desired, applied, observed, nodes,
-//! operations, secrets, audit, tokens, serials, allocations, grants). Values are JSON. A submit is one multi-tree transaction, so it
+//! operations, secrets, audit, tokens, serials, allocations, grants, policies). Values are JSON. A submit is one multi-tree transaction, so it
 //! lands whole or not at all; per-fleet values (desired containers, secrets) are single keys so the transaction
 //! never needs to scan.
 
@@ -19,6 +19,8 @@ mod access;
 mod containers;
 mod fleets;
 mod grants;
+mod policies;
+pub use policies::AdminPolicy;
 mod nodes;
 mod operations;
 mod secrets;
@@ -135,6 +137,7 @@ pub struct Store {
     serials: sled::Tree,
     allocations: sled::Tree,
     grants: sled::Tree,
+    policies: sled::Tree,
     /// Decoded values of the trees every reconcile pass reads whole.
     desired_cache: Decoded<SharedList<DesiredContainer>>,
     applied_cache: Decoded<AppliedContainer>,
@@ -291,6 +294,7 @@ impl Store {
             serials: db.open_tree("serials")?,
             allocations: db.open_tree("allocations")?,
             grants: db.open_tree("grants")?,
+            policies: db.open_tree("policies")?,
             desired_cache: Decoded::default(),
             applied_cache: Decoded::default(),
             observed_cache: Decoded::default(),

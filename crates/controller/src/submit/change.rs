@@ -61,6 +61,16 @@ fn set_power_locked(
     }
     let prepared = prepare_stored(state, fleet.clone())?;
     let verb = action.verb();
+    crate::policy::admin_gate(
+        state,
+        &crate::policy::AdminRequest {
+            action: verb,
+            user: author,
+            fleet: &prepared.fleet,
+            plan: &prepared.plan,
+            containers: chosen.clone(),
+        },
+    )?;
     let revision = store_revision(
         state,
         author,
@@ -123,12 +133,24 @@ fn destroy_locked(
 ) -> Result<Changed> {
     let (head, mut fleet) = stored_spec(state, fleet_name)?;
     check_names(&fleet, fleet_name, containers)?;
-    if containers.is_empty() {
-        fleet.containers.clear();
-    } else {
-        fleet.containers.retain(|k, _| !containers.contains(k));
-    }
+    let chosen: Vec<String> = match containers.is_empty() {
+        true => fleet.containers.keys().cloned().collect(),
+        false => containers.to_vec(),
+    };
+    let before = fleet.clone();
+    fleet.containers.retain(|k, _| !chosen.contains(k));
     let prepared = prepare_stored(state, fleet.clone())?;
+    // the policies see the fleet as it is, with the containers the plan destroys
+    crate::policy::admin_gate(
+        state,
+        &crate::policy::AdminRequest {
+            action: "destroy",
+            user: author,
+            fleet: &before,
+            plan: &prepared.plan,
+            containers: chosen,
+        },
+    )?;
     let revision = store_revision(
         state,
         author,

@@ -67,18 +67,35 @@ impl Source {
         pxfleet_spec::parse_fleet(name, &self.text, &self.mem_files()).map_err(|d| d.0)
     }
 
-    /// The fleet's policies against the prepared fleet and its plan (`None`: the fleet names none).
+    /// The fleet's own policies and the admin's against the prepared fleet and its plan (`None`: there are
+    /// none), for a submit by `caller`.
     fn policy(
         &self,
+        state: &State,
+        caller: &Identity,
         prepared: &Prepared,
-    ) -> std::result::Result<Option<PolicyReport>, Vec<Diagnostic>> {
-        crate::policy::check(
+    ) -> Result<std::result::Result<Option<PolicyReport>, Vec<Diagnostic>>> {
+        let own = match crate::policy::check(
             &self.file_name,
             &self.text,
             &self.mem_files(),
             &prepared.fleet,
             &prepared.plan,
-        )
+        ) {
+            Ok(own) => own,
+            Err(d) => return Ok(Err(d)),
+        };
+        let admin = crate::policy::admin_check(
+            state,
+            &crate::policy::AdminRequest {
+                action: "submit",
+                user: caller,
+                fleet: &prepared.fleet,
+                plan: &prepared.plan,
+                containers: prepared.fleet.containers.keys().cloned().collect(),
+            },
+        )?;
+        Ok(Ok(crate::policy::merge(own, admin)))
     }
 }
 
@@ -240,10 +257,11 @@ pub async fn plan(
     source: Source,
     destroy: bool,
     may_change: impl Fn(&str) -> Result<()>,
-    admin: bool,
+    caller: &Identity,
 ) -> Result<Planned> {
     // a plan of the fleet's removal gives no container any power
-    let (source, parsed) = parse_checked(state, source, may_change, admin || destroy).await?;
+    let admin = caller.is_admin() || destroy;
+    let (source, parsed) = parse_checked(state, source, may_change, admin).await?;
     let (mut fleet, mut powers) = match parsed {
         Ok(f) => f,
         Err(diagnostics) => {
@@ -258,11 +276,13 @@ pub async fn plan(
         powers.clear();
     }
     let st = state.clone();
-    blocking(move || plan_parsed(&st, &source, fleet, &powers)).await?
+    let caller = caller.clone();
+    blocking(move || plan_parsed(&st, &caller, &source, fleet, &powers)).await?
 }
 
 fn plan_parsed(
     state: &State,
+    caller: &Identity,
     source: &Source,
     fleet: Fleet,
     powers: &crate::grants::Powers,
@@ -276,7 +296,7 @@ fn plan_parsed(
         ..Default::default()
     };
     Ok(match prepared {
-        Ok(mut p) => match source.policy(&p) {
+        Ok(mut p) => match source.policy(state, caller, &p)? {
             Ok(policy) => {
                 note_powers(&mut p.plan, powers);
                 for (container, error) in crate::realise::repairs_not_holding(state, &name)? {
@@ -351,7 +371,7 @@ fn submit_locked(
     };
     note_powers(&mut prepared.plan, powers);
     // Policies first: a denial stores nothing, so nothing is applied.
-    let policy = match source.policy(&prepared) {
+    let policy = match source.policy(state, author, &prepared)? {
         Ok(policy) => policy,
         Err(diagnostics) => {
             return Ok(Submitted {
