@@ -29,6 +29,7 @@ pub mod e2e;
 pub mod error;
 pub mod faults;
 pub mod fixtures;
+pub mod hookserver;
 pub mod netcut;
 pub mod nodes;
 pub mod process;

@@ -810,3 +810,134 @@ async fn admin_policies_hold_on_submit_destroy_and_stop_whatever_the_file_says()
         "{audit}"
     );
 }
+
+/// Item 1: what runs on the controller is the admin's decision. An admin defines hook `notify` in the
+/// controller's configuration (a header with a secret read from a file, a `${param:channel}`); an operator's fleet
+/// uses it by name with a plain parameter: the server gets both, and the secret shows in no plan, revision or
+/// operation the operator reads. An undefined hook, a missing or unknown parameter are refused at the field. No
+/// `${file:}` reads the controller's data dir, an admin's neither: inline (also through a symlink) it is refused
+/// at the field, in the configuration the controller does not start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hooks_are_the_admins_used_by_name_and_nothing_reads_the_data_dir() {
+    let (port, seen) = pxfleet_tests::hookserver::server().await;
+    let mut c = Cluster::start(1).await.expect("cluster");
+    const SECRET: &str = "s3cr3t-t0ken";
+    let secret_file = c.dir.path().join("notify.token");
+    std::fs::write(&secret_file, format!("{SECRET}\n")).unwrap();
+    let ca_key = c.controller_dir.join("pki/ca.key");
+    c.stop_controller().await;
+    let base = std::fs::read_to_string(&c.controller_config).unwrap();
+    let definition = |name: &str, file: &std::path::Path| {
+        format!(
+            "\n[hooks.{name}]\nretries = 0\n[hooks.{name}.http]\nurl = \"http://127.0.0.1:{port}/notify?channel=${{param:channel}}&name=${{name}}\"\nheaders = {{ X-Api-Key = \"${{file:{}}}\" }}\n",
+            file.display()
+        )
+    };
+    std::fs::write(
+        &c.controller_config,
+        format!("{base}{}", definition("leak", &ca_key)),
+    )
+    .unwrap();
+    let e = c.start_controller().await.unwrap_err().to_string();
+    assert!(
+        e.contains("hooks.leak.http.headers.X-Api-Key") && e.contains("no hook may read"),
+        "{e}"
+    );
+    std::fs::write(
+        &c.controller_config,
+        format!("{base}{}", definition("notify", &secret_file)),
+    )
+    .unwrap();
+    c.start_controller().await.expect("the controller starts");
+    c.wait_nodes_ready(Duration::from_secs(60)).await.unwrap();
+
+    let operator = c.issue_user("otto", Role::Operator).await.unwrap();
+    let mut api = c.api_as(&operator).await.unwrap();
+    let fleet = |hook: &str| {
+        format!(
+            "hooks:\n  n:\n    on: ready\n{hook}{}",
+            pxfleet_tests::fleet_yaml(
+                "named",
+                "  x: {node: mk33, vm_id: 3400, memory: 512, disk_size: 4}\n"
+            )
+        )
+    };
+    for (hook, field, says) in [
+        (
+            "    use: nope\n",
+            "hooks.n.use",
+            "defines no hook nope (it defines notify)",
+        ),
+        (
+            "    use: notify\n",
+            "hooks.n.params",
+            "hook notify needs the parameter channel",
+        ),
+        (
+            "    use: notify\n    params: {channel: ops, extra: x}\n",
+            "hooks.n.params.extra",
+            "hook notify has no parameter extra",
+        ),
+    ] {
+        let r = submit(&mut api, "named.yaml", fleet(hook)).await;
+        assert_eq!(r.revision, 0, "{hook}");
+        assert!(
+            r.diagnostics
+                .iter()
+                .any(|d| d.field == field && d.message.contains(says)),
+            "{hook}: {:?}",
+            r.diagnostics
+        );
+    }
+    // an admin's inline hook may not read the data dir either, nor through a symlink to it
+    let link = c.dir.path().join("innocent");
+    std::os::unix::fs::symlink(c.controller_dir.join("pki"), &link).unwrap();
+    for file in [ca_key.clone(), link.join("ca.key")] {
+        let inline = format!(
+            "    http: {{url: \"http://127.0.0.1:{port}/leak\", headers: {{X-Api-Key: \"${{file:{}}}\"}}}}\n",
+            file.display()
+        );
+        let r = c.submit(&fleet(&inline)).await.unwrap();
+        assert_eq!(r.revision, 0);
+        assert!(
+            r.diagnostics
+                .iter()
+                .any(|d| d.field == "hooks.n.http.headers.X-Api-Key"
+                    && d.message.contains("the controller's own data")),
+            "{:?}",
+            r.diagnostics
+        );
+    }
+
+    let r = submit(
+        &mut api,
+        "named.yaml",
+        fleet("    use: notify\n    params: {channel: ops}\n"),
+    )
+    .await;
+    assert!(r.diagnostics.is_empty(), "{:?}", r.diagnostics);
+    assert!(!r.plan_json.contains(SECRET));
+    c.wait_running("named", &["x"], Duration::from_secs(120))
+        .await;
+    let got = pxfleet_tests::wait_until("the hook's request", Duration::from_secs(60), || async {
+        pxfleet_tests::hookserver::requests(&seen, "/notify")
+            .pop()
+            .ok_or_else(|| "no request yet".to_string())
+    })
+    .await;
+    assert_eq!(got.uri, "/notify?channel=ops&name=x");
+    assert_eq!(got.api_key, SECRET);
+    assert!(seen
+        .lock()
+        .unwrap()
+        .iter()
+        .all(|s| !s.uri.starts_with("/leak")));
+    let ops = format!("{:?}", c.operations("named").await.unwrap());
+    let (_, history, _) = c
+        .pxctl(&["history", "--fleet", "named", "-o", "json"])
+        .await;
+    assert!(
+        !ops.contains(SECRET) && !history.contains(SECRET),
+        "{ops}{history}"
+    );
+}

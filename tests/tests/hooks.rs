@@ -3,86 +3,13 @@
 //! values; a server answering 500 shows the retries and the error in `pxctl describe container`; a secret
 //! missing on the controller refuses the plan with the field's line.
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::{BodyExt as _, Full};
-use hyper::service::service_fn;
+use pxfleet_tests::hookserver::{requests, server};
 use pxfleet_tests::{describe, fleet_yaml, v1 as pb, wait_until, Cluster};
 
 const UP: Duration = Duration::from_secs(120);
 const TOKEN: &str = "tok-Secr3t-value";
-
-#[derive(Clone, Debug)]
-struct Seen {
-    method: String,
-    uri: String,
-    api_key: String,
-    body: String,
-}
-
-/// A server on 127.0.0.1:0 that records every request; `/fail...` answers 500 (echoing the query, token
-/// included, to check it is scrubbed), the rest 200 with Technitium's `{"status":"ok"}`.
-async fn server() -> (u16, Arc<Mutex<Vec<Seen>>>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let log = seen.clone();
-    tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                return;
-            };
-            let log = log.clone();
-            tokio::spawn(async move {
-                let svc = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                    let log = log.clone();
-                    async move {
-                        let method = req.method().to_string();
-                        let uri = req.uri().to_string();
-                        let api_key = req
-                            .headers()
-                            .get("x-api-key")
-                            .and_then(|v| v.to_str().ok())
-                            .unwrap_or_default()
-                            .to_owned();
-                        let body = req.into_body().collect().await.unwrap().to_bytes();
-                        log.lock().unwrap().push(Seen {
-                            method,
-                            uri: uri.clone(),
-                            api_key,
-                            body: String::from_utf8_lossy(&body).into_owned(),
-                        });
-                        let resp = if uri.starts_with("/fail") {
-                            hyper::Response::builder()
-                                .status(500)
-                                .body(Full::new(Bytes::from(format!("boom for {uri}"))))
-                        } else {
-                            hyper::Response::builder()
-                                .header("content-type", "application/json")
-                                .body(Full::new(Bytes::from_static(br#"{"status":"ok"}"#)))
-                        };
-                        Ok::<_, std::convert::Infallible>(resp.unwrap())
-                    }
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
-                    .await;
-            });
-        }
-    });
-    (port, seen)
-}
-
-fn requests(seen: &Arc<Mutex<Vec<Seen>>>, prefix: &str) -> Vec<Seen> {
-    seen.lock()
-        .unwrap()
-        .iter()
-        .filter(|s| s.uri.starts_with(prefix))
-        .cloned()
-        .collect()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ready_and_destroyed_hooks_call_the_server_and_failures_are_retried_and_described() {

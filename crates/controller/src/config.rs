@@ -56,6 +56,11 @@ pub struct Config {
     pub backup: crate::backup_s3::BackupConfig,
     /// Where template URLs may point ([`crate::templates::UrlPolicy`]).
     pub template_urls: crate::templates::UrlPolicy,
+    /// Hooks fleets may use by name (`[hooks.NAME]`, docs/hooks.md), as written; checked into `hook_catalog`.
+    pub hooks: std::collections::BTreeMap<String, toml::Value>,
+    /// The definitions of `hooks`, checked.
+    #[serde(skip)]
+    pub hook_catalog: crate::hooks::HookCatalog,
 }
 
 impl Default for Config {
@@ -72,6 +77,8 @@ impl Default for Config {
             limits: crate::limits::LimitsConfig::default(),
             backup: Default::default(),
             template_urls: Default::default(),
+            hooks: Default::default(),
+            hook_catalog: Default::default(),
         }
     }
 }
@@ -186,13 +193,38 @@ impl Config {
             Some(p) => p,
             None => dir.join(SEAL_KEY_FILE),
         });
+        // no hook reads the controller's own data, an admin's definitions included
+        let protected = crate::hooks::Protected::of(&config);
+        for h in config.hook_catalog.definitions() {
+            for (field, t) in h.action.templates() {
+                for p in pxfleet_spec::hooks::scan(t).into_iter().flatten() {
+                    if let Err(pxfleet_spec::hooks::Placeholder::File(f)) = p {
+                        if let Some(why) = protected.refusal(f) {
+                            return Err(ConfigError::Invalid {
+                                path: path.to_path_buf(),
+                                field: "hooks",
+                                message: format!("hooks.{}.{field}: {why}", h.name),
+                            });
+                        }
+                    }
+                }
+            }
+        }
         Ok(config)
     }
 
     /// Parses and validates config text; `path` is used in error messages only.
     pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
-        let config: Config = pxfleet_common::toml_file::parse(path, text)?;
+        let mut config: Config = pxfleet_common::toml_file::parse(path, text)?;
         config.validate(path)?;
+        config.hook_catalog =
+            crate::hooks::HookCatalog::parse(path, &config.hooks).map_err(|message| {
+                ConfigError::Invalid {
+                    path: path.to_path_buf(),
+                    field: "hooks",
+                    message,
+                }
+            })?;
         Ok(config)
     }
 

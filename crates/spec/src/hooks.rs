@@ -93,6 +93,60 @@ pub enum HookAction {
     Command {
         argv: Vec<String>,
     },
+    /// A hook the controller's configuration defines (`[hooks.NAME]`), used by name: what it does, and any
+    /// secret it reads, is the admin's; the fleet gives when, for which containers, and its `${param:KEY}`
+    /// values (plain text, never a secret source).
+    Use {
+        hook: String,
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        params: BTreeMap<String, String>,
+    },
+}
+
+impl HookAction {
+    /// Every template of the action: (field below the hook, template).
+    pub fn templates(&self) -> Vec<(String, &str)> {
+        fn strings<'a>(v: &'a serde_json::Value, out: &mut Vec<(String, &'a str)>) {
+            match v {
+                serde_json::Value::String(s) => out.push(("http.body".into(), s)),
+                serde_json::Value::Array(a) => a.iter().for_each(|v| strings(v, out)),
+                serde_json::Value::Object(o) => o.values().for_each(|v| strings(v, out)),
+                _ => {}
+            }
+        }
+        let mut out = Vec::new();
+        match self {
+            HookAction::Http(h) => {
+                out.push(("http.url".into(), h.url.as_str()));
+                for (k, v) in &h.headers {
+                    out.push((format!("http.headers.{k}"), v.as_str()));
+                }
+                if let Some(b) = &h.body {
+                    strings(b, &mut out);
+                }
+            }
+            HookAction::Command { argv } => {
+                for (i, a) in argv.iter().enumerate() {
+                    out.push((format!("command.{i}"), a.as_str()));
+                }
+            }
+            HookAction::Use { .. } => {}
+        }
+        out
+    }
+
+    /// The `${param:KEY}` keys its templates use: the params a fleet must give when it uses the hook.
+    pub fn params_used(&self) -> std::collections::BTreeSet<String> {
+        self.templates()
+            .into_iter()
+            .filter_map(|(_, t)| scan(t).ok())
+            .flatten()
+            .filter_map(|p| match p {
+                Err(Placeholder::Param(k)) => Some(k.to_string()),
+                _ => None,
+            })
+            .collect()
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -125,6 +179,9 @@ pub struct HookContext {
     pub ipv4: String,
     /// net0's IPv6 address without prefix length; empty when unknown.
     pub ipv6: String,
+    /// The `params` a fleet gave a hook it uses by name (`${param:KEY}`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub params: BTreeMap<String, String>,
 }
 
 impl HookContext {
@@ -164,6 +221,8 @@ pub enum Placeholder<'a> {
     Container(&'a str),
     Env(&'a str),
     File(&'a str),
+    /// `${param:KEY}`: a value the fleet gives a hook defined in the controller's configuration.
+    Param(&'a str),
 }
 
 /// Why a template is not valid.
@@ -177,6 +236,10 @@ pub enum TemplateError {
     BadEnvName(String),
     #[error("'${{file:{0}}}' needs an absolute path")]
     RelativeFile(String),
+    #[error(
+        "'${{param:{0}}}' is not a valid parameter name (lower-case letters, digits, '_', '-')"
+    )]
+    BadParamName(String),
 }
 
 /// Why a template could not be filled in when the hook ran. Never contains a secret's value.
@@ -188,6 +251,8 @@ pub enum ExpandError {
     MissingEnv(String),
     #[error("secret file {path} cannot be read: {error}")]
     File { path: String, error: String },
+    #[error("parameter {0} was not given (the fleet's `params`)")]
+    MissingParam(String),
 }
 
 /// Splits a template into literal text and placeholders, checking each placeholder.
@@ -214,6 +279,11 @@ pub fn scan(template: &str) -> Result<Vec<Result<&str, Placeholder<'_>>>, Templa
                 return Err(TemplateError::RelativeFile(path.into()));
             }
             Placeholder::File(path)
+        } else if let Some(key) = inner.strip_prefix("param:") {
+            if !is_param_name(key) {
+                return Err(TemplateError::BadParamName(key.into()));
+            }
+            Placeholder::Param(key)
         } else if CONTAINER_PLACEHOLDERS.contains(&inner) {
             Placeholder::Container(inner)
         } else {
@@ -226,6 +296,14 @@ pub fn scan(template: &str) -> Result<Vec<Result<&str, Placeholder<'_>>>, Templa
         out.push(Ok(rest));
     }
     Ok(out)
+}
+
+/// A `params` key: lower-case letters, digits, `_` and `-`, at most 64.
+pub fn is_param_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
 }
 
 /// Where `${env:...}` and `${file:...}` come from when a hook runs.
@@ -275,6 +353,11 @@ pub fn expand(
                 path: p.into(),
                 error,
             })?,
+            Err(Placeholder::Param(k)) => cx
+                .params
+                .get(k)
+                .cloned()
+                .ok_or_else(|| ExpandError::MissingParam(k.into()))?,
         };
         match escape {
             Escape::None => out.push_str(&value),
@@ -312,7 +395,7 @@ pub fn secrets_needed(h: &Hook) -> Vec<(String, Placeholder<'_>)> {
     fn add<'a>(out: &mut Vec<(String, Placeholder<'a>)>, field: String, t: &'a str) {
         if let Ok(parts) = scan(t) {
             for p in parts.into_iter().filter_map(Result::err) {
-                if !matches!(p, Placeholder::Container(_)) {
+                if matches!(p, Placeholder::Env(_) | Placeholder::File(_)) {
                     out.push((field.clone(), p));
                 }
             }
@@ -378,7 +461,23 @@ mod tests {
             vm_id: 1001,
             ipv4: "192.168.7.10".into(),
             ipv6: String::new(),
+            params: [("zone".to_string(), "a&b".to_string())].into(),
         }
+    }
+
+    #[test]
+    fn params_are_filled_in_like_container_values_and_missing_ones_are_named() {
+        assert_eq!(
+            expand("http://d/?z=${param:zone}", &cx(), &Fake, Escape::Url).unwrap(),
+            "http://d/?z=a%26b"
+        );
+        assert_eq!(
+            expand("${param:other}", &cx(), &Fake, Escape::None)
+                .unwrap_err()
+                .to_string(),
+            "parameter other was not given (the fleet's `params`)"
+        );
+        assert!(scan("${param:Bad}").is_err());
     }
 
     #[test]

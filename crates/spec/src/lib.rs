@@ -29,7 +29,7 @@ pub mod yaml;
 pub use diag::{Diagnostic, Diagnostics};
 pub use files::{FileSource, MemFiles, NoFiles};
 pub use model::*;
-pub use parse::{parse_fleet, MAX_INTERFACES, MAX_MOUNT_POINTS};
+pub use parse::{parse_fleet, parse_hook_definitions, MAX_INTERFACES, MAX_MOUNT_POINTS};
 pub use policies::{read_policies, PolicyFile};
 pub use world::{
     check_against_world, DatastoreFacts, EmptyWorld, Holder, MemoryWorld, NodeFacts, WorldFacts,

@@ -9,7 +9,8 @@
 //! `resolve` turns a merged container into a [`Container`], `reader` the typed node readers.
 
 use crate::diag::{Diagnostic, Diagnostics};
-use crate::files::FileSource;
+use crate::files::{FileSource, NoFiles};
+use crate::hooks::Hook;
 use crate::model::*;
 use crate::yaml;
 
@@ -143,6 +144,7 @@ pub fn parse_fleet(
         spans: Spans::default(),
         recorded,
         container_start: 0,
+        hook_definitions: false,
     };
     let fleet = match root {
         Some(root) if !root.is_null() => cx.fleet(&root),
@@ -188,6 +190,37 @@ struct Cx<'a> {
     recorded: Spans,
     /// Where the container being decoded starts in `recorded`.
     container_start: usize,
+    /// Decoding the controller's hook definitions (`[hooks.NAME]`), not a fleet's `hooks:`: `${param:KEY}`
+    /// placeholders allowed; `on`, `containers`, `use` and `params` are the fleet's.
+    hook_definitions: bool,
+}
+
+/// The hooks the controller's configuration defines (`[hooks.NAME]`, given here as the YAML or JSON text of
+/// the mapping NAME -> definition), with the checks of a fleet's `hooks:`; a definition has no `on`,
+/// `containers`, `use` or `params` (a fleet that uses it gives those) and may use `${param:KEY}`.
+pub fn parse_hook_definitions(file_name: &str, text: &str) -> Result<Vec<Hook>, Diagnostics> {
+    let mut diags = Vec::new();
+    let root = yaml::parse(file_name, text, &mut diags);
+    let mut cx = Cx {
+        file: file_name,
+        files: &NoFiles,
+        diags,
+        spans: Spans::default(),
+        recorded: Spans::default(),
+        container_start: 0,
+        hook_definitions: true,
+    };
+    let hooks = match root {
+        Some(root) if !root.is_null() => cx.hooks(&root),
+        _ => vec![],
+    };
+    if cx.diags.is_empty() {
+        Ok(hooks)
+    } else {
+        let mut d = Diagnostics(cx.diags);
+        d.sort();
+        Err(d)
+    }
 }
 
 /// Names people bring from PVE, Terraform or other tools, and what pxfleet calls them.

@@ -83,7 +83,10 @@ fn other_mistakes() {
     let e = errors("  x:\n    on: created\n    command: [/bin/true]\n");
     assert!(e.contains("hooks.x.on: unknown event 'created'"), "{e}");
     let e = errors("  x:\n    on: ready\n");
-    assert!(e.contains("hooks.x: missing `http` or `command`"), "{e}");
+    assert!(
+        e.contains("hooks.x: missing `http`, `command` or `use`"),
+        "{e}"
+    );
     let e = errors("  x:\n    command: [/bin/true]\n");
     assert!(e.contains("hooks.x: missing field 'on'"), "{e}");
     let e = errors("  x:\n    on: ready\n    command: [notify]\n");
@@ -106,6 +109,68 @@ fn other_mistakes() {
     let e = errors("  x:\n    on: ready\n    http: {url: \"http://a/\", methd: GET}\n");
     assert!(
         e.contains("hooks.x.http.methd: unknown field 'methd'; did you mean 'method'?"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_hook_used_by_name_gives_when_for_whom_and_plain_params() {
+    let text = format!(
+        "{HEAD}  dns:\n    use: dns-add\n    on: ready\n    containers: [web-1]\n    params: {{zone: lan, ttl: \"300\"}}\n"
+    );
+    let f = parse_fleet("fleet.yaml", &text, &NoFiles).unwrap();
+    let HookAction::Use { hook, params } = &f.hooks[0].action else {
+        panic!("use")
+    };
+    assert_eq!(hook, "dns-add");
+    assert_eq!(params["zone"], "lan");
+    assert_eq!(params["ttl"], "300");
+    // the definition decides what runs: no http/command/timeout beside `use`, no placeholders in params
+    let e = errors("  dns:\n    use: dns-add\n    on: ready\n    timeout: 5\n");
+    assert!(
+        e.contains("hooks.dns.timeout: `timeout` is set by the definition"),
+        "{e}"
+    );
+    let e = errors("  dns:\n    use: dns-add\n    on: ready\n    params: {token: \"${file:/var/lib/pxcontroller/pki/ca.key}\"}\n");
+    assert!(
+        e.contains("hooks.dns.params.token: a parameter is plain text"),
+        "{e}"
+    );
+    let e = errors("  dns:\n    on: ready\n    http: {url: \"http://dns.lan/${param:zone}\"}\n");
+    assert!(
+        e.contains("'${param:...}' is for hooks defined in the controller's configuration"),
+        "{e}"
+    );
+    let e =
+        errors("  dns:\n    on: ready\n    http: {url: \"http://dns.lan/\"}\n    params: {a: b}\n");
+    assert!(
+        e.contains("hooks.dns.params: `params` go with `use: NAME`"),
+        "{e}"
+    );
+}
+
+#[test]
+fn definitions_use_params_and_secrets_but_not_the_fleets_fields() {
+    let defs = pxfleet_spec::parse_hook_definitions(
+        "controller.toml",
+        r#"{"dns-add": {"http": {"url": "https://dns.lan/add?zone=${param:zone}&name=${hostname}", "headers": {"Authorization": "Bearer ${file:/etc/pxfleet/dns.token}"}}, "retries": 2}}"#,
+    )
+    .unwrap();
+    assert_eq!(defs[0].name, "dns-add");
+    assert!(defs[0].on.is_empty());
+    assert_eq!(defs[0].retries, 2);
+    assert_eq!(
+        defs[0].action.params_used().into_iter().collect::<Vec<_>>(),
+        ["zone"]
+    );
+    let e = pxfleet_spec::parse_hook_definitions(
+        "controller.toml",
+        r#"{"x": {"on": "ready", "command": ["/bin/true"]}}"#,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("hooks.x.on: `on` is not part of a hook definition"),
         "{e}"
     );
 }

@@ -21,6 +21,9 @@ use pxfleet_spec::{Container, Ipv4Config, Ipv6Config};
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
+mod catalog;
+pub use catalog::{HookCatalog, Protected};
+
 use crate::model::Operation;
 use crate::state::State;
 use crate::store::StoreError;
@@ -180,6 +183,7 @@ fn context(op: &Operation, c: &Container) -> (HookContext, bool) {
         vm_id: op.vm_id,
         ipv4,
         ipv6,
+        params: Default::default(),
     };
     (cx, dhcp)
 }
@@ -397,9 +401,21 @@ async fn wait_for_ipv4(state: &State, cx: &HookContext) -> Option<String> {
     }
 }
 
-/// Runs one hook for one job: attempts, backoff, results and events.
+/// Runs one hook for one job: attempts, backoff, results and events. A hook used by name runs its definition
+/// in the controller's configuration as it is now, with the fleet's params.
 pub async fn run_hook(state: &State, h: &Hook, job: &Job) {
-    let max_attempts = h.retries + 1;
+    let resolved = state.config.hook_catalog.resolve(h);
+    let (h, job) = match &resolved {
+        Ok((def, params)) => {
+            let mut job = job.clone();
+            job.cx.params = params.clone();
+            (def, job)
+        }
+        Err(_) => (h, job.clone()),
+    };
+    let job = &job;
+    let protected = Protected::of(&state.config);
+    let max_attempts = if resolved.is_ok() { h.retries + 1 } else { 1 };
     let mut r = HookResult {
         fleet: job.cx.fleet.clone(),
         container: job.cx.name.clone(),
@@ -420,8 +436,13 @@ pub async fn run_hook(state: &State, h: &Hook, job: &Job) {
         r.attempts = attempt;
         r.last_attempt_ms = state.now_ms() as i64;
         let timeout = Duration::from_secs(h.timeout_secs);
-        let outcome = match tokio::time::timeout(timeout, attempt_once(h, &job.cx, job.event)).await
-        {
+        let once = async {
+            match &resolved {
+                Ok(_) => attempt_once(h, &job.cx, job.event, &protected).await,
+                Err(e) => Err(e.clone()),
+            }
+        };
+        let outcome = match tokio::time::timeout(timeout, once).await {
             Ok(o) => o,
             Err(_) => Err(format!("no answer within {}s (timeout)", h.timeout_secs)),
         };
@@ -519,6 +540,8 @@ pub fn operator_refusals(file: &str, fleet: &pxfleet_spec::Fleet) -> Vec<pxfleet
                 format!("hooks.{}.command", h.name),
                 format!("hook {}: a command", h.name),
             ),
+            // the definition is the admin's
+            HookAction::Use { .. } => {}
             HookAction::Http(http) => {
                 let mut body = Vec::new();
                 if let Some(b) = &http.body {
@@ -549,7 +572,7 @@ pub fn operator_refusals(file: &str, fleet: &pxfleet_spec::Fleet) -> Vec<pxfleet
                     field,
                     format!("hook {}: ${{file:{f}}} (a file of the controller)", h.name),
                 ),
-                Placeholder::Container(_) => {}
+                Placeholder::Container(_) | Placeholder::Param(_) => {}
             }
         }
     }

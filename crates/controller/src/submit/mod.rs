@@ -214,6 +214,17 @@ async fn parse_checked(
         true => vec![],
         false => crate::hooks::operator_refusals(&source.file_name, &fleet),
     };
+    // no hook reads the controller's own data, an admin's neither; hooks used by name are defined
+    refused
+        .extend(crate::hooks::Protected::of(&state.config).check_fleet(&source.file_name, &fleet));
+    if refused.is_empty() {
+        refused.extend(
+            state
+                .config
+                .hook_catalog
+                .check_fleet(&source.file_name, &fleet),
+        );
+    }
     let grants = state.store.grants(Some(&fleet.name))?;
     let powers = match crate::grants::check(&source.file_name, &fleet, &grants, admin) {
         Ok(p) => p,

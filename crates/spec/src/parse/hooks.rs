@@ -10,8 +10,18 @@ use crate::hooks::{
 use crate::syntax;
 use crate::yaml::{self, Node, Value};
 
-pub(crate) const HOOK_FIELDS: &[&str] =
-    &["on", "http", "command", "timeout", "retries", "containers"];
+pub(crate) const HOOK_FIELDS: &[&str] = &[
+    "on",
+    "http",
+    "command",
+    "use",
+    "params",
+    "timeout",
+    "retries",
+    "containers",
+];
+/// What a fleet gives a hook it uses by name; the rest is the definition's.
+const USE_FIELDS: &[&str] = &["on", "use", "params", "containers"];
 const HTTP_FIELDS: &[&str] = &["url", "method", "headers", "body", "success_contains"];
 const METHODS: &[&str] = &["GET", "POST", "PUT", "PATCH", "DELETE"];
 
@@ -22,6 +32,7 @@ fn placeholders_hint() -> String {
         .collect();
     all.push("${env:NAME}".into());
     all.push("${file:/path}".into());
+    all.push("${param:KEY} (hooks defined in the controller's configuration)".into());
     format!("placeholders: {}", all.join(", "))
 }
 
@@ -61,6 +72,21 @@ impl Cx<'_> {
                 None
             }
             Ok(parts) => {
+                if !self.hook_definitions
+                    && parts
+                        .iter()
+                        .any(|p| matches!(p, Err(Placeholder::Param(_))))
+                {
+                    self.err(
+                        n.span,
+                        path,
+                        "'${param:...}' is for hooks defined in the controller's configuration",
+                        Some(
+                            "use such a hook with `use: NAME` and give its values under `params:`",
+                        ),
+                    );
+                    return None;
+                }
                 let secret = parts
                     .iter()
                     .any(|p| matches!(p, Err(Placeholder::Env(_) | Placeholder::File(_))));
@@ -87,13 +113,54 @@ impl Cx<'_> {
         let mut containers = vec![];
         let mut ok = true;
         let mut actions = 0;
+        let mut params = None;
         for e in es {
             let p = join(path, &e.key);
             self.record(&p, e.value.span);
             if Self::given_empty(e, HOOK_FIELDS) {
                 continue;
             }
+            if self.hook_definitions && USE_FIELDS.contains(&e.key.as_str()) {
+                self.err(
+                    e.key_span,
+                    &p,
+                    format!(
+                        "`{}` is not part of a hook definition: a fleet that uses the hook gives `on`, `containers` and `params`",
+                        e.key
+                    ),
+                    Some("a definition has `http` or `command`, `timeout` and `retries`"),
+                );
+                ok = false;
+                continue;
+            }
             match e.key.as_str() {
+                "use" => {
+                    actions += 1;
+                    match self.string(&e.value, &p) {
+                        Some(h) if syntax::is_simple_name(&h) => {
+                            action = Some(HookAction::Use {
+                                hook: h,
+                                params: BTreeMap::new(),
+                            })
+                        }
+                        Some(h) => {
+                            self.err(
+                                e.value.span,
+                                &p,
+                                format!("hook name {} is not valid", quote(&h)),
+                                Some(
+                                    "the name of a hook defined in the controller's configuration",
+                                ),
+                            );
+                            ok = false;
+                        }
+                        None => ok = false,
+                    }
+                }
+                "params" => match self.params(&e.value, &p) {
+                    Some(v) => params = Some(v),
+                    None => ok = false,
+                },
                 "on" => on = self.events(&e.value, &p),
                 "http" => {
                     actions += 1;
@@ -131,18 +198,43 @@ impl Cx<'_> {
         if actions > 1 {
             self.err_at(
                 path,
-                "a hook is either `http` or `command`, not both",
+                "a hook is one of `http`, `command` or `use`",
                 Some("write two hooks"),
+            );
+            return None;
+        }
+        if let Some(HookAction::Use { params: given, .. }) = &mut action {
+            if let Some(e) = es.iter().find(|e| !USE_FIELDS.contains(&e.key.as_str())) {
+                self.err(
+                    e.key_span,
+                    &join(path, &e.key),
+                    format!(
+                        "`{}` is set by the definition of a hook used by name, not by the fleet",
+                        e.key
+                    ),
+                    Some("with `use`, a fleet gives `on`, `containers` and `params` only"),
+                );
+                return None;
+            }
+            *given = params.take().unwrap_or_default();
+        } else if params.is_some() {
+            self.err_at(
+                &join(path, "params"),
+                "`params` go with `use: NAME` (a hook defined in the controller's configuration)",
+                None,
             );
             return None;
         }
         if actions == 0 && ok {
             self.err_at(
                 path,
-                "missing `http` or `command` (what the hook does)",
+                "missing `http`, `command` or `use` (what the hook does)",
                 Some("e.g. `http: {url: \"http://dns:5380/...\"}` or `command: [/usr/local/bin/notify, \"${name}\"]`"),
             );
             return None;
+        }
+        if self.hook_definitions {
+            on = Some(vec![]);
         }
         if on.is_none() && !es.iter().any(|e| e.key == "on") {
             self.err_at(
@@ -161,6 +253,45 @@ impl Cx<'_> {
             containers,
         })
         .filter(|_| ok)
+    }
+
+    /// `params:` of a hook used by name: KEY -> plain text (no placeholders: a fleet gives no secret source).
+    fn params(&mut self, n: &Node, path: &str) -> Option<BTreeMap<String, String>> {
+        let es = self.map(n, path)?;
+        let mut out = BTreeMap::new();
+        let mut ok = true;
+        for e in es {
+            let p = join(path, &e.key);
+            self.record(&p, e.value.span);
+            if !crate::hooks::is_param_name(&e.key) {
+                self.err(
+                    e.key_span,
+                    &p,
+                    format!("parameter name {} is not valid", quote(&e.key)),
+                    Some("lower-case letters, digits, '_' and '-'"),
+                );
+                ok = false;
+                continue;
+            }
+            match self.string(&e.value, &p) {
+                Some(v) if v.contains("${") => {
+                    self.err(
+                        e.value.span,
+                        &p,
+                        "a parameter is plain text: placeholders are the hook definition's",
+                        Some(
+                            "the definition may use ${name}, ${hostname}, ... around ${param:KEY}",
+                        ),
+                    );
+                    ok = false;
+                }
+                Some(v) => {
+                    out.insert(e.key.clone(), v);
+                }
+                None => ok = false,
+            }
+        }
+        ok.then_some(out)
     }
 
     fn events(&mut self, n: &Node, path: &str) -> Option<Vec<HookEvent>> {

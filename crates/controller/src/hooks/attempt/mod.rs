@@ -13,9 +13,11 @@ use pxfleet_spec::hooks::{
 
 use super::QUOTE;
 
-/// Reads secrets from the process and remembers their values, to keep them out of errors.
+/// Reads secrets from the process and remembers their values, to keep them out of errors. Never reads what is
+/// `protected` (the controller's own data), also when a path was made a symlink to it after the submit.
 struct Recording {
     seen: RefCell<Vec<String>>,
+    protected: super::Protected,
 }
 
 impl SecretSource for Recording {
@@ -25,6 +27,9 @@ impl SecretSource for Recording {
         Some(v)
     }
     fn file(&self, path: &str) -> Result<String, String> {
+        if let Some(why) = self.protected.refusal(path) {
+            return Err(why);
+        }
         let v = std::fs::read_to_string(path)
             .map(|s| s.trim().to_owned())
             .map_err(|e| e.to_string())?;
@@ -70,8 +75,13 @@ fn secret_forms(secret: &str) -> Vec<String> {
 
 impl Recording {
     fn new() -> Recording {
+        Recording::guarding(&super::Protected::default())
+    }
+
+    fn guarding(protected: &super::Protected) -> Recording {
         Recording {
             seen: RefCell::new(Vec::new()),
+            protected: protected.clone(),
         }
     }
 
@@ -114,18 +124,21 @@ pub fn check_secrets(file: &str, fleet: &pxfleet_spec::Fleet) -> Vec<pxfleet_spe
 }
 
 /// One attempt: Ok(detail) on success.
+/// `h` is resolved ([`super::HookCatalog::resolve`]); `protected` is what no `${file:}` may read.
 pub(super) async fn attempt_once(
     h: &Hook,
     cx: &HookContext,
     event: HookEvent,
+    protected: &super::Protected,
 ) -> Result<String, String> {
     match &h.action {
-        HookAction::Http(http) => http_once(http, cx).await,
+        HookAction::Http(http) => http_once_with(http, cx, tls_config, protected).await,
         // the runner's own limit comes after the caller's timeout, which words the error
         HookAction::Command { argv } => {
             let limit = Duration::from_secs(h.timeout_secs) + Duration::from_secs(5);
-            command_once(argv, cx, event, limit).await
+            command_once(argv, cx, event, limit, protected).await
         }
+        HookAction::Use { hook, .. } => Err(format!("hook {hook} was not resolved")),
     }
 }
 
@@ -167,16 +180,13 @@ fn prepare(http: &HttpHook, cx: &HookContext, secrets: &Recording) -> Result<Pre
     })
 }
 
-async fn http_once(http: &HttpHook, cx: &HookContext) -> Result<String, String> {
-    http_once_with(http, cx, tls_config).await
-}
-
 async fn http_once_with(
     http: &HttpHook,
     cx: &HookContext,
     tls_config: fn() -> Result<Arc<rustls::ClientConfig>, String>,
+    protected: &super::Protected,
 ) -> Result<String, String> {
-    let secrets = Recording::new();
+    let secrets = Recording::guarding(protected);
     let p = prepare(http, cx, &secrets)?;
     let https = match p.uri.scheme_str() {
         Some("http") => false,
@@ -318,9 +328,10 @@ async fn command_once(
     cx: &HookContext,
     event: HookEvent,
     timeout: Duration,
+    protected: &super::Protected,
 ) -> Result<String, String> {
     use pxfleet_pve::{Command, ProcessRunner, RunError, Runner};
-    let secrets = Recording::new();
+    let secrets = Recording::guarding(protected);
     let args: Vec<String> = argv
         .iter()
         .map(|a| expand(a, cx, &secrets, Escape::None))

@@ -120,7 +120,7 @@ async fn https_with_a_trusted_server_certificate() {
         ..Default::default()
     };
     assert_eq!(
-        http_once_with(&http, &cx, test_tls).await,
+        http_once_with(&http, &cx, test_tls, &Default::default()).await,
         Ok("HTTP 200".to_owned())
     );
     assert_eq!(
@@ -131,9 +131,14 @@ async fn https_with_a_trusted_server_certificate() {
         )
     );
     // A CA bundle that cannot be read is named in the error.
-    let e = http_once_with(&http, &cx, || client_tls("/nonexistent/ca.pem"))
-        .await
-        .unwrap_err();
+    let e = http_once_with(
+        &http,
+        &cx,
+        || client_tls("/nonexistent/ca.pem"),
+        &Default::default(),
+    )
+    .await
+    .unwrap_err();
     assert!(e.contains("CA bundle /nonexistent/ca.pem"), "{e}");
 }
 
