@@ -427,9 +427,9 @@ async fn an_operators_fleet_cannot_run_or_read_anything_on_the_controller() {
             };
             let d = diagnostics
                 .iter()
-                .find(|d| d.field == field)
+                .filter(|d| d.field == field)
+                .find(|d| d.message.contains("only an admin may submit it"))
                 .unwrap_or_else(|| panic!("{field} accepted: {diagnostics:?}"));
-            assert!(d.message.contains("only an admin may submit it"), "{d:?}");
             assert!(d.line > 0, "{d:?}");
         }
     }
@@ -940,4 +940,59 @@ async fn hooks_are_the_admins_used_by_name_and_nothing_reads_the_data_dir() {
         !ops.contains(SECRET) && !history.contains(SECRET),
         "{ops}{history}"
     );
+}
+
+/// Item 1: the HTTP hooks an operator writes inline may not call the controller itself or its link (its metrics,
+/// a metadata service), nor a host hidden behind a placeholder: refused at the URL at plan time, saying what to
+/// do; a host elsewhere is accepted. An admin narrows the hosts with `[hook_urls]`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operators_inline_hook_cannot_call_the_controller_or_its_link() {
+    let c = Cluster::start(1).await.expect("cluster");
+    let operator = c.issue_user("otto", Role::Operator).await.unwrap();
+    let api = c.api_as(&operator).await.unwrap();
+    let plan = |url: &str| {
+        let yaml = format!(
+            "hooks:\n  h:\n    on: ready\n    http: {{url: \"{url}\"}}\n{}",
+            pxfleet_tests::fleet_yaml("calls", "  x: {node: mk33, memory: 512, disk_size: 4}\n")
+        );
+        let mut api = api.clone();
+        async move {
+            api.plan(pb::PlanRequest {
+                file_name: "calls.yaml".into(),
+                source: yaml,
+                ..Default::default()
+            })
+            .await
+            .expect("a plan answer")
+            .into_inner()
+            .diagnostics
+        }
+    };
+    for (url, says) in [
+        (
+            "http://127.0.0.1:9090/metrics",
+            "is the controller itself or its link",
+        ),
+        (
+            "http://169.254.169.254/latest/meta-data/",
+            "is the controller itself or its link",
+        ),
+        (
+            "http://2130706433:8443/",
+            "is the controller itself or its link",
+        ),
+        ("http://[::1]/", "is the controller itself or its link"),
+        ("http://${hostname}.lan/x", "its host is a placeholder"),
+    ] {
+        let d = plan(url).await;
+        assert!(
+            d.iter().any(|d| d.field == "hooks.h.http.url"
+                && d.message.contains(says)
+                && d.message.contains("use: NAME")),
+            "{url}: {d:?}"
+        );
+    }
+    assert!(plan("http://192.0.2.10/dns?name=${hostname}")
+        .await
+        .is_empty());
 }

@@ -56,6 +56,9 @@ pub struct Config {
     pub backup: crate::backup_s3::BackupConfig,
     /// Where template URLs may point ([`crate::templates::UrlPolicy`]).
     pub template_urls: crate::templates::UrlPolicy,
+    /// Where the HTTP hooks written in operators' fleet files may send requests (admins' own hooks and the
+    /// hooks defined under `hooks` are the admin's and not limited); same form as `template_urls`.
+    pub hook_urls: crate::templates::UrlPolicy,
     /// Hooks fleets may use by name (`[hooks.NAME]`, docs/hooks.md), as written; checked into `hook_catalog`.
     pub hooks: std::collections::BTreeMap<String, toml::Value>,
     /// The definitions of `hooks`, checked.
@@ -77,6 +80,7 @@ impl Default for Config {
             limits: crate::limits::LimitsConfig::default(),
             backup: Default::default(),
             template_urls: Default::default(),
+            hook_urls: Default::default(),
             hooks: Default::default(),
             hook_catalog: Default::default(),
         }

@@ -255,16 +255,49 @@ fn local_host(host: &str) -> bool {
     }
 }
 
+/// What a [`UrlPolicy`] guards, for its messages: who fetches the URL and where an admin changes the policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UrlUse {
+    /// Template downloads (`[template_urls]`): the agent fetches them on the node, as root.
+    Template,
+    /// HTTP hooks of operators' fleets (`[hook_urls]`): the controller sends them.
+    Hook,
+}
+
+impl UrlUse {
+    fn words(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            UrlUse::Template => (
+                "template URLs",
+                "[template_urls]",
+                "template downloads may not reach: the agent would fetch it on the node, as root",
+            ),
+            UrlUse::Hook => (
+                "the URLs of operators' hooks",
+                "[hook_urls]",
+                "an operator's hook may not reach: the controller would send it from its own host (its metrics, \
+                 a metadata service)",
+            ),
+        }
+    }
+}
+
 impl UrlPolicy {
     /// Why `url` may not be downloaded, or `None` when it may.
     pub fn refusal(&self, url: &str) -> Option<String> {
+        self.refusal_as(url, UrlUse::Template)
+    }
+
+    /// Why `url` may not be used for `what`, or `None` when it may.
+    pub fn refusal_as(&self, url: &str, what: UrlUse) -> Option<String> {
+        let (noun, section, local_why) = what.words();
         let Some((scheme, host)) = url_scheme_host(url) else {
             return Some("it is not a URL".into());
         };
         if !self.schemes.iter().any(|s| s.eq_ignore_ascii_case(&scheme)) {
             return Some(format!(
-                "the controller allows template URLs with {} only, not {scheme}:// (an admin sets \
-                 [template_urls] schemes in the controller's configuration)",
+                "the controller allows {noun} with {} only, not {scheme}:// (an admin sets {section} schemes in \
+                 the controller's configuration)",
                 self.schemes.join(", ")
             ));
         }
@@ -281,17 +314,17 @@ impl UrlPolicy {
                 return None;
             }
             return Some(format!(
-                "its host {host} is the node itself or its link (loopback or link-local), which template \
-                 downloads may not reach: the agent would fetch it on the node, as root; an admin who means it \
-                 lists the host under [template_urls] hosts"
+                "its host {host} is the {} itself or its link (loopback or link-local), which {local_why}; an \
+                 admin who means it lists the host under {section} hosts",
+                if what == UrlUse::Template { "node" } else { "controller" }
             ));
         }
         if self.hosts.is_empty() || self.hosts.iter().any(|p| p == "*") || listed(&host) {
             return None;
         }
         Some(format!(
-            "its host {host} is not among the hosts the controller allows for templates ({}); an admin adds it \
-             under [template_urls] hosts",
+            "its host {host} is not among the hosts the controller allows for {noun} ({}); an admin adds it \
+             under {section} hosts",
             self.hosts.join(", ")
         ))
     }

@@ -579,5 +579,47 @@ pub fn operator_refusals(file: &str, fleet: &pxfleet_spec::Fleet) -> Vec<pxfleet
     out
 }
 
+/// Where the inline HTTP hooks of an operator's fleet would send requests, checked against `[hook_urls]`: the
+/// host must be written out (not a placeholder) and allowed (by default anything but the controller itself and
+/// its link). One diagnostic per refused URL.
+pub fn operator_hook_urls(
+    file: &str,
+    fleet: &pxfleet_spec::Fleet,
+    policy: &crate::templates::UrlPolicy,
+) -> Vec<pxfleet_spec::Diagnostic> {
+    use pxfleet_spec::hooks::HookAction;
+    let mut out = Vec::new();
+    for h in &fleet.hooks {
+        let HookAction::Http(http) = &h.action else {
+            continue;
+        };
+        let after_scheme = http.url.split_once("://").map_or("", |(_, r)| r);
+        let authority = after_scheme.split(['/', '?', '#']).next().unwrap_or("");
+        let why = match authority.contains("${") {
+            true => Some(
+                "its host is a placeholder; an operator's hook names its host as it is, so the controller can \
+                 check where it goes"
+                    .to_string(),
+            ),
+            false => policy.refusal_as(&http.url, crate::templates::UrlUse::Hook),
+        };
+        if let Some(why) = why {
+            let path = format!("hooks.{}.http.url", h.name);
+            let mut d = pxfleet_spec::Diagnostic::new(
+                file,
+                fleet.spans.lookup(&path),
+                path,
+                format!("hook {}: the URL is refused: {why}", h.name),
+            );
+            d.hint = Some(
+                "use a hook the admin defined (`use: NAME`), or ask an admin for the host under [hook_urls]"
+                    .into(),
+            );
+            out.push(d);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests;

@@ -212,7 +212,15 @@ async fn parse_checked(
     // before anything reads a secret file the fleet names (no file oracle for operators)
     let mut refused = match admin {
         true => vec![],
-        false => crate::hooks::operator_refusals(&source.file_name, &fleet),
+        false => {
+            let mut r = crate::hooks::operator_refusals(&source.file_name, &fleet);
+            r.extend(crate::hooks::operator_hook_urls(
+                &source.file_name,
+                &fleet,
+                &state.config.hook_urls,
+            ));
+            r
+        }
     };
     // no hook reads the controller's own data, an admin's neither; hooks used by name are defined
     refused
