@@ -460,6 +460,8 @@ async fn an_operator_cannot_give_a_container_powers_over_its_host() {
         ),
         ("features: {keyctl: true}", "containers.x.features.keyctl"),
         ("features: {mount: [nfs]}", "containers.x.features.mount"),
+        // another container's disk (PVE asks for the owner's permission)
+        ("mount_points: [{volume: \"local-lvm:vm-900-disk-1\", path: /stolen}]", "containers.x.mount_points[0].volume"),
     ];
     for (extra, field) in cases {
         let yaml = pxfleet_tests::fleet_yaml(
@@ -483,6 +485,17 @@ async fn an_operator_cannot_give_a_container_powers_over_its_host() {
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(c.vmids_on("mk33").is_empty());
+    // a volume of the fleet's own container needs no grant
+    let own = pxfleet_tests::fleet_yaml(
+        "host",
+        "  x: {node: mk33, vm_id: 3100, memory: 512, disk_size: 4, mount_points: [{volume: \"local-lvm:vm-3100-disk-1\", path: /mine}]}\n",
+    );
+    let r = submit(&mut api, "host.yaml", own).await;
+    assert!(
+        !r.diagnostics.iter().any(|d| d.message.contains("grant")),
+        "{:?}",
+        r.diagnostics
+    );
     // nesting is an operator's to set, as in PVE
     let yaml = pxfleet_tests::fleet_yaml(
         "host",

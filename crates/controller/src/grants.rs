@@ -36,6 +36,9 @@ pub enum HostPower {
     Feature { name: String },
     /// `idmap:0-65535`: idmap entries mapping into these host ids (inclusive), outside the subordinate range.
     Idmap { first: u32, last: u32 },
+    /// `volume:local-lvm:vm-900-disk-1`: mounting exactly this existing volume, which belongs to no container
+    /// of the fleet (another fleet's, a hand-made container's, or none's).
+    Volume { volid: String },
 }
 
 /// Why a text is not a host power.
@@ -101,6 +104,21 @@ impl FromStr for HostPower {
                     ))),
                 }
             }
+            "volume" => match value.split_once(':') {
+                Some((storage, name))
+                    if pxfleet_spec::syntax::is_simple_name(storage)
+                        && !name.is_empty()
+                        && !name.contains(',')
+                        && !name.split('/').any(|c| c == "..") =>
+                {
+                    Ok(HostPower::Volume {
+                        volid: value.to_string(),
+                    })
+                }
+                _ => Err(bad(format!(
+                    "volume needs a volume id STORAGE:NAME, e.g. volume:local-lvm:vm-900-disk-1 (got {value:?})"
+                ))),
+            },
             _ => Err(bad(format!("{s:?} is not a host power"))),
         }
     }
@@ -114,6 +132,7 @@ impl fmt::Display for HostPower {
             HostPower::Device { path } => write!(f, "device:{path}"),
             HostPower::Feature { name } => write!(f, "feature:{name}"),
             HostPower::Idmap { first, last } => write!(f, "idmap:{first}-{last}"),
+            HostPower::Volume { volid } => write!(f, "volume:{volid}"),
         }
     }
 }
@@ -149,6 +168,7 @@ pub enum Needed {
     Feature(String),
     /// Host ids, inclusive.
     Idmap(u64, u64),
+    Volume(String),
 }
 
 impl Needed {
@@ -160,6 +180,7 @@ impl Needed {
             Needed::Device(p) => format!("device:{p}"),
             Needed::Feature(n) => format!("feature:{n}"),
             Needed::Idmap(a, b) => format!("idmap:{a}-{b}"),
+            Needed::Volume(v) => format!("volume:{v}"),
         }
     }
 
@@ -181,14 +202,29 @@ impl Needed {
             (Needed::Idmap(a, b), HostPower::Idmap { first, last }) => {
                 *a >= *first as u64 && *b <= *last as u64
             }
+            (Needed::Volume(v), HostPower::Volume { volid }) => v == volid,
             _ => false,
         }
     }
 }
 
+/// The vm_id a PVE volume id belongs to (`local-lvm:vm-900-disk-1`, `local-zfs:subvol-900-disk-0`,
+/// `local:900/vm-900-disk-0.raw`), if its name says.
+pub fn volume_owner(volid: &str) -> Option<u32> {
+    let name = volid.split_once(':').map_or(volid, |(_, n)| n);
+    if let Some((dir, _)) = name.split_once('/') {
+        return dir.parse().ok();
+    }
+    ["vm-", "subvol-", "base-"]
+        .iter()
+        .find_map(|p| name.strip_prefix(p)?.split('-').next()?.parse().ok())
+}
+
 /// Every use of a host power in `fleet`, in file order: a privileged container, a feature other than
-/// `nesting`, a bind mount, a device, an idmap entry mapping into host ids outside [`SUBORDINATE_IDS`].
-pub fn uses(fleet: &Fleet) -> Vec<Use> {
+/// `nesting`, a bind mount, a device, an idmap entry mapping into host ids outside [`SUBORDINATE_IDS`], an
+/// existing volume that belongs to none of the vm_ids in `own` (the fleet's containers: PVE asks for the
+/// owner's permission, pxfleet for a grant).
+pub fn uses(fleet: &Fleet, own: &std::collections::BTreeSet<u32>) -> Vec<Use> {
     let mut out = Vec::new();
     for (name, c) in &fleet.containers {
         let mut add = |field: String, what: String, needs: Needed| {
@@ -223,12 +259,26 @@ pub fn uses(fleet: &Fleet) -> Vec<Use> {
             );
         }
         for (i, m) in c.mount_points.iter().enumerate() {
-            if let MountPoint::Bind { host_path, .. } = m {
-                add(
+            match m {
+                MountPoint::Bind { host_path, .. } => add(
                     format!("mount_points[{i}].host_path"),
                     format!("bind mount of the host's {host_path}"),
                     Needed::BindMount(host_path.clone()),
-                );
+                ),
+                MountPoint::Existing { volume, .. }
+                    if !volume_owner(volume).is_some_and(|o| own.contains(&o)) =>
+                {
+                    let whose = match volume_owner(volume) {
+                        Some(o) => format!("it belongs to vm_id {o}, no container of this fleet"),
+                        None => "its name says no owner".to_string(),
+                    };
+                    add(
+                        format!("mount_points[{i}].volume"),
+                        format!("mount of the existing volume {volume} ({whose})"),
+                        Needed::Volume(volume.clone()),
+                    )
+                }
+                _ => {}
             }
         }
         for (i, d) in c.devices.iter().enumerate() {
@@ -272,12 +322,13 @@ pub type Powers = BTreeMap<String, String>;
 pub fn check(
     file: &str,
     fleet: &Fleet,
+    own: &std::collections::BTreeSet<u32>,
     grants: &[Grant],
     admin: bool,
 ) -> Result<Powers, Vec<Diagnostic>> {
     let mut refused = Vec::new();
     let mut allowed: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for u in uses(fleet) {
+    for u in uses(fleet, own) {
         let by = grants
             .iter()
             .find(|g| g.fleet == fleet.name && u.needs.covered_by(&g.power));
@@ -397,6 +448,7 @@ mod tests {
             "feature:keyctl",
             "feature:mount=nfs",
             "idmap:1000-1999",
+            "volume:local-lvm:vm-900-disk-1",
         ] {
             assert_eq!(s.parse::<HostPower>().unwrap().to_string(), s);
         }
@@ -427,6 +479,15 @@ mod tests {
             let e = bad.parse::<HostPower>().unwrap_err().to_string();
             assert!(e.contains("a power is one of"), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn volume_owners_are_read_from_pve_volume_names() {
+        assert_eq!(volume_owner("local-lvm:vm-900-disk-1"), Some(900));
+        assert_eq!(volume_owner("local-zfs:subvol-2400-disk-0"), Some(2400));
+        assert_eq!(volume_owner("local:123/vm-123-disk-0.raw"), Some(123));
+        assert_eq!(volume_owner("nfs:base-77-disk-0"), Some(77));
+        assert_eq!(volume_owner("ceph:mydata"), None);
     }
 
     #[test]

@@ -234,7 +234,15 @@ async fn parse_checked(
         );
     }
     let grants = state.store.grants(Some(&fleet.name))?;
-    let powers = match crate::grants::check(&source.file_name, &fleet, &grants, admin) {
+    // the vm_ids of the fleet's own containers, stored and named in the file (whose volumes it may mount)
+    let own: std::collections::BTreeSet<u32> = state
+        .store
+        .desired(&fleet.name)?
+        .iter()
+        .map(|d| d.vm_id)
+        .chain(fleet.containers.values().filter_map(|c| c.vm_id))
+        .collect();
+    let powers = match crate::grants::check(&source.file_name, &fleet, &own, &grants, admin) {
         Ok(p) => p,
         Err(d) => {
             refused.extend(d);
