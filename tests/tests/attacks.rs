@@ -1009,3 +1009,83 @@ async fn an_operators_inline_hook_cannot_call_the_controller_or_its_link() {
         .await
         .is_empty());
 }
+
+/// Item 2: adopting a container made outside pxfleet hands its data and its destroy to the fleet (the
+/// controller's own container, another team's): an operator's adopt is refused at the field naming the grant,
+/// nothing is marked; with the admin's grant `adopt:VMID` it is adopted, and the fleet's later submits need no
+/// grant for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_adopts_only_what_an_admin_granted() {
+    let c = Cluster::start(1).await.expect("cluster");
+    pxfleet_tests::day2::create_by_hand(
+        &c,
+        "mk33",
+        2050,
+        &[
+            "--hostname",
+            "theirs",
+            "--memory",
+            "512",
+            "--rootfs",
+            "local-lvm:4",
+            "--unprivileged",
+            "1",
+        ],
+    );
+    let before = c.pct_config("mk33", 2050);
+    let operator = c.issue_user("otto", Role::Operator).await.unwrap();
+    let mut api = c.api_as(&operator).await.unwrap();
+    let yaml = pxfleet_tests::fleet_yaml(
+        "takeover",
+        "  theirs: {node: mk33, vm_id: 2050, adopt: true, hostname: theirs, memory: 512, disk_size: 4, state: stopped}\n",
+    );
+    let r = submit(&mut api, "takeover.yaml", yaml.clone()).await;
+    assert_eq!(r.revision, 0);
+    let d = r
+        .diagnostics
+        .iter()
+        .find(|d| d.field == "containers.theirs.adopt")
+        .unwrap_or_else(|| panic!("{:?}", r.diagnostics));
+    assert!(
+        d.message.contains("pxctl grant add takeover adopt:2050"),
+        "{d:?}"
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        c.pct_config("mk33", 2050),
+        before,
+        "the container was touched"
+    );
+
+    let (code, out, err) = c.pxctl(&["grant", "add", "takeover", "adopt:2050"]).await;
+    assert_eq!(code, 0, "{out}{err}");
+    let r = submit(&mut api, "takeover.yaml", yaml.clone()).await;
+    assert!(r.diagnostics.is_empty(), "{:?}", r.diagnostics);
+    assert!(r.revision > 0);
+    pxfleet_tests::wait_until(
+        "the container is adopted",
+        Duration::from_secs(120),
+        || async {
+            let desc = c
+                .pct_config("mk33", 2050)
+                .get("description")
+                .cloned()
+                .unwrap_or_default();
+            match desc.contains("takeover") {
+                true => Ok(()),
+                false => Err(desc),
+            }
+        },
+    )
+    .await;
+    // once the fleet's, a resubmit needs no grant
+    let (code, _, err) = c.pxctl(&["grant", "revoke", "1"]).await;
+    assert_eq!(code, 0, "{err}");
+    let r = submit(
+        &mut api,
+        "takeover.yaml",
+        yaml.replace("memory: 512", "memory: 640"),
+    )
+    .await;
+    assert!(r.diagnostics.is_empty(), "{:?}", r.diagnostics);
+}

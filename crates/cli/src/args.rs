@@ -134,8 +134,8 @@ pub enum Command {
     /// Operators may not give containers powers over their host (PVE reserves these for root@pam):
     /// privileged containers, bind mounts of host paths, device passthrough, the features fuse,
     /// keyctl and mount=FSTYPE, idmap entries mapping into host ids outside 100000-165535, and
-    /// existing volumes that belong to no container of the fleet. An admin grants them per
-    /// fleet, as narrowly as the fleet needs:
+    /// existing volumes that belong to no container of the fleet, and adopting a container made
+    /// outside pxfleet. An admin grants them per fleet, as narrowly as the fleet needs:
     ///
     ///   pxctl grant add media bind-mount:/srv/media --reason "library share"
     ///   pxctl grant add vpn device:/dev/net/tun
@@ -143,6 +143,7 @@ pub enum Command {
     ///   pxctl grant add legacy privileged
     ///   pxctl grant add files idmap:1000-1000
     ///   pxctl grant add restore volume:local-lvm:vm-900-disk-1
+    ///   pxctl grant add legacy adopt:105
     ///
     /// A bind-mount grant covers the path and everything below it (whole path components). A
     /// refused submit names the grant it needs. Admins' own submits need no grant. `revoke` stops
@@ -268,7 +269,7 @@ pub enum GrantCommand {
 pub struct GrantAddArgs {
     pub fleet: String,
     /// privileged, bind-mount:/HOST/PATH, device:/dev/NAME, feature:fuse, feature:keyctl,
-    /// feature:mount=FSTYPE, idmap:FIRST-LAST (host ids), volume:STORAGE:VOLUME.
+    /// feature:mount=FSTYPE, idmap:FIRST-LAST (host ids), volume:STORAGE:VOLUME, adopt:VMID.
     #[arg(required = true, value_name = "POWER")]
     pub powers: Vec<String>,
     /// Why (kept with the grant and in the audit trail).

@@ -39,6 +39,9 @@ pub enum HostPower {
     /// `volume:local-lvm:vm-900-disk-1`: mounting exactly this existing volume, which belongs to no container
     /// of the fleet (another fleet's, a hand-made container's, or none's).
     Volume { volid: String },
+    /// `adopt:VMID`: taking the container VMID, made outside pxfleet, under this fleet's management (and so
+    /// its destroy, its data): PVE would ask for permissions on that container.
+    Adopt { vm_id: u32 },
 }
 
 /// Why a text is not a host power.
@@ -119,6 +122,12 @@ impl FromStr for HostPower {
                     "volume needs a volume id STORAGE:NAME, e.g. volume:local-lvm:vm-900-disk-1 (got {value:?})"
                 ))),
             },
+            "adopt" => match value.parse::<u32>() {
+                Ok(vm_id) if vm_id >= 100 => Ok(HostPower::Adopt { vm_id }),
+                _ => Err(bad(format!(
+                    "adopt needs the vm_id of the container, e.g. adopt:105 (got {value:?})"
+                ))),
+            },
             _ => Err(bad(format!("{s:?} is not a host power"))),
         }
     }
@@ -133,6 +142,7 @@ impl fmt::Display for HostPower {
             HostPower::Feature { name } => write!(f, "feature:{name}"),
             HostPower::Idmap { first, last } => write!(f, "idmap:{first}-{last}"),
             HostPower::Volume { volid } => write!(f, "volume:{volid}"),
+            HostPower::Adopt { vm_id } => write!(f, "adopt:{vm_id}"),
         }
     }
 }
@@ -169,6 +179,7 @@ pub enum Needed {
     /// Host ids, inclusive.
     Idmap(u64, u64),
     Volume(String),
+    Adopt(u32),
 }
 
 impl Needed {
@@ -181,6 +192,7 @@ impl Needed {
             Needed::Feature(n) => format!("feature:{n}"),
             Needed::Idmap(a, b) => format!("idmap:{a}-{b}"),
             Needed::Volume(v) => format!("volume:{v}"),
+            Needed::Adopt(v) => format!("adopt:{v}"),
         }
     }
 
@@ -203,6 +215,7 @@ impl Needed {
                 *a >= *first as u64 && *b <= *last as u64
             }
             (Needed::Volume(v), HostPower::Volume { volid }) => v == volid,
+            (Needed::Adopt(v), HostPower::Adopt { vm_id }) => v == vm_id,
             _ => false,
         }
     }
@@ -222,9 +235,15 @@ pub fn volume_owner(volid: &str) -> Option<u32> {
 
 /// Every use of a host power in `fleet`, in file order: a privileged container, a feature other than
 /// `nesting`, a bind mount, a device, an idmap entry mapping into host ids outside [`SUBORDINATE_IDS`], an
-/// existing volume that belongs to none of the vm_ids in `own` (the fleet's containers: PVE asks for the
-/// owner's permission, pxfleet for a grant).
-pub fn uses(fleet: &Fleet, own: &std::collections::BTreeSet<u32>) -> Vec<Use> {
+/// existing volume that belongs to none of the fleet's containers (those `stored` and those the file names with
+/// a vm_id: PVE asks for the owner's permission, pxfleet for a grant), the adoption of a container that is not
+/// the fleet's yet (`stored`: the vm_ids of its stored containers).
+pub fn uses(fleet: &Fleet, stored: &std::collections::BTreeSet<u32>) -> Vec<Use> {
+    let own: std::collections::BTreeSet<u32> = stored
+        .iter()
+        .copied()
+        .chain(fleet.containers.values().filter_map(|c| c.vm_id))
+        .collect();
     let mut out = Vec::new();
     for (name, c) in &fleet.containers {
         let mut add = |field: String, what: String, needs: Needed| {
@@ -235,6 +254,15 @@ pub fn uses(fleet: &Fleet, own: &std::collections::BTreeSet<u32>) -> Vec<Use> {
                 needs,
             })
         };
+        if let Some(v) = c.vm_id.filter(|v| c.adopt && !stored.contains(v)) {
+            add(
+                "adopt".into(),
+                format!(
+                    "adoption of container {v}, made outside pxfleet (its data and its destroy)"
+                ),
+                Needed::Adopt(v),
+            );
+        }
         if !c.unprivileged {
             add(
                 "unprivileged".into(),
@@ -322,13 +350,13 @@ pub type Powers = BTreeMap<String, String>;
 pub fn check(
     file: &str,
     fleet: &Fleet,
-    own: &std::collections::BTreeSet<u32>,
+    stored: &std::collections::BTreeSet<u32>,
     grants: &[Grant],
     admin: bool,
 ) -> Result<Powers, Vec<Diagnostic>> {
     let mut refused = Vec::new();
     let mut allowed: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for u in uses(fleet, own) {
+    for u in uses(fleet, stored) {
         let by = grants
             .iter()
             .find(|g| g.fleet == fleet.name && u.needs.covered_by(&g.power));
@@ -449,6 +477,7 @@ mod tests {
             "feature:mount=nfs",
             "idmap:1000-1999",
             "volume:local-lvm:vm-900-disk-1",
+            "adopt:105",
         ] {
             assert_eq!(s.parse::<HostPower>().unwrap().to_string(), s);
         }

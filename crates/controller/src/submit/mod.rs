@@ -234,15 +234,14 @@ async fn parse_checked(
         );
     }
     let grants = state.store.grants(Some(&fleet.name))?;
-    // the vm_ids of the fleet's own containers, stored and named in the file (whose volumes it may mount)
-    let own: std::collections::BTreeSet<u32> = state
+    // the vm_ids of the fleet's stored containers (whose volumes it may mount, which it need not adopt)
+    let stored: std::collections::BTreeSet<u32> = state
         .store
         .desired(&fleet.name)?
         .iter()
         .map(|d| d.vm_id)
-        .chain(fleet.containers.values().filter_map(|c| c.vm_id))
         .collect();
-    let powers = match crate::grants::check(&source.file_name, &fleet, &own, &grants, admin) {
+    let powers = match crate::grants::check(&source.file_name, &fleet, &stored, &grants, admin) {
         Ok(p) => p,
         Err(d) => {
             refused.extend(d);
