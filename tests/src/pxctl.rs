@@ -43,4 +43,15 @@ impl Cluster {
         serde_json::from_str(&out)
             .unwrap_or_else(|e| panic!("pxctl {all:?}: not JSON ({e}): {out}"))
     }
+
+    /// The actions of `pxctl audit --fleet FLEET`, oldest first.
+    pub async fn audit_actions(&self, fleet: &str) -> Vec<String> {
+        let audit = self.pxctl_json(&["audit", "--fleet", fleet]).await;
+        audit
+            .as_array()
+            .unwrap_or_else(|| panic!("pxctl audit: not a list: {audit}"))
+            .iter()
+            .filter_map(|e| e["action"].as_str().map(str::to_string))
+            .collect()
+    }
 }

@@ -626,17 +626,11 @@ async fn host_powers_are_granted_narrowly_by_an_admin_and_shown_in_the_plan() {
     );
     assert!(config["dev0"].contains("/dev/net/tun"), "{config:?}");
     // the audit trail has the grants; a revoke stops the next submit that needs the grant
-    let audit = c.pxctl_json(&["audit", "--fleet", "media"]).await;
-    let actions: Vec<&str> = audit
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|e| e["action"].as_str())
-        .collect();
+    let actions = c.audit_actions("media").await;
     assert_eq!(
-        actions.iter().filter(|a| **a == "grant").count(),
+        actions.iter().filter(|a| *a == "grant").count(),
         2,
-        "{audit}"
+        "{actions:?}"
     );
     let (code, out, err) = c.pxctl(&["grant", "revoke", "2"]).await;
     assert_eq!(code, 0, "{out}{err}");

@@ -746,13 +746,7 @@ async fn the_audit_trail_names_who_did_what_and_only_admins_read_it() {
     // no secret in the trail
     assert!(pw.iter().all(|p| !all.to_string().contains(p.as_str())));
     // --fleet keeps what was done to the fleet; --since in the future keeps nothing
-    let fleet_only = c.pxctl_json(&["audit", "--fleet", "aud"]).await;
-    let actions: Vec<&str> = fleet_only
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|e| e["action"].as_str())
-        .collect();
+    let actions = c.audit_actions("aud").await;
     assert_eq!(
         actions,
         vec![
@@ -762,7 +756,7 @@ async fn the_audit_trail_names_who_did_what_and_only_admins_read_it() {
             "stop",
             "destroy"
         ],
-        "{fleet_only:#}"
+        "{actions:?}"
     );
     let none = c
         .pxctl_json(&["audit", "--since", "2100-01-01T00:00:00Z"])

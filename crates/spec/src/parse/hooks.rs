@@ -261,18 +261,16 @@ impl Cx<'_> {
         let mut out = BTreeMap::new();
         let mut ok = true;
         for e in es {
-            let p = join(path, &e.key);
-            self.record(&p, e.value.span);
-            if !crate::hooks::is_param_name(&e.key) {
-                self.err(
-                    e.key_span,
-                    &p,
-                    format!("parameter name {} is not valid", quote(&e.key)),
-                    Some("lower-case letters, digits, '_' and '-'"),
-                );
+            let Some(p) = self.keyed_entry(
+                e,
+                path,
+                crate::hooks::is_param_name(&e.key),
+                "parameter name",
+                "lower-case letters, digits, '_' and '-'",
+            ) else {
                 ok = false;
                 continue;
-            }
+            };
             match self.string(&e.value, &p) {
                 Some(v) if v.contains("${") => {
                     self.err(

@@ -79,6 +79,30 @@ impl Cx<'_> {
         );
     }
 
+    /// The path of a mapping entry whose key is free-form (a variable, a parameter), recorded; `None` with an
+    /// error at the key when `valid` says no (`what`: what the key names, `hint`: what it may be).
+    pub(super) fn keyed_entry(
+        &mut self,
+        e: &Entry,
+        path: &str,
+        valid: bool,
+        what: &str,
+        hint: &str,
+    ) -> Option<String> {
+        let p = super::join(path, &e.key);
+        self.record(&p, e.value.span);
+        if !valid {
+            self.err(
+                e.key_span,
+                &p,
+                format!("{what} {} is not valid", super::quote(&e.key)),
+                Some(hint),
+            );
+            return None;
+        }
+        Some(p)
+    }
+
     pub(super) fn map<'n>(&mut self, n: &'n Node, path: &str) -> Option<&'n [Entry]> {
         match &n.value {
             Value::Map(es) => Some(es),

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{join, quote, Cx};
+use super::{quote, Cx};
 use crate::yaml::Node;
 
 /// A character PVE's `env` / `entrypoint` patterns refuse (control characters; a tab is fine). Stricter than the
@@ -25,18 +25,16 @@ impl Cx<'_> {
         let mut out = BTreeMap::new();
         let mut ok = true;
         for e in es {
-            let p = join(path, &e.key);
-            self.record(&p, e.value.span);
-            if !is_env_name(&e.key) {
-                self.err(
-                    e.key_span,
-                    &p,
-                    format!("environment variable name {} is not valid", quote(&e.key)),
-                    Some("letters, digits and '_' only (PVE's `\\w+`), e.g. APP_PORT"),
-                );
+            let Some(p) = self.keyed_entry(
+                e,
+                path,
+                is_env_name(&e.key),
+                "environment variable name",
+                "letters, digits and '_' only (PVE's `\\w+`), e.g. APP_PORT",
+            ) else {
                 ok = false;
                 continue;
-            }
+            };
             let value = if e.value.is_null() {
                 Some(String::new())
             } else {
