@@ -14,7 +14,7 @@ fn fleet(data_options: &str, dev_mode: &str, host_id: u32) -> String {
         &format!(
             "  m:\n    vm_id: {VMID}\n    memory: 512\n    disk_size: 4\n    \
              mount_points:\n      \
-               - {{datastore_id: local-lvm, size: 1, path: /data, backup: true, acl: true, quota: true, replicate: false, mount_options: [{data_options}]}}\n      \
+               - {{datastore_id: local-lvm, size: 1, path: /data, backup: true, acl: true, replicate: false, mount_options: [{data_options}]}}\n      \
                - {{volume: \"local-lvm:vm-900-disk-1\", path: /kept}}\n      \
                - {{host_path: /srv/media, path: /media, read_only: true, shared: true, mount_options: [nosuid]}}\n    \
              devices:\n      \
@@ -63,7 +63,7 @@ async fn mount_options_existing_volumes_devices_and_idmap_are_applied_and_kept()
     has_lines(
         &text,
         &[
-            "mp0: local-lvm:vm-2400-disk-1,mp=/data,acl=1,backup=1,mountoptions=noatime;nodev,quota=1,replicate=0,size=1G",
+            "mp0: local-lvm:vm-2400-disk-1,mp=/data,acl=1,backup=1,mountoptions=noatime;nodev,replicate=0,size=1G",
             "mp1: local-lvm:vm-900-disk-1,mp=/kept,size=1G",
             "mp2: /srv/media,mp=/media,mountoptions=nosuid,ro=1,shared=1",
             "dev0: path=/dev/null,deny-write=1,gid=0,mode=0666,uid=0",
@@ -86,7 +86,7 @@ async fn mount_options_existing_volumes_devices_and_idmap_are_applied_and_kept()
         has_lines(
             &config_text(&c),
             &[
-                "mp0: local-lvm:vm-2400-disk-1,mp=/data,acl=1,backup=1,mountoptions=noatime;nodev;noexec,quota=1,replicate=0,size=1G",
+                "mp0: local-lvm:vm-2400-disk-1,mp=/data,acl=1,backup=1,mountoptions=noatime;nodev;noexec,replicate=0,size=1G",
                 "dev0: path=/dev/null,deny-write=1,gid=0,mode=0660,uid=0",
                 "lxc.idmap: u 0 300000 65536",
                 "lxc.idmap: g 0 300000 65536",

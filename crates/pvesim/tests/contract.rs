@@ -1815,3 +1815,62 @@ async fn on_a_running_ct_new_mount_points_and_devices_hotplug_changed_ones_wait(
     assert!(ConfigChange::diff(&cur, &want, &[]).is_empty());
     assert!(cur.raw["mp0"].starts_with(&format!("{vol},mp=/data,mountoptions=noatime")));
 }
+
+/// PVE's start refuses an unprivileged container with `quota=1` on its root disk or a mount point
+/// (`Quotas are not supported by unprivileged containers.`); a privileged one starts, and without the quota the
+/// unprivileged one starts too.
+#[tokio::test]
+async fn unprivileged_containers_with_quotas_do_not_start() {
+    let (s, _n) = seeded(None).await;
+    for (vmid, args) in [
+        (
+            "401",
+            vec!["--unprivileged", "1", "--rootfs", "local-lvm:1,quota=1"],
+        ),
+        (
+            "402",
+            vec![
+                "--unprivileged",
+                "1",
+                "--rootfs",
+                "local-lvm:1",
+                "--mp0",
+                "local-lvm:1,mp=/data,quota=1",
+            ],
+        ),
+    ] {
+        let mut argv = vec!["create", vmid, TMPL];
+        argv.extend(args);
+        let o = s.cli("pve1", "pct", &argv);
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        let o = s.cli("pve1", "pct", &["start", vmid]);
+        assert_ne!(o.code, 0);
+        assert!(
+            o.stderr
+                .contains("Quotas are not supported by unprivileged containers."),
+            "{}",
+            o.stderr
+        );
+        let o = s.cli("pve1", "pct", &["set", vmid, "--delete", "mp0"]);
+        assert_eq!(o.code, 0, "{}", o.stderr);
+    }
+    // without the quota (402's mount point removed) it starts
+    let o = s.cli("pve1", "pct", &["start", "402"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let o = s.cli(
+        "pve1",
+        "pct",
+        &[
+            "create",
+            "403",
+            TMPL,
+            "--unprivileged",
+            "0",
+            "--rootfs",
+            "local-lvm:1,quota=1",
+        ],
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let o = s.cli("pve1", "pct", &["start", "403"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+}

@@ -6,7 +6,7 @@ use std::fs;
 
 use super::config::apply_pending;
 use super::status::list;
-use super::values::{is_net_key, parse_prop};
+use super::values::{is_disk_key, is_net_key, parse_prop};
 use super::{
     check_lock, fault_lock, lock_ct, read_conf, runtime, save_runtime, sleep_ms, write_conf,
     Runtime,
@@ -115,6 +115,18 @@ pub(super) fn assign_leases(node: &Node, vmid: u32, conf: &CtConf, rt: &mut Runt
     )
 }
 
+/// PVE's start refuses an unprivileged container whose root disk or a mount point has `quota=1` (its current
+/// values, before pending ones are applied: `PVE::API2::LXC::Status` vm_start).
+fn unprivileged_with_quota(conf: &CtConf) -> bool {
+    let yes = |v: Option<&String>| v.is_some_and(|v| crate::schema::parse_boolean(v) == Some(true));
+    yes(conf.opts.get("unprivileged"))
+        && conf
+            .opts
+            .iter()
+            .filter(|(k, _)| is_disk_key(k))
+            .any(|(k, v)| parse_prop(k, v).is_ok_and(|m| yes(m.get("quota"))))
+}
+
 /// `pct start`.
 pub fn start(
     node: &Node,
@@ -137,6 +149,11 @@ pub fn start(
         }
         if conf.opts.get("template").map(|t| t == "1").unwrap_or(false) {
             return Err(SimError::die("you can't start a CT if it's a template"));
+        }
+        if unprivileged_with_quota(&conf) {
+            return Err(SimError::die(
+                "Quotas are not supported by unprivileged containers.",
+            ));
         }
         sleep_ms(node.cfg.latency.start_ms);
         if !conf.pending.is_empty() || !conf.pending_delete.is_empty() {

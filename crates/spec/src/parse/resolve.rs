@@ -137,6 +137,17 @@ impl Cx<'_> {
                 }
             }
         }
+        if unprivileged {
+            for (i, m) in c.mount_points.iter().flatten().enumerate() {
+                if m.flags().quota {
+                    self.err_at(
+                        &join(path, &format!("mount_points.{i}.quota")),
+                        "quota is not supported by unprivileged containers: PVE refuses to start the container (\"Quotas are not supported by unprivileged containers.\")",
+                        Some("remove `quota`, or make the container privileged (`unprivileged: false`, which an admin must grant)"),
+                    );
+                }
+            }
+        }
         if !idmap.is_empty() && !unprivileged {
             self.err_at(
                 &join(path, "idmap"),
