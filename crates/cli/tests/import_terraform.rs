@@ -130,8 +130,19 @@ fn the_prd_dev_environment_becomes_the_same_two_containers() {
         ("modules/lxc/main.tf:53:7", "user_account.keys"),
         ("modules/lxc/main.tf:53:7", "main.tf:5:3"),
         ("modules/lxc/main.tf:54:7", "user_account.password"),
-        ("modules/lxc/main.tf:65:5", "operating_system.type"),
     ];
+    // operating_system.type is fleet.yaml's ostype
+    assert!(
+        fleet
+            .containers
+            .values()
+            .all(|c| c.ostype.as_deref() == Some("ubuntu")),
+        "{yaml}"
+    );
+    assert!(
+        !warnings.iter().any(|w| w.contains("operating_system.type")),
+        "{warnings:#?}"
+    );
     for (place, text) in expect_warnings {
         assert!(
             warnings
@@ -373,7 +384,7 @@ resource "proxmox_virtual_environment_container" "media" {
     size          = "10G"
     path          = "/srv/new"
     acl           = true
-    quota         = true
+    quota         = false
     replicate     = false
     mount_options = ["noatime", "nodev"]
   }
@@ -425,7 +436,7 @@ resource "proxmox_virtual_environment_container" "media" {
                 flags: MountFlags {
                     mount_options: vec!["noatime".into(), "nodev".into()],
                     acl: Some(true),
-                    quota: true,
+                    quota: false,
                     replicate: false,
                     shared: false,
                 },

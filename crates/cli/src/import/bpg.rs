@@ -467,15 +467,12 @@ fn operating_system(ev: &mut Eval<'_>, b: &Block) {
     for (path, a) in ev.attrs("operating_system.", &b.body) {
         match a.key.as_str() {
             "template_file_id" => template(ev, &path, a),
-            "type" => {
-                let src = ev.file.source(&a.value);
-                ev.notes.add(
-                    ev.file.loc(a),
-                    format!(
-                        "{path} = {src}: not imported: PVE detects the OS type from the template"
-                    ),
-                );
-            }
+            // `ostype` (`--ostype`): PVE's setup inside the container; left out, PVE detects it
+            "type" => match ev.value(&path, a) {
+                Some(Value::String(t)) => ev.ct.set("ostype", json!(t)),
+                Some(_) => ev.unmapped(&path, a, "not a string"),
+                None => {}
+            },
             _ => ev.unmapped(&path, a, "no pxfleet field"),
         }
     }
