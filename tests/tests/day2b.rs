@@ -618,3 +618,45 @@ async fn ostype_is_set_at_create_and_changed_in_place() {
         plan.diagnostics
     );
 }
+
+/// A container whose create failed before anything existed on the node, then removed from the file: the
+/// submit records the revision and succeeds, the container is gone from `get containers`, the plan is empty.
+/// (It stayed `failed`, the submit exited 1 with an empty plan and no revision: no way out but by hand.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_container_that_failed_before_it_existed_goes_when_the_file_drops_it() {
+    let c = Cluster::start(1).await.expect("cluster");
+    let bad = fleet_yaml(
+        "gone",
+        "  a: {vm_id: 1950, memory: 512, disk_size: 4}\n  \
+         b: {vm_id: 1951, memory: 512, disk_size: 4, template: nope}\n",
+    )
+    .replace(
+        "templates:\n",
+        "templates:\n  nope: {pveam: no-such-appliance_1.0_amd64.tar.zst}\n",
+    );
+    let path = c.write_fleet("gone.yaml", &bad);
+    let path = path.to_str().unwrap().to_string();
+    let (code, out, err) = c.pxctl(&["submit", &path, "-y", "--timeout", "60s"]).await;
+    assert_ne!(code, 0, "a bad template succeeded: {out}\n{err}");
+    wait_state(&c, "gone", "b", pb::ContainerState::Failed).await;
+    let before = revisions(c.pxctl_json(&["history", "--fleet", "gone"]).await);
+
+    let without = fleet_yaml("gone", "  a: {vm_id: 1950, memory: 512, disk_size: 4}\n");
+    let path = c.write_fleet("gone.yaml", &without);
+    let path = path.to_str().unwrap().to_string();
+    let (code, out, err) = c.pxctl(&["submit", &path, "-y", "--timeout", "60s"]).await;
+    assert_eq!(code, 0, "{out}\n{err}\n{}", c.logs());
+    assert_eq!(
+        revisions(c.pxctl_json(&["history", "--fleet", "gone"]).await),
+        before + 1
+    );
+    let names: Vec<String> = c
+        .containers("gone")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|x| x.name)
+        .collect();
+    assert_eq!(names, ["a"]);
+    plan_is_empty(&c, &path).await;
+}

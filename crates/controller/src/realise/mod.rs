@@ -105,7 +105,27 @@ pub fn container_plan(v: &View<'_>) -> Result<Plan, PlanError> {
         .and_then(|o| convert::spec_observed(&fleet, &name, o, fallback))
         .into_iter()
         .collect();
-    pxfleet_spec::plan::plan_on(&desired, applied_fleet.as_ref(), &observed, v.nodes)
+    let plan = pxfleet_spec::plan::plan_on(&desired, applied_fleet.as_ref(), &observed, v.nodes)?;
+    // A container that left the fleet and that no node reports has nothing to realise: its applied record
+    // stays until a node reports it (then it is destroyed) or it is forgotten with the fleet's state.
+    let not_found = |a: &Action| {
+        matches!(
+            a.kind,
+            ActionKind::Destroy {
+                reason: DestroyReason::NotFound
+            }
+        )
+    };
+    if !plan.actions.iter().any(not_found) {
+        return Ok(plan);
+    }
+    let warnings = plan.warnings;
+    let mut kept = Plan::new(
+        plan.fleet,
+        plan.actions.into_iter().filter(|a| !not_found(a)).collect(),
+    );
+    kept.warnings = warnings;
+    Ok(kept)
 }
 
 /// The operation realising the first action of `plan` for the container of `v`, or None when the plan is empty.
@@ -123,6 +143,7 @@ pub fn operation_for(v: &View<'_>, plan: &Plan) -> Option<NextAction> {
                 DestroyReason::RemovedFromFile => "left the fleet",
                 DestroyReason::Orphaned => "orphaned: not in the file",
                 DestroyReason::Duplicate => "duplicate of the same fleet/name mark",
+                DestroyReason::NotFound => "left the fleet, reported by no node",
             };
             Some(at(first, OperationKind::Destroy, why.into()))
         }

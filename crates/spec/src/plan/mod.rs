@@ -322,6 +322,23 @@ pub fn plan_on(
         }
     }
 
+    // Containers of the applied fleet that left the file and that no node reports: they leave the fleet's state,
+    // which the plan must say (else the plan is empty and nothing would record it).
+    if let Some(a) = applied {
+        for (name, c) in &a.containers {
+            if !desired.containers.contains_key(name) && !marked.contains_key(name.as_str()) {
+                destroys.push(Action {
+                    container: name.clone(),
+                    vm_id: c.vm_id,
+                    node: c.node.clone(),
+                    kind: ActionKind::Destroy {
+                        reason: DestroyReason::NotFound,
+                    },
+                });
+            }
+        }
+    }
+
     // A vm_id may only be taken when no container keeps holding it.
     if !claims.is_empty() {
         let holders: HashMap<u32, &ObservedContainer> =
@@ -473,6 +490,7 @@ fn destroy_action(
                 DestroyReason::Duplicate => {
                     "another container carries the same fleet/name mark".to_owned()
                 }
+                DestroyReason::NotFound => "it left the fleet file".to_owned(),
             },
         });
     }

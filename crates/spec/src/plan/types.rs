@@ -204,6 +204,10 @@ pub enum DestroyReason {
     Orphaned,
     /// Several containers carry the same fleet/name mark; this one is the extra.
     Duplicate,
+    /// It left the fleet file, and no node reports it (its create failed before anything existed, has not run
+    /// yet, or its node is down): it leaves the fleet's state; nothing is destroyed now, and a container found
+    /// later with its mark is destroyed then (as orphaned).
+    NotFound,
 }
 
 /// A field whose value changes. `from`/`to` are absent when the field is unset on that side, or sensitive.

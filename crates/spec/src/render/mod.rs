@@ -174,6 +174,11 @@ pub(crate) fn headline(kind: &ActionKind) -> String {
         ActionKind::Destroy {
             reason: DestroyReason::Duplicate,
         } => "be destroyed: another container carries the same fleet/name mark".to_owned(),
+        ActionKind::Destroy {
+            reason: DestroyReason::NotFound,
+        } => "be removed from the fleet: it left the file and no node reports it (its create failed or has not \
+              run, or its node is down; one found later with its mark is destroyed)"
+            .to_owned(),
         ActionKind::Start => "be started".to_owned(),
         ActionKind::Stop => "be stopped".to_owned(),
         ActionKind::Repair {
