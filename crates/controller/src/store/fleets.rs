@@ -61,6 +61,18 @@ impl Store {
             .unwrap_or_default())
     }
 
+    /// The vm_ids of `fleet`'s desired containers, read from the cache without copying the containers.
+    pub fn desired_vm_ids(
+        &self,
+        fleet: &str,
+    ) -> Result<std::collections::BTreeSet<u32>, StoreError> {
+        Ok(self
+            .desired_cache
+            .get(&self.desired, "desired", fleet.as_bytes())?
+            .map(|l| l.0.iter().map(|d| d.vm_id).collect())
+            .unwrap_or_default())
+    }
+
     pub fn all_desired(&self) -> Result<Vec<DesiredContainer>, StoreError> {
         Ok(self
             .all_desired_shared()?

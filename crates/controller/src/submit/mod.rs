@@ -235,12 +235,7 @@ async fn parse_checked(
     }
     let grants = state.store.grants(Some(&fleet.name))?;
     // the vm_ids of the fleet's stored containers (whose volumes it may mount, which it need not adopt)
-    let stored: std::collections::BTreeSet<u32> = state
-        .store
-        .desired(&fleet.name)?
-        .iter()
-        .map(|d| d.vm_id)
-        .collect();
+    let stored = state.store.desired_vm_ids(&fleet.name)?;
     let powers = match crate::grants::check(&source.file_name, &fleet, &stored, &grants, admin) {
         Ok(p) => p,
         Err(d) => {
