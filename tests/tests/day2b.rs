@@ -89,6 +89,29 @@ async fn a_protected_container_left_out_of_the_file_refuses_the_whole_submit() {
     plan_is_empty(&c, &path).await;
 }
 
+/// Submits fleet `fleet` (file `FLEET.yaml`) with container `a` (vm_id `vm_id`) and `b` (the next vm_id) made from
+/// an appliance that does not exist: the submit fails and `b` ends failed for good. Returns the file's text.
+async fn submit_bad_template(c: &Cluster, fleet: &str, vm_id: u32) -> String {
+    let bad = fleet_yaml(
+        fleet,
+        &format!(
+            "  a: {{vm_id: {vm_id}, memory: 512, disk_size: 4}}\n  \
+             b: {{vm_id: {}, memory: 512, disk_size: 4, template: nope}}\n",
+            vm_id + 1
+        ),
+    )
+    .replace(
+        "templates:\n",
+        "templates:\n  nope: {pveam: no-such-appliance_1.0_amd64.tar.zst}\n",
+    );
+    let path = c.write_fleet(&format!("{fleet}.yaml"), &bad);
+    let path = path.to_str().unwrap().to_string();
+    let (code, out, err) = c.pxctl(&["submit", &path, "-y", "--timeout", "60s"]).await;
+    assert_ne!(code, 0, "a bad template succeeded: {out}\n{err}");
+    wait_state(c, fleet, "b", pb::ContainerState::Failed).await;
+    bad
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_apply_converges_once_fixed_or_retried() {
     let c = Cluster::start(1).await.expect("cluster");
@@ -124,20 +147,7 @@ async fn a_failed_apply_converges_once_fixed_or_retried() {
 
     // A bad template (no such appliance): fails for good; fixed in the file and resubmitted: converges, no
     // manual cleanup.
-    let bad = fleet_yaml(
-        "fix",
-        "  a: {vm_id: 1900, memory: 512, disk_size: 4}\n  \
-         b: {vm_id: 1901, memory: 512, disk_size: 4, template: nope}\n",
-    )
-    .replace(
-        "templates:\n",
-        "templates:\n  nope: {pveam: no-such-appliance_1.0_amd64.tar.zst}\n",
-    );
-    let path = c.write_fleet("fix.yaml", &bad);
-    let path = path.to_str().unwrap().to_string();
-    let (code, out, err) = c.pxctl(&["submit", &path, "-y", "--timeout", "60s"]).await;
-    assert_ne!(code, 0, "a bad template succeeded: {out}\n{err}");
-    wait_state(&c, "fix", "b", pb::ContainerState::Failed).await;
+    let bad = submit_bad_template(&c, "fix", 1900).await;
     let fixed = bad.replace("template: nope", "template: deb13");
     let path = submit(&c, "fix.yaml", &fixed).await;
     c.wait_running("fix", &["a", "b"], UP).await;
@@ -625,20 +635,7 @@ async fn ostype_is_set_at_create_and_changed_in_place() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_container_that_failed_before_it_existed_goes_when_the_file_drops_it() {
     let c = Cluster::start(1).await.expect("cluster");
-    let bad = fleet_yaml(
-        "gone",
-        "  a: {vm_id: 1950, memory: 512, disk_size: 4}\n  \
-         b: {vm_id: 1951, memory: 512, disk_size: 4, template: nope}\n",
-    )
-    .replace(
-        "templates:\n",
-        "templates:\n  nope: {pveam: no-such-appliance_1.0_amd64.tar.zst}\n",
-    );
-    let path = c.write_fleet("gone.yaml", &bad);
-    let path = path.to_str().unwrap().to_string();
-    let (code, out, err) = c.pxctl(&["submit", &path, "-y", "--timeout", "60s"]).await;
-    assert_ne!(code, 0, "a bad template succeeded: {out}\n{err}");
-    wait_state(&c, "gone", "b", pb::ContainerState::Failed).await;
+    submit_bad_template(&c, "gone", 1950).await;
     let before = revisions(c.pxctl_json(&["history", "--fleet", "gone"]).await);
 
     let without = fleet_yaml("gone", "  a: {vm_id: 1950, memory: 512, disk_size: 4}\n");
