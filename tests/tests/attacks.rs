@@ -940,9 +940,13 @@ async fn hooks_are_the_admins_used_by_name_and_nothing_reads_the_data_dir() {
         .iter()
         .all(|s| !s.uri.starts_with("/leak")));
     let ops = format!("{:?}", c.operations("named").await.unwrap());
-    let (_, history, _) = c
+    let (code, history, err) = c
         .pxctl(&["history", "--fleet", "named", "-o", "json"])
         .await;
+    assert!(
+        code == 0 && history.contains("named.yaml"),
+        "{history}{err}"
+    );
     assert!(
         !ops.contains(SECRET) && !history.contains(SECRET),
         "{ops}{history}"

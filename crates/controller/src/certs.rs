@@ -31,7 +31,8 @@ pub struct UserCert {
     pub identity: String,
 }
 
-fn actor(id: Option<&Identity>) -> String {
+/// The audit log's actor: the caller's identity URI (empty without one).
+pub(crate) fn actor(id: Option<&Identity>) -> String {
     id.map(|i| i.uri()).unwrap_or_default()
 }
 

@@ -199,20 +199,16 @@ impl Config {
         });
         // no hook reads the controller's own data, an admin's definitions included
         let protected = crate::hooks::Protected::of(&config);
-        for h in config.hook_catalog.definitions() {
-            for (field, t) in h.action.templates() {
-                for p in pxfleet_spec::hooks::scan(t).into_iter().flatten() {
-                    if let Err(pxfleet_spec::hooks::Placeholder::File(f)) = p {
-                        if let Some(why) = protected.refusal(f) {
-                            return Err(ConfigError::Invalid {
-                                path: path.to_path_buf(),
-                                field: "hooks",
-                                message: format!("hooks.{}.{field}: {why}", h.name),
-                            });
-                        }
-                    }
-                }
-            }
+        if let Some((field, why)) = protected
+            .refusals(config.hook_catalog.definitions())
+            .into_iter()
+            .next()
+        {
+            return Err(ConfigError::Invalid {
+                path: path.to_path_buf(),
+                field: "hooks",
+                message: format!("{field}: {why}"),
+            });
         }
         Ok(config)
     }

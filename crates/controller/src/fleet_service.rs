@@ -651,9 +651,8 @@ impl FleetService for FleetApi {
 }
 
 fn admin_policy_pb(p: crate::store::AdminPolicy) -> pb::AdminPolicyInfo {
-    use sha2::Digest;
     pb::AdminPolicyInfo {
-        sha256: hex::encode(sha2::Sha256::digest(p.source.as_bytes())),
+        sha256: p.sha256(),
         name: p.name,
         source: p.source,
         installed_by: p.installed_by,

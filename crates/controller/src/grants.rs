@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use pxfleet_tls::Identity;
 
+use crate::certs::actor;
 use crate::error::{Error, Result};
 use crate::model::{AuditEntry, Millis};
 use crate::state::State;
@@ -456,10 +457,6 @@ pub async fn revoke(state: &State, by: Option<&Identity>, id: u64) -> Result<Gra
     state.store.flush().await?;
     tracing::info!(fleet = %g.fleet, grant = g.id, power = %g.power, "host power grant revoked");
     Ok(g)
-}
-
-fn actor(by: Option<&Identity>) -> String {
-    by.map(Identity::uri).unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -239,7 +239,7 @@ pub async fn install(
     let p = AdminPolicy {
         name: name.to_string(),
         source: source.to_string(),
-        installed_by: by.map(Identity::uri).unwrap_or_default(),
+        installed_by: crate::certs::actor(by),
         installed_ms: state.now_ms(),
     };
     let empty = Fleet {
@@ -266,10 +266,7 @@ pub async fn install(
         actor: p.installed_by.clone(),
         action: "install_policy".into(),
         target: admin_path(name),
-        detail: format!("{} bytes, sha256 {}", source.len(), {
-            use sha2::Digest;
-            hex::encode(sha2::Sha256::digest(source.as_bytes()))
-        }),
+        detail: format!("{} bytes, sha256 {}", source.len(), p.sha256()),
     })?;
     state.store.flush().await?;
     Ok(p)
@@ -284,7 +281,7 @@ pub async fn remove(state: &State, by: Option<&Identity>, name: &str) -> Result<
     })?;
     state.store.audit(&AuditEntry {
         time_ms: state.now_ms(),
-        actor: by.map(Identity::uri).unwrap_or_default(),
+        actor: crate::certs::actor(by),
         action: "remove_policy".into(),
         target: admin_path(name),
         detail: String::new(),

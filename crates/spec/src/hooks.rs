@@ -77,6 +77,17 @@ pub struct Hook {
 }
 
 impl Hook {
+    /// Every placeholder of its templates, with the field it is in (`hooks.NAME.http.url`, `...http.body`).
+    pub fn placeholders(&self) -> Vec<(String, Placeholder<'_>)> {
+        let mut out = Vec::new();
+        for (field, t) in self.action.templates() {
+            for p in scan(t).into_iter().flatten().filter_map(Result::err) {
+                out.push((format!("hooks.{}.{field}", self.name), p));
+            }
+        }
+        out
+    }
+
     /// Whether it runs for container `name` on `event`.
     pub fn applies(&self, name: &str, event: HookEvent) -> bool {
         self.on.contains(&event)

@@ -237,27 +237,34 @@ impl Protected {
             })
     }
 
-    /// A diagnostic per `${file:...}` of the fleet's hooks that reads protected data.
-    pub fn check_fleet(&self, file: &str, fleet: &Fleet) -> Vec<Diagnostic> {
+    /// Each `${file:...}` of `hooks` that reads protected data: (field, why).
+    pub fn refusals<'h>(&self, hooks: impl IntoIterator<Item = &'h Hook>) -> Vec<(String, String)> {
         let mut out = Vec::new();
-        for h in &fleet.hooks {
-            for (field, t) in h.action.templates() {
-                for p in pxfleet_spec::hooks::scan(t).into_iter().flatten() {
-                    if let Err(Placeholder::File(f)) = p {
-                        if let Some(why) = self.refusal(f) {
-                            let path = format!("hooks.{}.{field}", h.name);
-                            let mut d = Diagnostic::new(file, fleet.spans.lookup(&path), path, why);
-                            d.hint = Some(
-                                "keep a hook's secret in a file of its own (e.g. /etc/pxfleet/NAME.token, mode 0600)"
-                                    .into(),
-                            );
-                            out.push(d);
-                        }
+        for h in hooks {
+            for (field, p) in h.placeholders() {
+                if let Placeholder::File(f) = p {
+                    if let Some(why) = self.refusal(f) {
+                        out.push((field, why));
                     }
                 }
             }
         }
         out
+    }
+
+    /// A diagnostic per `${file:...}` of the fleet's hooks that reads protected data.
+    pub fn check_fleet(&self, file: &str, fleet: &Fleet) -> Vec<Diagnostic> {
+        self.refusals(&fleet.hooks)
+            .into_iter()
+            .map(|(path, why)| {
+                let mut d = Diagnostic::new(file, fleet.spans.lookup(&path), path, why);
+                d.hint = Some(
+                    "keep a hook's secret in a file of its own (e.g. /etc/pxfleet/NAME.token, mode 0600)"
+                        .into(),
+                );
+                d
+            })
+            .collect()
     }
 }
 

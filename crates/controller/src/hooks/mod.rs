@@ -513,7 +513,7 @@ pub use attempt::check_secrets;
 /// `${file:...}` or `${env:...}` in an HTTP hook. Only an admin may submit those (an operator is not root on
 /// the controller); one diagnostic per use, each saying so.
 pub fn operator_refusals(file: &str, fleet: &pxfleet_spec::Fleet) -> Vec<pxfleet_spec::Diagnostic> {
-    use pxfleet_spec::hooks::{secrets_needed, HookAction, Placeholder};
+    use pxfleet_spec::hooks::{HookAction, Placeholder};
     let mut out = Vec::new();
     let mut refuse = |path: String, what: String| {
         out.push(crate::authz::admin_only(
@@ -524,41 +524,15 @@ pub fn operator_refusals(file: &str, fleet: &pxfleet_spec::Fleet) -> Vec<pxfleet
             "ask an admin to submit the fleet, or use an HTTP hook without ${env:} and ${file:} (container values only)",
         ));
     };
-    /// Every string of a JSON body (each is a template).
-    fn strings<'a>(v: &'a serde_json::Value, out: &mut Vec<&'a str>) {
-        match v {
-            serde_json::Value::String(s) => out.push(s),
-            serde_json::Value::Array(a) => a.iter().for_each(|v| strings(v, out)),
-            serde_json::Value::Object(o) => o.values().for_each(|v| strings(v, out)),
-            _ => {}
-        }
-    }
     for h in &fleet.hooks {
-        let mut needed = secrets_needed(h);
-        match &h.action {
-            HookAction::Command { .. } => refuse(
+        if let HookAction::Command { .. } = &h.action {
+            refuse(
                 format!("hooks.{}.command", h.name),
                 format!("hook {}: a command", h.name),
-            ),
-            // the definition is the admin's
-            HookAction::Use { .. } => {}
-            HookAction::Http(http) => {
-                let mut body = Vec::new();
-                if let Some(b) = &http.body {
-                    strings(b, &mut body);
-                }
-                for t in body {
-                    if let Ok(parts) = pxfleet_spec::hooks::scan(t) {
-                        needed.extend(
-                            parts
-                                .into_iter()
-                                .filter_map(Result::err)
-                                .map(|p| (format!("hooks.{}.http.body", h.name), p)),
-                        );
-                    }
-                }
-            }
+            );
         }
+        // a hook used by name has no templates here: its definition is the admin's
+        let needed = h.placeholders();
         for (field, p) in needed {
             match p {
                 Placeholder::Env(n) => refuse(

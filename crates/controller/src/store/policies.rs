@@ -15,6 +15,14 @@ pub struct AdminPolicy {
     pub installed_ms: Millis,
 }
 
+impl AdminPolicy {
+    /// SHA-256 (hex) of its source, as `pxctl policy list` and the audit log show it.
+    pub fn sha256(&self) -> String {
+        use sha2::Digest;
+        hex::encode(sha2::Sha256::digest(self.source.as_bytes()))
+    }
+}
+
 impl Store {
     /// Installs `p`, replacing a policy of the same name.
     pub fn put_policy(&self, p: &AdminPolicy) -> Result<(), StoreError> {
