@@ -340,12 +340,7 @@ impl NodeApi for MemNode {
             .transpose()
     }
 
-    async fn create(
-        &self,
-        spec: &CreateSpec,
-        password: Option<&Secret>,
-        _start_after: bool,
-    ) -> Result<bool, PveError> {
+    async fn create(&self, spec: &CreateSpec, password: Option<&Secret>) -> Result<(), PveError> {
         self.call(format!("create {}", spec.vmid));
         let _g = self.lock(spec.vmid).await?;
         if !self.has_template(&spec.template) {
@@ -397,7 +392,7 @@ impl NodeApi for MemNode {
                 config,
             },
         );
-        Ok(false)
+        Ok(())
     }
 
     async fn clone_ct(&self, spec: &CloneSpec) -> Result<(), PveError> {

@@ -121,15 +121,12 @@ pub trait NodeApi: Send + Sync + 'static {
         &self,
         vmid: u32,
     ) -> impl Future<Output = Result<Option<ContainerConfig>, PveError>> + Send;
-    /// Creates the container; `Ok(true)` when it was left running. `start_after`: the caller starts the
-    /// container right after, so an implementation that has to start it anyway (to set the password inside)
-    /// may leave it running instead of stopping it, and says so.
+    /// Creates the container, stopped, with root's `password` set by the create itself (never by starting it).
     fn create(
         &self,
         spec: &CreateSpec,
         password: Option<&Secret>,
-        start_after: bool,
-    ) -> impl Future<Output = Result<bool, PveError>> + Send;
+    ) -> impl Future<Output = Result<(), PveError>> + Send;
     /// `pct clone`: a copy of container `spec.source` on this node as `spec.vmid` (stopped; its configuration
     /// the source's, with fresh MACs and the given hostname and description).
     fn clone_ct(&self, spec: &CloneSpec) -> impl Future<Output = Result<(), PveError>> + Send;

@@ -228,29 +228,9 @@ impl NodeApi for PveNode {
         }
     }
 
-    async fn create(
-        &self,
-        spec: &CreateSpec,
-        password: Option<&Secret>,
-        start_after: bool,
-    ) -> Result<bool, PveError> {
-        self.node.create(spec).await?;
-        let Some(pw) = password else {
-            return Ok(false);
-        };
-        // PVE sets a password only inside a running container (chpasswd on stdin, never argv).
-        let vmid = spec.vmid;
-        self.node.start(vmid).await?;
-        let set = self
-            .node
-            .set_root_password(vmid, &pxfleet_pve::Secret::new(pw.0.clone()))
-            .await;
-        if set.is_ok() && start_after {
-            return Ok(true); // it would be started again right away
-        }
-        self.node.stop(vmid).await?;
-        set?;
-        Ok(false)
+    async fn create(&self, spec: &CreateSpec, password: Option<&Secret>) -> Result<(), PveError> {
+        let password = password.map(|pw| pxfleet_pve::Secret::new(pw.0.clone()));
+        self.node.create(spec, password.as_ref()).await
     }
 
     async fn clone_ct(&self, spec: &pxfleet_pve::CloneSpec) -> Result<(), PveError> {

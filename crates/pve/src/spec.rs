@@ -4,8 +4,8 @@
 //! fleet.yaml field -> here: vm_id -> `vmid`; hostname; cores; cpu_limit -> `cpulimit`; cpu_units -> `cpuunits`;
 //! memory; swap; disk_size + datastore_id -> `rootfs`; template -> `template` (volid); unprivileged; features;
 //! interfaces -> `nets` (net0..); dns.servers -> `nameservers`; dns.domain -> `searchdomains`; ssh_public_keys;
-//! startup; onboot; protection; tags; description; mount_points; devices -> `devN`. `password` is not here: see
-//! `Node::set_root_password` (it never travels in argv).
+//! startup; onboot; protection; tags; description; mount_points; devices -> `devN`. `password` is not here: it is
+//! `Node::create`'s own argument (it travels on stdin, never in argv).
 
 use std::collections::{BTreeMap, BTreeSet};
 

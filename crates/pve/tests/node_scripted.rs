@@ -160,7 +160,7 @@ async fn create_golden_argv_every_field() {
         "--ssh-public-keys", ANY,
     ];
     r.expect(&expected, Output::ok(""));
-    node(&r).create(&full_spec()).await.unwrap();
+    node(&r).create(&full_spec(), None).await.unwrap();
     assert_eq!(r.remaining(), 0);
     let call = &r.calls()[0];
     // The key file: 0600, one key per line, and gone afterwards.
@@ -206,7 +206,7 @@ async fn create_minimal_has_explicit_rootfs_and_unprivileged() {
             size_gib: 8,
         },
     );
-    node(&r).create(&spec).await.unwrap();
+    node(&r).create(&spec, None).await.unwrap();
     let mut privileged = spec.clone();
     privileged.unprivileged = false;
     r.expect(
@@ -222,7 +222,7 @@ async fn create_minimal_has_explicit_rootfs_and_unprivileged() {
         ],
         Output::ok(""),
     );
-    node(&r).create(&privileged).await.unwrap();
+    node(&r).create(&privileged, None).await.unwrap();
     assert_eq!(r.remaining(), 0);
 }
 
@@ -286,7 +286,7 @@ async fn create_rejects_bad_fields_before_running_anything() {
     for (field, f) in cases {
         let mut s = base.clone();
         f(&mut s);
-        match n.create(&s).await {
+        match n.create(&s, None).await {
             Err(PveError::Invalid { field: got, .. }) => assert_eq!(got, field),
             other => panic!("{field}: expected Invalid, got {other:?}"),
         }
@@ -309,7 +309,7 @@ async fn create_already_exists_is_typed() {
             size_gib: 8,
         },
     );
-    match node(&r).create(&spec).await {
+    match node(&r).create(&spec, None).await {
         Err(PveError::AlreadyExists {
             vmid: 100, node, ..
         }) => assert_eq!(node, "pve2"),
@@ -335,7 +335,7 @@ async fn create_task_failure_exit_255_is_task_failed() {
             size_gib: 8,
         },
     );
-    let e = node(&r).create(&spec).await.unwrap_err();
+    let e = node(&r).create(&spec, None).await.unwrap_err();
     assert!(
         matches!(&e, PveError::TaskFailed { message, .. } if message.contains("can't find file")),
         "{e:?}"
@@ -786,6 +786,70 @@ async fn unlock_and_migrate() {
         n.migrate(101, "bad node!", false).await,
         Err(PveError::Invalid { .. })
     ));
+}
+
+#[tokio::test]
+async fn create_sets_the_password_from_stdin_without_starting() {
+    let r = Arc::new(ScriptedRunner::new());
+    let spec = CreateSpec::new(
+        100,
+        TEMPLATE,
+        RootfsSpec {
+            storage: "local-lvm".into(),
+            size_gib: 8,
+        },
+    );
+    r.expect(
+        &[
+            "pct",
+            "create",
+            "100",
+            TEMPLATE,
+            "--rootfs",
+            "local-lvm:8",
+            "--unprivileged",
+            "1",
+            "--password",
+        ],
+        Output::ok(""),
+    );
+    r.expect(
+        &[
+            "pct",
+            "create",
+            "101",
+            TEMPLATE,
+            ANY,
+            ANY,
+            ANY,
+            ANY,
+            "--password",
+        ],
+        Output::fail(
+            255,
+            "unable to create CT 101 - command 'chroot ... usermod -p Hunter2:x root' failed\n",
+        ),
+    );
+    let n = node(&r);
+    let pw = Secret::new("Hunter2:x");
+    n.create(&spec, Some(&pw)).await.unwrap();
+    let call = &r.calls()[0];
+    // pct's interactive password: the password and its confirmation, each a line
+    assert_eq!(call.stdin.as_deref(), Some(&b"Hunter2:x\nHunter2:x\n"[..]));
+    assert!(call.argv.iter().all(|a| !a.contains("Hunter2")));
+    let mut other = spec.clone();
+    other.vmid = 101;
+    let e = n.create(&other, Some(&pw)).await.unwrap_err();
+    assert!(
+        !format!("{e} {e:?}").contains("Hunter2"),
+        "secret scrubbed from errors: {e}"
+    );
+    // refused before anything runs: too short for PVE, or a second line on stdin
+    for bad in ["abc", "two\nlines"] {
+        let e = n.create(&spec, Some(&Secret::new(bad))).await.unwrap_err();
+        assert!(matches!(e, PveError::Invalid { .. }), "{e}");
+    }
+    assert_eq!(r.calls().len(), 2);
 }
 
 #[tokio::test]

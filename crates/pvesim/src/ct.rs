@@ -55,9 +55,49 @@ pub struct Runtime {
     /// Keys given with `ssh-public-keys` at create (root's `authorized_keys`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub authorized_keys: Vec<String>,
-    /// Users whose password `chpasswd` set: user -> SHA-256 hex of the password (the CT's shadow file).
+    /// Users whose password `pct create --password` or `chpasswd` set: user -> SHA-256 hex of the password (the
+    /// CT's shadow file).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub passwords: BTreeMap<String, String>,
+    /// How many times the CT booted (`pct start`, `pct reboot`): a CT created stopped has never booted.
+    #[serde(default)]
+    pub boots: u32,
+    /// What the first boot ran with: the `lxc.idmap` and `lxc.environment.runtime` lines of the config and
+    /// whether root had a password by then (what a first boot writes gets its owners from that map).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_boot: Option<FirstBoot>,
+}
+
+/// The configuration a container's first boot ran with (see [`Runtime::first_boot`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FirstBoot {
+    pub idmap: Vec<String>,
+    pub env: Vec<String>,
+    pub root_password: bool,
+}
+
+impl Runtime {
+    /// Counts a boot with `conf` (remembering the first one's configuration).
+    fn booted(&mut self, conf: &crate::ctconf::CtConf) {
+        self.boots += 1;
+        if self.first_boot.is_none() {
+            self.first_boot = Some(FirstBoot {
+                idmap: conf
+                    .lxc
+                    .iter()
+                    .filter(|(k, _)| k == "lxc.idmap")
+                    .map(|(_, v)| v.clone())
+                    .collect(),
+                // `env` is parsed into one NUL-separated option, as PVE's parser does
+                env: conf
+                    .opts
+                    .get("env")
+                    .map(|e| e.split('\0').map(str::to_string).collect())
+                    .unwrap_or_default(),
+                root_password: self.passwords.contains_key("root"),
+            });
+        }
+    }
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]

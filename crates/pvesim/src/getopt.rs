@@ -1,6 +1,7 @@
 //! Command-line parsing as PVE does it (`JSONSchema::get_options` on top of Getopt::Long): `--opt value` or
 //! `-opt value`, `--opt=value`, optional values for booleans, unique prefixes, list options joined with `,`,
-//! positional arguments anywhere, `--` ending options.
+//! positional arguments anywhere, `--` ending options, and interactive parameters (`pct create --password` with no
+//! value reads the password from stdin, as `PVE::CLIHandler`'s `pve-password` mapping does).
 
 use std::collections::BTreeMap;
 
@@ -37,6 +38,18 @@ pub fn get_options(
     args: &[String],
     arg_params: &[&str],
     fixed: &BTreeMap<String, String>,
+) -> std::result::Result<Parsed, (String, SimError)> {
+    get_options_with(props, args, arg_params, fixed, &[])
+}
+
+/// [`get_options`] where the `interactive` parameters take an optional value (Getopt's `:s`, as booleans do): given
+/// without one, they are present with an empty value, for the caller to prompt for.
+fn get_options_with(
+    props: &BTreeMap<String, Value>,
+    args: &[String],
+    arg_params: &[&str],
+    fixed: &BTreeMap<String, String>,
+    interactive: &[&str],
 ) -> std::result::Result<Parsed, (String, SimError)> {
     let mut parsed = Parsed::default();
     let names: Vec<&String> = props.keys().filter(|k| !fixed.contains_key(*k)).collect();
@@ -87,7 +100,7 @@ pub fn get_options(
             continue;
         };
         let pd = &props[opt];
-        let value = if is_bool(pd) {
+        let value = if is_bool(pd) || interactive.contains(&opt.as_str()) {
             match inline {
                 Some(v) => v,
                 None => match args.get(i) {
@@ -201,7 +214,29 @@ pub fn parse_and_validate(
     arg_params: &[&str],
     fixed: &BTreeMap<String, String>,
 ) -> std::result::Result<BTreeMap<String, String>, (String, SimError)> {
-    let parsed = get_options(props, args, arg_params, fixed)?;
+    parse_and_validate_with(props, args, arg_params, fixed, &[], &mut |_| {
+        Err(SimError::die("no interactive parameters"))
+    })
+}
+
+/// [`parse_and_validate`] with `interactive` parameters: one given without a value gets what `prompt` returns for
+/// it (before validation, as `get_options` calls the mapping's function); an error of `prompt` is the command's.
+pub fn parse_and_validate_with(
+    props: &BTreeMap<String, Value>,
+    args: &[String],
+    arg_params: &[&str],
+    fixed: &BTreeMap<String, String>,
+    interactive: &[&str],
+    prompt: &mut dyn FnMut(&str) -> Result<String, SimError>,
+) -> std::result::Result<BTreeMap<String, String>, (String, SimError)> {
+    let mut parsed = get_options_with(props, args, arg_params, fixed, interactive)?;
+    for name in interactive {
+        // PVE: `return $value if $value; return get_confirmed_password()` (so "" and "0" prompt)
+        if let Some("" | "0") = parsed.params.get(*name).map(String::as_str) {
+            let v = prompt(name).map_err(|e| (parsed.warnings.clone(), e))?;
+            parsed.params.insert((*name).to_string(), v);
+        }
+    }
     let mut check = parsed.params.clone();
     check.remove("extra-args");
     crate::schema::validate_except(props, &check, "extra-args")

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 
 use crate::ct;
 use crate::error::{Result, SimError};
-use crate::getopt::parse_and_validate;
+use crate::getopt::parse_and_validate_with;
 use crate::node::Node;
 use crate::schema::{expand, method_params};
 use crate::task::{stderr_after, TaskOutcome};
@@ -101,7 +101,8 @@ fn vmid_of(p: &BTreeMap<String, String>) -> u32 {
     p.get("vmid").and_then(|v| v.parse().ok()).unwrap_or(0)
 }
 
-/// Runs `pct <args>`; `stdin` is read only by `pct exec ... -- chpasswd`.
+/// Runs `pct <args>`; `stdin` is read only by `pct exec ... -- chpasswd` and by `pct create --password` given
+/// without a value (two lines: the password and its confirmation, as PVE reads them when stdin is no terminal).
 pub fn run(node: &Node, args: &[String], stdin: &mut dyn std::io::Read) -> Outcome {
     let Some(cmd) = args.first() else {
         return Outcome::err(
@@ -126,7 +127,38 @@ pub fn run(node: &Node, args: &[String], stdin: &mut dyn std::io::Read) -> Outco
     } else {
         BTreeMap::new()
     };
-    let mut p = match parse_and_validate(&props, &args[1..], sp.args, &fixed) {
+    // pct's param_mapping: create_vm's `password` is the interactive `pve-password` mapping
+    let interactive: &[&str] = if cmd == "create" { &["password"] } else { &[] };
+    let mut lines: Option<std::vec::IntoIter<String>> = None;
+    let mut prompt = |_: &str| -> std::result::Result<String, SimError> {
+        let lines = lines.get_or_insert_with(|| {
+            let mut text = String::new();
+            let _ = stdin.read_to_string(&mut text);
+            text.split_inclusive('\n')
+                .map(|l| l.trim_end_matches('\n').to_string())
+                .collect::<Vec<_>>()
+                .into_iter()
+        });
+        let mut read = || {
+            lines
+                .next()
+                .ok_or_else(|| SimError::die("EOF while reading password"))
+        };
+        let (first, again) = (read()?, read()?);
+        if first != again {
+            return Err(SimError::die("passwords do not match"));
+        }
+        Ok(first)
+    };
+    let parsed = parse_and_validate_with(
+        &props,
+        &args[1..],
+        sp.args,
+        &fixed,
+        interactive,
+        &mut prompt,
+    );
+    let mut p = match parsed {
         Ok(p) => p,
         Err((warn, e)) => {
             return Outcome::err(&format!("{warn}{}", e.render(Some(&u))), e.exit_code())

@@ -212,7 +212,7 @@ async fn create_gives_normalised_config_and_set_keeps_the_mac() {
     sp.searchdomains = vec!["example.org".into()];
     sp.description = Some("line one\nline: two".into());
     sp.features.nesting = true;
-    n.create(&sp).await.expect("create");
+    n.create(&sp, None).await.expect("create");
 
     let c = n.config(200).await.expect("config");
     assert_eq!(c.lock, None, "lock removed at the end of create");
@@ -305,7 +305,7 @@ async fn env_entrypoint_and_host_managed_nics() {
             ..nic("lan0", "dhcp")
         },
     );
-    n.create(&sp).await.expect("create");
+    n.create(&sp, None).await.expect("create");
     // env is no `pct create` argument (a NUL cannot be in one): the caller writes the lines into the file.
     assert!(n.config(210).await.expect("config").env.is_empty());
     let three = BTreeMap::from([
@@ -429,7 +429,7 @@ async fn templates_are_cloned_linked_or_full() {
     let mut sp = spec(9000, "local-lvm", 2);
     sp.hostname = Some("golden".into());
     sp.nets.insert(0, nic("eth0", "dhcp"));
-    n.create(&sp).await.expect("create");
+    n.create(&sp, None).await.expect("create");
     let src_mac = n
         .config(9000)
         .await
@@ -504,7 +504,7 @@ async fn templates_are_cloned_linked_or_full() {
 
     let mut dir = spec(9100, "local", 2);
     dir.hostname = Some("dirbase".into());
-    n.create(&dir).await.expect("create on dir");
+    n.create(&dir, None).await.expect("create on dir");
     n.template(9100).await.expect("template");
     let o = s.cli("pve1", "pct", &["clone", "9100", "304"]);
     assert_ne!(o.code, 0, "{}", o.stderr);
@@ -558,7 +558,7 @@ async fn defaults_and_mount_points_on_other_storages() {
             shared: None,
         },
     );
-    n.create(&sp).await.expect("create");
+    n.create(&sp, None).await.expect("create");
     let c = n.config(201).await.expect("config");
     assert_eq!(c.raw["rootfs"], "local-zfs:subvol-201-disk-0,size=2G");
     assert_eq!(
@@ -584,7 +584,7 @@ async fn defaults_and_mount_points_on_other_storages() {
 async fn create_lock_is_visible_during_a_slow_create() {
     let (s, n) = seeded(Some("[latency]\ncreate_ms = 2500\n")).await;
     let n2 = n.clone();
-    let creating = tokio::spawn(async move { n2.create(&spec(300, "local-lvm", 1)).await });
+    let creating = tokio::spawn(async move { n2.create(&spec(300, "local-lvm", 1), None).await });
     let deadline = Instant::now() + Duration::from_secs(2);
     let seen = loop {
         let l = n.list_containers().await.expect("list");
@@ -613,7 +613,7 @@ async fn create_lock_is_visible_during_a_slow_create() {
     }
     assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
     // The ID is already taken.
-    match n.create(&spec(300, "local-lvm", 1)).await {
+    match n.create(&spec(300, "local-lvm", 1), None).await {
         Err(PveError::AlreadyExists {
             vmid: 300,
             node,
@@ -633,9 +633,11 @@ async fn create_lock_is_visible_during_a_slow_create() {
 #[tokio::test]
 async fn vmids_are_unique_across_the_cluster_and_qemu() {
     let (s, a, b) = cluster().await;
-    a.create(&spec(100, "local-lvm", 1)).await.expect("create");
+    a.create(&spec(100, "local-lvm", 1), None)
+        .await
+        .expect("create");
     for n in [&a, &b] {
-        match n.create(&spec(100, "local-lvm", 1)).await {
+        match n.create(&spec(100, "local-lvm", 1), None).await {
             Err(PveError::AlreadyExists {
                 vmid: 100,
                 node,
@@ -668,7 +670,7 @@ async fn vmids_are_unique_across_the_cluster_and_qemu() {
     let qdir = s.state("pve1").join("nodes/pve2/qemu-server");
     std::fs::create_dir_all(&qdir).expect("mkdir");
     std::fs::write(qdir.join("105.conf"), "memory: 512\n").expect("write");
-    match a.create(&spec(105, "local-lvm", 1)).await {
+    match a.create(&spec(105, "local-lvm", 1), None).await {
         Err(PveError::AlreadyExists {
             vmid: 105,
             node,
@@ -699,7 +701,7 @@ async fn failed_create_leaves_nothing_behind() {
         "[faults]\nfail_creates = { count = 1, message = \"boom\" }\n",
     ))
     .await;
-    match n.create(&spec(100, "local-lvm", 4)).await {
+    match n.create(&spec(100, "local-lvm", 4), None).await {
         Err(PveError::TaskFailed { message, .. }) => {
             assert!(
                 message.contains("unable to create CT 100 - boom"),
@@ -725,13 +727,13 @@ async fn failed_create_leaves_nothing_behind() {
             .map(|x| x.used),
         Some(0)
     );
-    n.create(&spec(100, "local-lvm", 4))
+    n.create(&spec(100, "local-lvm", 4), None)
         .await
         .expect("the id is free again");
 
     let mut missing = spec(101, "local-lvm", 1);
     missing.template = "local:vztmpl/debian-13-standard_13.9-1_amd64.tar.zst".into();
-    match n.create(&missing).await {
+    match n.create(&missing, None).await {
         Err(PveError::TaskFailed { message, .. }) => assert_eq!(
             message,
             "unable to create CT 101 - can't find file 'local:vztmpl/debian-13-standard_13.9-1_amd64.tar.zst'"
@@ -754,7 +756,9 @@ async fn failed_create_leaves_nothing_behind() {
 #[tokio::test]
 async fn power_operations_are_idempotent() {
     let (s, n) = seeded(None).await;
-    n.create(&spec(100, "local-lvm", 1)).await.expect("create");
+    n.create(&spec(100, "local-lvm", 1), None)
+        .await
+        .expect("create");
     assert!(!n.is_running(100).await.expect("status"));
     n.start(100).await.expect("start");
     n.start(100).await.expect("start again is fine");
@@ -793,7 +797,9 @@ async fn power_operations_are_idempotent() {
 #[tokio::test]
 async fn shutdown_that_times_out_is_forced() {
     let (s, n) = seeded(Some("[latency]\nstop_ms = 1500\n")).await;
-    n.create(&spec(100, "local-lvm", 1)).await.expect("create");
+    n.create(&spec(100, "local-lvm", 1), None)
+        .await
+        .expect("create");
     n.start(100).await.expect("start");
     let o = s.cli("pve1", "pct", &["shutdown", "100", "--timeout", "1"]);
     assert_eq!(
@@ -821,7 +827,9 @@ async fn shutdown_that_times_out_is_forced() {
 #[tokio::test]
 async fn resize_grows_refuses_to_shrink_and_detects_a_failed_task() {
     let (s, n) = seeded(Some("[[storage]]\nid = \"local-lvm\"\ncapacity_gib = 20\n")).await;
-    n.create(&spec(100, "local-lvm", 8)).await.expect("create");
+    n.create(&spec(100, "local-lvm", 8), None)
+        .await
+        .expect("create");
     n.resize(100, "rootfs", 12).await.expect("grow");
     let c = n.config(100).await.expect("config");
     assert_eq!(c.raw["rootfs"], "local-lvm:vm-100-disk-0,size=12G");
@@ -879,7 +887,7 @@ async fn destroy_removes_the_ct_and_its_volumes() {
             shared: None,
         },
     );
-    n.create(&sp).await.expect("create");
+    n.create(&sp, None).await.expect("create");
     n.start(100).await.expect("start");
     // A leftover volume of this vmid that the config does not reference.
     let o = s.cli(
@@ -913,7 +921,7 @@ async fn destroy_removes_the_ct_and_its_volumes() {
 
     let mut p = spec(101, "local-lvm", 1);
     p.protection = Some(true);
-    n.create(&p).await.expect("create");
+    n.create(&p, None).await.expect("create");
     assert!(matches!(
         n.destroy(101).await,
         Err(PveError::Protected { vmid: 101, .. })
@@ -1024,7 +1032,7 @@ async fn interfaces_are_empty_when_stopped_and_addressed_when_running() {
     let mut sp = spec(100, "local-lvm", 1);
     sp.nets.insert(0, nic("eth0", "dhcp"));
     sp.nets.insert(1, nic("eth1", "192.168.7.60/24"));
-    n.create(&sp).await.expect("create");
+    n.create(&sp, None).await.expect("create");
     assert!(n.interfaces(100).await.expect("interfaces").is_empty());
     let o = s.cli(
         "pve1",
@@ -1078,7 +1086,7 @@ async fn lock_contention_is_retried_within_the_budget() {
     let (_s, n) = seeded(Some("[faults]\nlock_vmid = { vmid = 100, seconds = 7 }\n")).await;
     let n = n.with_retry(RetryPolicy::default());
     let t = Instant::now();
-    n.create(&spec(100, "local-lvm", 1))
+    n.create(&spec(100, "local-lvm", 1), None)
         .await
         .expect("create after a retry");
     assert!(t.elapsed() >= Duration::from_secs(5), "{:?}", t.elapsed());
@@ -1094,7 +1102,7 @@ async fn lock_contention_is_given_up_after_the_budget() {
         max_delay: Duration::from_millis(100),
     });
     let t = Instant::now();
-    match n.create(&spec(100, "local-lvm", 1)).await {
+    match n.create(&spec(100, "local-lvm", 1), None).await {
         Err(e @ PveError::LockTimeout { vmid: 100, .. }) => assert!(e.retryable()),
         other => panic!("expected LockTimeout, got {other:?}"),
     }
@@ -1112,7 +1120,9 @@ async fn lock_contention_is_given_up_after_the_budget() {
 #[tokio::test]
 async fn locked_ct_is_retried_and_unlock_clears_it() {
     let (s, n) = seeded(None).await;
-    n.create(&spec(100, "local-lvm", 1)).await.expect("create");
+    n.create(&spec(100, "local-lvm", 1), None)
+        .await
+        .expect("create");
     let o = s.cli("pve1", "pct", &["set", "100", "--lock", "backup"]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     let t = Instant::now();
@@ -1165,7 +1175,9 @@ async fn locked_ct_is_retried_and_unlock_clears_it() {
 #[tokio::test]
 async fn root_password_is_set_through_chpasswd_on_stdin() {
     let (s, n) = seeded(None).await;
-    n.create(&spec(100, "local-lvm", 1)).await.expect("create");
+    n.create(&spec(100, "local-lvm", 1), None)
+        .await
+        .expect("create");
     let pw = Secret::new("correct horse battery".to_string());
     match n.set_root_password(100, &pw).await {
         Err(e @ PveError::NotRunning { vmid: 100, .. }) => {
@@ -1219,6 +1231,84 @@ async fn root_password_is_set_through_chpasswd_on_stdin() {
     assert_eq!(o.code, 0, "{}", o.stderr);
 }
 
+// ----- §2.1/§3.8: the root password set by the create itself (pct's interactive --password) ----------------
+
+fn runtime_json(s: &Sim, vmid: u32) -> serde_json::Value {
+    serde_json::from_str(
+        &std::fs::read_to_string(s.state("pve1").join(format!("runtime/{vmid}.json")))
+            .unwrap_or_else(|_| "{}".into()),
+    )
+    .expect("json")
+}
+
+#[tokio::test]
+async fn create_sets_the_root_password_read_from_stdin_and_leaves_the_ct_unbooted() {
+    let (s, n) = seeded(None).await;
+    let pw = Secret::new("correct horse battery".to_string());
+    n.create(&spec(100, "local-lvm", 1), Some(&pw))
+        .await
+        .expect("create");
+    let want = {
+        use sha2::Digest;
+        hex::encode(sha2::Sha256::digest(b"correct horse battery"))
+    };
+    let rt = runtime_json(&s, 100);
+    assert_eq!(rt["passwords"]["root"], want.as_str(), "{rt}");
+    assert_eq!(rt["boots"], 0, "created without a start: {rt}");
+    assert!(!n.is_running(100).await.expect("status"));
+    n.start(100).await.expect("start");
+    let rt = runtime_json(&s, 100);
+    assert_eq!(rt["boots"], 1, "{rt}");
+    assert_eq!(rt["first_boot"]["root_password"], true, "{rt}");
+
+    // the CLI as PVE's: the password and its confirmation are lines of stdin; a value in argv works too
+    let create = |vmid: &str, extra: &[&str], stdin: Option<&str>| {
+        let mut args = vec!["create", vmid, TMPL, "--rootfs", "local-lvm:1"];
+        args.extend_from_slice(extra);
+        s.cli_stdin("pve1", "pct", &args, stdin)
+    };
+    let o = create("101", &["--password"], Some("s3cret-1\ns3cret-2\n"));
+    assert_eq!(
+        (o.code, o.stderr.as_str()),
+        (255, "passwords do not match\n")
+    );
+    let o = create("101", &["--password"], Some("s3cret-1\n"));
+    assert_eq!(
+        (o.code, o.stderr.as_str()),
+        (255, "EOF while reading password\n")
+    );
+    let o = create("101", &["--password"], Some("abc\nabc\n"));
+    assert_eq!(o.code, 255, "{}", o.stderr);
+    assert!(
+        o.stderr
+            .starts_with("400 Parameter verification failed.\npassword: value must be at least 5 characters long\n"),
+        "checked like a value given in argv: {}",
+        o.stderr
+    );
+    assert!(n.config(101).await.is_err(), "nothing was created");
+    // `--password` followed by another option has no value either: it prompts
+    let o = create(
+        "101",
+        &["--password", "--memory", "256"],
+        Some("s3cret-1\ns3cret-1\n"),
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let o = create("102", &["--password", "s3cret-2"], None);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let hash = |p: &[u8]| {
+        use sha2::Digest;
+        hex::encode(sha2::Sha256::digest(p))
+    };
+    assert_eq!(
+        runtime_json(&s, 101)["passwords"]["root"],
+        hash(b"s3cret-1").as_str()
+    );
+    assert_eq!(
+        runtime_json(&s, 102)["passwords"]["root"],
+        hash(b"s3cret-2").as_str()
+    );
+}
+
 // ----- §2.1: ssh keys from a file, validated ------------------------------------------------------------------
 
 #[tokio::test]
@@ -1226,7 +1316,7 @@ async fn ssh_keys_are_read_from_a_file_and_validated() {
     let (s, n) = seeded(None).await;
     let mut sp = spec(100, "local-lvm", 1);
     sp.ssh_public_keys = vec![ed25519_key(1, "a@x"), ed25519_key(2, "b@y")];
-    n.create(&sp).await.expect("create with keys");
+    n.create(&sp, None).await.expect("create with keys");
     let rt = std::fs::read_to_string(s.state("pve1").join("runtime/100.json")).unwrap_or_default();
     assert!(
         rt.contains("a@x") && rt.contains("b@y"),
@@ -1240,7 +1330,7 @@ async fn ssh_keys_are_read_from_a_file_and_validated() {
 
     let mut bad = spec(101, "local-lvm", 1);
     bad.ssh_public_keys = vec!["ssh-ed25519 bm90IGEga2V5 oops".into()];
-    match n.create(&bad).await {
+    match n.create(&bad, None).await {
         Err(PveError::Command { stderr, status, .. }) => {
             assert_eq!(stderr, "SSH public key validation error");
             assert_eq!(status, Some(255));
@@ -1286,7 +1376,9 @@ async fn ssh_keys_are_read_from_a_file_and_validated() {
 #[tokio::test]
 async fn migrate_with_restart_moves_a_running_ct() {
     let (s, a, b) = cluster().await;
-    a.create(&spec(100, "local-lvm", 1)).await.expect("create");
+    a.create(&spec(100, "local-lvm", 1), None)
+        .await
+        .expect("create");
     a.start(100).await.expect("start");
     match a.migrate(100, "pve2", false).await {
         Err(PveError::Command { stderr, .. }) => {
@@ -1665,7 +1757,7 @@ async fn mount_options_and_existing_volumes_are_stored_and_existing_ones_outlive
             deny_write: Some(true),
         },
     );
-    n.create(&sp).await.expect("create");
+    n.create(&sp, None).await.expect("create");
     let c = n.config(202).await.expect("config");
     assert_eq!(
         c.raw["mp0"],
@@ -1756,7 +1848,7 @@ async fn on_a_running_ct_new_mount_points_and_devices_hotplug_changed_ones_wait(
             ..Default::default()
         },
     );
-    n.create(&sp).await.expect("create");
+    n.create(&sp, None).await.expect("create");
     n.start(203).await.expect("start");
     let now = n.config(203).await.expect("config");
     let vol = now.mount_points[&0].volume.clone();

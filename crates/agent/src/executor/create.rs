@@ -21,9 +21,13 @@ impl<D: NodeApi> Executor<D> {
             } else {
                 match cfg.description.as_deref().and_then(ManagedMark::from_description) {
                     Some(m) if m == c.mark => {
-                        // Created by an earlier attempt of this (or an equivalent) operation.
-                        if c.start && self.status(vmid).await? != "running" {
-                            d.start(vmid).await?;
+                        // Created by an earlier attempt of this (or an equivalent) operation, which may have
+                        // stopped before it wrote env and idmap: written again (the same lines) before a start.
+                        if self.status(vmid).await? != "running" {
+                            self.write_runtime_lines(op_id, vmid, &c.options).await?;
+                            if c.start {
+                                d.start(vmid).await?;
+                            }
                         }
                         if c.start {
                             self.wait_for_addresses(op_id, vmid, !cfg.nets.is_empty())
@@ -78,21 +82,36 @@ impl<D: NodeApi> Executor<D> {
             ..c.options.clone()
         };
         self.progress(op_id, format!("creating CT {vmid}"));
-        let running = match d.create(&spec, c.password.as_ref(), c.start).await {
-            Ok(running) => running,
-            Err(e) => {
-                // PVE removes a failed create's config itself, but a killed tool may leave the lock behind.
-                if let Ok(Some(cfg)) = d.config(vmid).await {
-                    if is_half_made(&cfg) {
-                        let _ = self.cleanup(vmid).await;
-                    }
+        if let Err(e) = d.create(&spec, c.password.as_ref()).await {
+            // PVE removes a failed create's config itself, but a killed tool may leave the lock behind.
+            if let Ok(Some(cfg)) = d.config(vmid).await {
+                if is_half_made(&cfg) {
+                    let _ = self.cleanup(vmid).await;
                 }
-                return Err(e.into());
             }
-        };
-        // lxc.idmap and env are no `pct create` options (env's NUL separator cannot be in an argument): written
-        // into the config file before the first start (a container the create left running restarts to take
-        // them).
+            return Err(e.into());
+        }
+        self.write_runtime_lines(op_id, vmid, &spec).await?;
+        // What was asked for is what was created (pct create fails otherwise): no need to read it back here.
+        let has_net = !spec.nets.is_empty();
+        let mut interfaces = None;
+        if c.start {
+            self.progress(op_id, format!("starting CT {vmid}"));
+            d.start(vmid).await?;
+            interfaces = self.wait_for_addresses(op_id, vmid, has_net).await;
+        }
+        ok("created", self.observed_with(vmid, interfaces).await)
+    }
+
+    /// lxc.idmap and env are no `pct create` options (env's NUL separator cannot be in an argument): written into
+    /// the config file of the stopped container before its first start, so the first boot already runs with them.
+    async fn write_runtime_lines(
+        &self,
+        op_id: &str,
+        vmid: u32,
+        spec: &CreateSpec,
+    ) -> Result<(), PveError> {
+        let d = &*self.inner.node;
         if !spec.env.is_empty() {
             self.progress(
                 op_id,
@@ -104,19 +123,6 @@ impl<D: NodeApi> Executor<D> {
             self.progress(op_id, "writing lxc.idmap into the config file");
             d.write_idmap(vmid, &spec.idmap).await?;
         }
-        if running && !(spec.env.is_empty() && spec.idmap.is_empty()) {
-            d.reboot(vmid, REBOOT_TIMEOUT_SECS).await?;
-        }
-        // What was asked for is what was created (pct create fails otherwise): no need to read it back here.
-        let has_net = !spec.nets.is_empty();
-        let mut interfaces = None;
-        if c.start {
-            if !running {
-                self.progress(op_id, format!("starting CT {vmid}"));
-                d.start(vmid).await?;
-            }
-            interfaces = self.wait_for_addresses(op_id, vmid, has_net).await;
-        }
-        ok("created", self.observed_with(vmid, interfaces).await)
+        Ok(())
     }
 }

@@ -32,7 +32,7 @@ fn args(vmid: u32) -> CreateSpec {
 async fn create_start_destroy_lifecycle() {
     let dir = tempfile::tempdir().unwrap();
     let n = node(Duration::ZERO, &dir);
-    n.create(&args(1000), None, true).await.unwrap();
+    n.create(&args(1000), None).await.unwrap();
     let cfg = n.config(1000).await.unwrap().unwrap();
     assert_eq!(cfg.raw["rootfs"], "local-lvm:vm-1000-disk-0,size=1G");
     assert_eq!(cfg.hwaddr(0), Some("BC:24:11:00:03:E8"), "{cfg:?}");
@@ -55,9 +55,9 @@ async fn create_start_destroy_lifecycle() {
     n.stop(1000).await.unwrap();
     n.destroy(1000, true).await.unwrap();
     assert_eq!(n.counts(), (0, 0));
-    assert!(n.create(&args(1000), None, true).await.is_ok());
+    assert!(n.create(&args(1000), None).await.is_ok());
     assert!(n
-        .create(&args(1000), None, true)
+        .create(&args(1000), None)
         .await
         .unwrap_err()
         .to_string()
@@ -71,7 +71,7 @@ async fn unknown_template_is_refused_and_pveam_only_when_it_downloads() {
     let mut a = args(1001);
     a.template = "local:vztmpl/other.tar.zst".into();
     assert!(n
-        .create(&a, None, true)
+        .create(&a, None)
         .await
         .unwrap_err()
         .to_string()
@@ -87,14 +87,14 @@ async fn unknown_template_is_refused_and_pveam_only_when_it_downloads() {
         .pveam_download("local", "other.tar.zst")
         .await
         .unwrap();
-    assert!(n.create(&a, None, true).await.is_ok());
+    assert!(n.create(&a, None).await.is_ok());
 }
 
 #[tokio::test]
 async fn the_vmid_lock_serialises_work_on_one_container() {
     let dir = tempfile::tempdir().unwrap();
     let n = node(Duration::from_millis(100), &dir);
-    n.create(&args(1002), None, true).await.unwrap();
+    n.create(&args(1002), None).await.unwrap();
     // The start takes the lock first; the stop must wait for it, so the container ends stopped. Without
     // the lock the stop would run at once and the slow start would leave it running.
     let (a, b) = tokio::join!(n.start(1002), n.stop(1002));
@@ -112,7 +112,7 @@ async fn without_config_locks_slow_calls_overlap_and_are_counted() {
         ..MemNodeOptions::new("pve1", dir.path().to_path_buf())
     });
     let (x, y) = (args(1003), args(1004));
-    let (a, b) = tokio::join!(n.create(&x, None, true), n.create(&y, None, true));
+    let (a, b) = tokio::join!(n.create(&x, None), n.create(&y, None));
     a.unwrap();
     b.unwrap();
     assert_eq!(n.state.lock().unwrap().max_running, 2);

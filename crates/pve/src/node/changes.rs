@@ -5,12 +5,22 @@ use super::*;
 
 impl Node {
     /// `pct create` (see README: pct, not pvesh, because its exit code reports a failed task, and its
-    /// `--ssh-public-keys` takes a file). The CT is not started and has no root password yet: call
-    /// [`Node::start`] and then [`Node::set_root_password`].
+    /// `--ssh-public-keys` takes a file). The CT is left stopped. With a `password`, root's password is set by the
+    /// create itself (PVE's post-create setup writes the shadow entry before the first start): `--password` goes
+    /// last without a value and the password on stdin, twice (pct's interactive `pve-password` mapping reads the
+    /// password and its confirmation as lines when stdin is no terminal), so it never appears in any argv, log or
+    /// error.
     ///
     /// Errors worth matching: [`PveError::AlreadyExists`] (the vmid is taken, by this or another node) and
     /// [`PveError::Locked`] with `create` (a half-created CT: [`Node::unlock`] then [`Node::destroy`]).
-    pub async fn create(&self, spec: &CreateSpec) -> Result<(), PveError> {
+    pub async fn create(
+        &self,
+        spec: &CreateSpec,
+        password: Option<&Secret>,
+    ) -> Result<(), PveError> {
+        if let Some(pw) = password {
+            check_password(spec.vmid, pw)?;
+        }
         let keyfile = if spec.ssh_public_keys.is_empty() {
             None
         } else {
@@ -18,8 +28,17 @@ impl Node {
                 &spec.ssh_public_keys,
             ))?)
         };
-        let args = argv::create_args(spec, keyfile.as_ref().map(|f| f.path()))?;
-        let cmd = self.pct(args, self.timeouts.create);
+        let mut args = argv::create_args(spec, keyfile.as_ref().map(|f| f.path()))?;
+        let cmd = match password {
+            Some(pw) => {
+                args.push("--password".into());
+                let pw = pw.expose();
+                self.pct(args, self.timeouts.create)
+                    .stdin(format!("{pw}\n{pw}\n").into_bytes())
+                    .redact(pw)
+            }
+            None => self.pct(args, self.timeouts.create),
+        };
         tracing::info!(node = %self.name, vmid = spec.vmid, "creating container");
         self.exec(cmd, Some(spec.vmid)).await?;
         drop(keyfile);
@@ -257,15 +276,8 @@ impl Node {
     /// Sets root's password inside a running CT: `pct exec <vmid> --keep-env 0 -- chpasswd` with
     /// `root:<password>\n` on stdin. The password never appears in any argv, log or error.
     pub async fn set_root_password(&self, vmid: u32, password: &Secret) -> Result<(), PveError> {
+        check_password(vmid, password)?;
         let pw = password.expose();
-        if pw.chars().count() < 5 || pw.contains(['\n', '\r', '\0']) {
-            return Err(PveError::invalid(
-                Some(vmid),
-                "password",
-                "<redacted>",
-                "at least 5 characters, no newlines",
-            ));
-        }
         let cmd = Command::new("pct")
             .args([
                 "exec",
@@ -286,6 +298,20 @@ impl Node {
     pub async fn is_running(&self, vmid: u32) -> Result<bool, PveError> {
         Ok(self.status(vmid).await?.status == RunState::Running)
     }
+}
+
+/// PVE's `password` (minLength 5), and one line: it travels on stdin as a line.
+fn check_password(vmid: u32, password: &Secret) -> Result<(), PveError> {
+    let pw = password.expose();
+    if pw.chars().count() < 5 || pw.contains(['\n', '\r', '\0']) {
+        return Err(PveError::invalid(
+            Some(vmid),
+            "password",
+            "<redacted>",
+            "at least 5 characters, no newlines",
+        ));
+    }
+    Ok(())
 }
 
 /// Copies current MACs into NIC changes that have none (pure; used by [`Node::set`]).

@@ -236,9 +236,16 @@ pub fn create(
         }
         Ok(())
     })?;
-    if outcome.ok() && !ssh_keys.is_empty() {
+    let password = p.get("password");
+    if outcome.ok() && (!ssh_keys.is_empty() || password.is_some()) {
+        // the post-create setup writes root's authorized_keys and shadow entry (the lxc backend has written them
+        // into the rootfs; the record says what was set)
         let mut rt = runtime(node, vmid);
         rt.authorized_keys = ssh_keys;
+        if let Some(pw) = password {
+            rt.passwords
+                .insert("root".into(), super::guest::password_hash(pw));
+        }
         save_runtime(node, vmid, &rt)?;
     }
     if start_after && outcome.ok() {

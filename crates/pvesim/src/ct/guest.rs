@@ -15,7 +15,6 @@ use crate::node::Node;
 /// known user (only `root` exists); the password is recorded as its SHA-256 in the runtime state. Returns the
 /// exit code and stderr of chpasswd (1 and `chpasswd: line N: ...` on bad input, nothing changed).
 pub fn chpasswd(node: &Node, vmid: u32, input: &str) -> Result<(i32, String)> {
-    use sha2::Digest;
     let mut errors = String::new();
     let mut set = BTreeMap::new();
     for (i, line) in input.lines().enumerate() {
@@ -29,10 +28,7 @@ pub fn chpasswd(node: &Node, vmid: u32, input: &str) -> Result<(i32, String)> {
                 "chpasswd: line {n}: user '{user}' does not exist\n"
             )),
             Some((user, pw)) => {
-                set.insert(
-                    user.to_string(),
-                    hex::encode(sha2::Sha256::digest(pw.as_bytes())),
-                );
+                set.insert(user.to_string(), password_hash(pw));
             }
         }
     }
@@ -45,6 +41,12 @@ pub fn chpasswd(node: &Node, vmid: u32, input: &str) -> Result<(i32, String)> {
     rt.passwords.extend(set);
     save_runtime(node, vmid, &rt)?;
     Ok((0, String::new()))
+}
+
+/// What the memory backend keeps of a password in the CT's "shadow file": its SHA-256, hex.
+pub(super) fn password_hash(password: &str) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(password.as_bytes()))
 }
 
 pub(super) fn mac_to_ll(mac: &str) -> String {

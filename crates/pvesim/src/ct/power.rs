@@ -168,6 +168,7 @@ pub fn start(
         }
         rt.running = true;
         rt.started = now();
+        rt.booted(&conf);
         save_runtime(node, vmid, &rt)
     })
 }
@@ -271,6 +272,7 @@ pub fn reboot(node: &Node, vmid: u32, out: &mut String, err: &mut String) -> Res
             assign_leases(node, vmid, &conf, &mut rt)?;
         }
         rt.started = now();
+        rt.booted(&conf);
         save_runtime(node, vmid, &rt)
     })
 }
