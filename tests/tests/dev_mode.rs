@@ -52,13 +52,53 @@ async fn dev_mode_runs_the_main_job_stops_its_agents_and_restarts_on_its_state()
     .await;
     assert_eq!(code, 0, "plan --detailed-exitcode: {out}\n{err}");
 
-    // Nothing was downloaded: the template in mk33's cache is still dev mode's placeholder.
-    let template = pxfleet_controller::dev::DEFAULT_TEMPLATES[0];
+    // Dev mode does what a real node does with the options an agent writes into the config file itself
+    // (env and idmap, issue 34): applied, shown by pct config, and the plan is empty after.
+    let opts = tmp.path().join("opts.yaml");
+    let example =
+        std::fs::read_to_string(workspace_root().join("examples/dev/fleet.yaml")).unwrap();
+    let template_url = example
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("template_url: "))
+        .expect("the example's template_url");
+    std::fs::write(
+        &opts,
+        format!(
+            "fleet: opts\ncontainers:\n  o:\n    node: mk33\n    vm_id: 2190\n    template_url: {template_url}\n    \
+             datastore_id: local-zfs\n    memory: 256\n    disk_size: 2\n    env: {{APP_MODE: blue}}\n    idmap:\n      \
+             - {{type: uid, container_id: 0, host_id: 200000, size: 65536}}\n      \
+             - {{type: gid, container_id: 0, host_id: 200000, size: 65536}}\n"
+        ),
+    )
+    .unwrap();
+    let opts = opts.to_str().unwrap();
+    let (code, out, err) = pxctl(&bins, &export, &["submit", opts, "-y"]).await;
+    assert_eq!(code, 0, "submit env+idmap: {out}\n{err}");
     let env = [(
         "PVESIM_STATE".to_string(),
         data.join("nodes/mk33/sim").display().to_string(),
     )]
     .into();
+    let config = pxfleet_pvesim::run("pct", &["config".into(), "2190".into()], &env);
+    assert_eq!(config.code, 0, "{}", config.stderr);
+    for line in [
+        "env: APP_MODE=blue",
+        "lxc.idmap: u 0 200000 65536",
+        "lxc.idmap: g 0 200000 65536",
+    ] {
+        assert!(
+            config.stdout.lines().any(|l| l == line),
+            "{line:?} in pct config:\n{}",
+            config.stdout
+        );
+    }
+    let (code, out, err) = pxctl(&bins, &export, &["plan", opts, "--detailed-exitcode"]).await;
+    assert_eq!(code, 0, "plan env+idmap: {out}\n{err}");
+    let (code, out, err) = pxctl(&bins, &export, &["destroy", "opts", "-y"]).await;
+    assert_eq!(code, 0, "destroy: {out}\n{err}");
+
+    // Nothing was downloaded: the template in mk33's cache is still dev mode's placeholder.
+    let template = pxfleet_controller::dev::DEFAULT_TEMPLATES[0];
     let where_ = pxfleet_pvesim::run(
         "pvesm",
         &["path".into(), format!("local:vztmpl/{template}")],
