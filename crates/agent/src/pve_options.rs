@@ -143,6 +143,11 @@ fn apply_options(s: &mut CreateSpec, options: &[(String, String)]) -> Result<(),
             "ostype" => s.ostype = Some(v.to_string()),
             "env" => s.env = pxfleet_pve::runtime::parse_env(v),
             "entrypoint" => s.entrypoint = Some(v.to_string()),
+            "arch" => s.arch = Some(v.to_string()),
+            "timezone" => s.timezone = Some(v.to_string()),
+            "console" => s.console = Some(flag(k, v)?),
+            "tty" => s.tty = Some(num(k, v)?),
+            "cmode" => s.cmode = Some(v.to_string()),
             "tags" => s.tags = words(v),
             "description" => s.description = Some(v.to_string()),
             "lxc.idmap" => s.idmap.push(v.trim().to_string()),
@@ -244,6 +249,21 @@ pub fn options_text(s: &CreateSpec) -> Vec<(String, String)> {
     }
     if let Some(e) = &s.entrypoint {
         push("entrypoint", e.clone());
+    }
+    if let Some(a) = &s.arch {
+        push("arch", a.clone());
+    }
+    if let Some(t) = &s.timezone {
+        push("timezone", t.clone());
+    }
+    if let Some(b) = s.console {
+        push("console", b01(b));
+    }
+    if let Some(t) = s.tty {
+        push("tty", t.to_string());
+    }
+    if let Some(m) = &s.cmode {
+        push("cmode", m.clone());
     }
     if let Some(b) = s.protection {
         push("protection", b01(b));

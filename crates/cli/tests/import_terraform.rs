@@ -541,6 +541,55 @@ resource "proxmox_virtual_environment_container" "app" {
 }
 
 #[test]
+fn bpg_console_block_and_cpu_architecture_are_mapped() {
+    let (fleet, yaml, warnings) = import_main_tf(
+        r#"
+resource "proxmox_virtual_environment_container" "app" {
+  node_name = "pve1"
+  vm_id     = 321
+  disk {
+    datastore_id = "local-lvm"
+    size         = 8
+  }
+  initialization {
+    hostname = "app"
+  }
+  operating_system {
+    template_file_id = "local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst"
+  }
+  cpu {
+    architecture = "arm64"
+    cores        = 2
+  }
+  console {
+    enabled   = false
+    tty_count = 4
+    type      = "shell"
+  }
+}
+"#,
+        "app",
+    );
+    let c = &fleet.containers["app"];
+    assert_eq!(c.arch.as_deref(), Some("arm64"), "{yaml}");
+    assert_eq!(
+        c.console,
+        pxfleet_spec::Console {
+            enabled: Some(false),
+            tty_count: Some(4),
+            mode: Some("shell".into()),
+        },
+        "{yaml}"
+    );
+    assert!(
+        !warnings
+            .iter()
+            .any(|w| w.contains("console") || w.contains("architecture")),
+        "{warnings:#?}"
+    );
+}
+
+#[test]
 fn a_clone_block_becomes_a_clone_template() {
     let (fleet, yaml, warnings) = import_main_tf(
         r#"

@@ -161,6 +161,13 @@ pub fn observed_config_from_pb(c: &pb::ContainerSpec) -> ObservedConfig {
         ostype: non_empty(&c.ostype),
         env: c.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         entrypoint: non_empty(&c.entrypoint),
+        arch: non_empty(&c.arch),
+        timezone: non_empty(&c.timezone),
+        console: pxfleet_spec::Console {
+            enabled: c.console,
+            tty_count: c.tty,
+            mode: non_empty(&c.cmode),
+        },
         unprivileged: c.unprivileged,
         features: Features {
             nesting: features.nesting,
@@ -371,6 +378,11 @@ pub fn container_spec(
         ostype: c.ostype.clone().unwrap_or_default(),
         entrypoint: c.entrypoint.clone().unwrap_or_default(),
         env: c.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        arch: c.arch.clone().unwrap_or_default(),
+        timezone: c.timezone.clone().unwrap_or_default(),
+        console: c.console.enabled,
+        tty: c.console.tty_count,
+        cmode: c.console.mode.clone().unwrap_or_default(),
         template_volid: if template.source.is_clone() {
             String::new()
         } else {

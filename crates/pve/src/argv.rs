@@ -362,6 +362,74 @@ fn resources(
     Ok(())
 }
 
+/// The architectures PVE's `arch` takes.
+pub const ARCHES: &[&str] = &["amd64", "i386", "arm64", "armhf", "riscv32", "riscv64"];
+/// The console modes PVE's `cmode` takes.
+pub const CMODES: &[&str] = &["tty", "console", "shell"];
+/// The most ttys PVE's `tty` gives a container.
+pub const MAX_TTY: u32 = 6;
+
+fn check_arch(vmid: u32, arch: &str) -> R<()> {
+    if ARCHES.contains(&arch) {
+        Ok(())
+    } else {
+        Err(PveError::invalid(
+            Some(vmid),
+            "arch",
+            arch,
+            &format!("one of {}", ARCHES.join(", ")),
+        ))
+    }
+}
+
+/// `--timezone`, `--console`, `--tty`, `--cmode`, checked as PVE's schema checks them.
+fn system(
+    a: &mut Args,
+    vmid: u32,
+    timezone: Option<&String>,
+    console: Option<bool>,
+    tty: Option<u32>,
+    cmode: Option<&String>,
+) -> R<()> {
+    if let Some(tz) = timezone {
+        if !crate::zones::is_timezone(tz) {
+            return Err(PveError::invalid(
+                Some(vmid),
+                "timezone",
+                tz,
+                "host, UTC or a zone of /usr/share/zoneinfo/zone.tab (Europe/Berlin)",
+            ));
+        }
+        a.opt("timezone", tz.clone());
+    }
+    if let Some(c) = console {
+        a.flag("console", c);
+    }
+    if let Some(t) = tty {
+        if t > MAX_TTY {
+            return Err(PveError::invalid(
+                Some(vmid),
+                "tty",
+                t,
+                &format!("0 to {MAX_TTY}"),
+            ));
+        }
+        a.opt("tty", t.to_string());
+    }
+    if let Some(m) = cmode {
+        if !CMODES.contains(&m.as_str()) {
+            return Err(PveError::invalid(
+                Some(vmid),
+                "cmode",
+                m,
+                &format!("one of {}", CMODES.join(", ")),
+            ));
+        }
+        a.opt("cmode", m.clone());
+    }
+    Ok(())
+}
+
 /// Arguments after `pct` for `pct create`. `ssh_keys_file` is the 0600 file holding `spec.ssh_public_keys`
 /// (required when there are keys). Option order is fixed (golden-tested).
 pub fn create_args(spec: &CreateSpec, ssh_keys_file: Option<&Path>) -> R<Vec<String>> {
@@ -385,6 +453,7 @@ pub fn create_args(spec: &CreateSpec, ssh_keys_file: Option<&Path>) -> R<Vec<Str
         a.opt("hostname", h.clone());
     }
     if let Some(x) = &spec.arch {
+        check_arch(vmid, x)?;
         a.opt("arch", x.clone());
     }
     if let Some(x) = &spec.ostype {
@@ -441,9 +510,14 @@ pub fn create_args(spec: &CreateSpec, ssh_keys_file: Option<&Path>) -> R<Vec<Str
         check_description(vmid, d)?;
         a.opt("description", d.clone());
     }
-    if let Some(tz) = &spec.timezone {
-        a.opt("timezone", tz.clone());
-    }
+    system(
+        &mut a,
+        vmid,
+        spec.timezone.as_ref(),
+        spec.console,
+        spec.tty,
+        spec.cmode.as_ref(),
+    )?;
     // env is written into the config file after the create (lxc.environment.runtime lines): checked here.
     crate::runtime::env_entries(vmid, &spec.env)?;
     if let Some(e) = &spec.entrypoint {
@@ -538,6 +612,18 @@ pub fn set_args(vmid: u32, c: &ConfigChange) -> R<Vec<String>> {
     if let Some(o) = &c.ostype {
         a.opt("ostype", o.clone());
     }
+    if let Some(x) = &c.arch {
+        check_arch(vmid, x)?;
+        a.opt("arch", x.clone());
+    }
+    system(
+        &mut a,
+        vmid,
+        c.timezone.as_ref(),
+        c.console,
+        c.tty,
+        c.cmode.as_ref(),
+    )?;
     // env is written into the config file by the caller (lxc.environment.runtime lines): checked here.
     if let Some(e) = &c.env {
         crate::runtime::env_entries(vmid, e)?;
@@ -656,5 +742,87 @@ mod tests {
             mount_point_value(100, 0, &m).unwrap(),
             "local-zfs:8,mp=/data,backup=1"
         );
+    }
+}
+
+#[cfg(test)]
+mod system_tests {
+    use super::*;
+    use crate::spec::RootfsSpec;
+
+    fn spec() -> CreateSpec {
+        CreateSpec::new(
+            100,
+            "local:vztmpl/debian-13-standard_13.6-1_amd64.tar.zst",
+            RootfsSpec {
+                storage: "local-lvm".into(),
+                size_gib: 8,
+            },
+        )
+    }
+
+    fn has(args: &[String], key: &str, value: &str) -> bool {
+        args.windows(2)
+            .any(|w| w[0] == format!("--{key}") && w[1] == value)
+    }
+
+    #[test]
+    fn arch_timezone_and_console_reach_create_and_set() {
+        let mut s = spec();
+        s.arch = Some("arm64".into());
+        s.timezone = Some("Europe/Berlin".into());
+        s.console = Some(false);
+        s.tty = Some(6);
+        s.cmode = Some("shell".into());
+        let a = create_args(&s, None).unwrap();
+        for (k, v) in [
+            ("arch", "arm64"),
+            ("timezone", "Europe/Berlin"),
+            ("console", "0"),
+            ("tty", "6"),
+            ("cmode", "shell"),
+        ] {
+            assert!(has(&a, k, v), "--{k} {v} in {a:?}");
+        }
+        let c = ConfigChange {
+            arch: Some("amd64".into()),
+            timezone: Some("host".into()),
+            console: Some(true),
+            tty: Some(0),
+            cmode: Some("console".into()),
+            ..Default::default()
+        };
+        let a = set_args(100, &c).unwrap();
+        for (k, v) in [
+            ("arch", "amd64"),
+            ("timezone", "host"),
+            ("console", "1"),
+            ("tty", "0"),
+            ("cmode", "console"),
+        ] {
+            assert!(has(&a, k, v), "--{k} {v} in {a:?}");
+        }
+    }
+
+    #[test]
+    fn values_pves_schema_refuses_are_refused_before_running_anything() {
+        type Case = (&'static str, fn(&mut CreateSpec));
+        let cases: [Case; 5] = [
+            ("arch", |s| s.arch = Some("sparc".into())),
+            ("timezone", |s| {
+                s.timezone = Some("Mars/Olympus_Mons".into())
+            }),
+            ("timezone", |s| s.timezone = Some("CET".into())),
+            ("tty", |s| s.tty = Some(7)),
+            ("cmode", |s| s.cmode = Some("serial".into())),
+        ];
+        for (field, f) in cases {
+            let mut s = spec();
+            f(&mut s);
+            match create_args(&s, None) {
+                Err(PveError::Invalid { field: got, .. }) => assert_eq!(got, field),
+                other => panic!("{field}: {other:?}"),
+            }
+        }
     }
 }

@@ -67,10 +67,11 @@ impl ConfigChange {
     /// now, the pending change is reverted (`revert`) instead of another one piled on it.
     ///
     /// From `desired`, only what can change in place is read: hostname, cores, cpulimit, cpuunits, memory, swap,
-    /// features, nets, nameservers, searchdomains, startup, onboot, protection, ostype, env, entrypoint, tags,
-    /// description, mount points and devices (vmid, template, rootfs, unprivileged, SSH keys, arch and timezone
-    /// are create-only). `None` / empty desired values delete what the config has (memory, swap, hostname, ostype,
-    /// env, entrypoint and the description are never deleted; tags are compared as the whole list). A NIC without
+    /// features, nets, nameservers, searchdomains, startup, onboot, protection, ostype, arch, timezone, console,
+    /// tty, cmode, env, entrypoint, tags, description, mount points and devices (vmid, template, rootfs,
+    /// unprivileged and SSH keys are create-only). `None` / empty desired values delete what the config has
+    /// (memory, swap, hostname, ostype, arch, timezone, console, tty, cmode, env, entrypoint and the description
+    /// are never deleted; tags are compared as the whole list). A NIC without
     /// `hwaddr` keeps its current MAC. Mount points and devices are matched by their path, not their slot (see
     /// [`mounts::diff`]).
     pub fn diff(
@@ -210,6 +211,53 @@ impl ConfigChange {
             d.ostype.as_ref(),
             false,
         );
+        // Set when given, never deleted (the fleet compares them only when given); an absent console, tty or cmode
+        // is PVE's default (1, 2, tty).
+        scalar(
+            &mut c.arch,
+            del,
+            "arch",
+            current,
+            current.arch.clone(),
+            d.arch.as_ref(),
+            false,
+        );
+        scalar(
+            &mut c.timezone,
+            del,
+            "timezone",
+            current,
+            current.timezone.clone(),
+            d.timezone.as_ref(),
+            false,
+        );
+        scalar(
+            &mut c.console,
+            del,
+            "console",
+            current,
+            Some(current.console.unwrap_or(true)),
+            d.console.as_ref(),
+            false,
+        );
+        scalar(
+            &mut c.tty,
+            del,
+            "tty",
+            current,
+            Some(current.tty.unwrap_or(2)),
+            d.tty.as_ref(),
+            false,
+        );
+        scalar(
+            &mut c.cmode,
+            del,
+            "cmode",
+            current,
+            Some(current.cmode.clone().unwrap_or_else(|| "tty".into())),
+            d.cmode.as_ref(),
+            false,
+        );
         // Set when given, never deleted: an OCI image brings its own (the fleet compares them only when given).
         if !d.env.is_empty() && current.env != d.env {
             c.env = Some(d.env.clone());
@@ -290,6 +338,11 @@ impl ConfigChange {
             "onboot" => self.onboot.map(b),
             "protection" => self.protection.map(b),
             "ostype" => self.ostype.clone(),
+            "arch" => self.arch.clone(),
+            "timezone" => self.timezone.clone(),
+            "console" => self.console.map(b),
+            "tty" => self.tty.map(|v| v.to_string()),
+            "cmode" => self.cmode.clone(),
             "env" => self.env.as_ref().map(|e| {
                 e.iter()
                     .map(|(k, v)| format!("{k}={v}"))
@@ -325,6 +378,11 @@ impl ConfigChange {
             "onboot" => self.onboot = None,
             "protection" => self.protection = None,
             "ostype" => self.ostype = None,
+            "arch" => self.arch = None,
+            "timezone" => self.timezone = None,
+            "console" => self.console = None,
+            "tty" => self.tty = None,
+            "cmode" => self.cmode = None,
             "env" => self.env = None,
             "entrypoint" => self.entrypoint = None,
             "tags" => self.tags = None,
@@ -353,6 +411,11 @@ impl ConfigChange {
             "onboot",
             "protection",
             "ostype",
+            "arch",
+            "timezone",
+            "console",
+            "tty",
+            "cmode",
             "env",
             "entrypoint",
             "tags",

@@ -25,6 +25,7 @@ pub mod runtime;
 pub mod scripted;
 pub mod secret;
 pub mod spec;
+pub mod zones;
 
 pub use error::PveError;
 pub use mark::{ManagedMark, MANAGED_LINE_PREFIX, MANAGED_TAG};

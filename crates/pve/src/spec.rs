@@ -139,7 +139,14 @@ pub struct CreateSpec {
     /// Normally detected from the template.
     pub arch: Option<String>,
     pub ostype: Option<String>,
+    /// `host`, `UTC` or a zone of zone.tab ([`crate::zones::is_timezone`]).
     pub timezone: Option<String>,
+    /// `--console` (PVE's default: 1).
+    pub console: Option<bool>,
+    /// `--tty`, 0..=6 (PVE's default: 2).
+    pub tty: Option<u32>,
+    /// `--cmode`: `tty`, `console` or `shell` (PVE's default: `tty`).
+    pub cmode: Option<String>,
     /// `env` (PVE 9.1+), any number of variables: not passed to `pct create` (a command line cannot carry PVE's
     /// NUL separator); written into the config file as `lxc.environment.runtime` lines after the create
     /// ([`crate::conffile::write_env`]). Empty: left out.
@@ -178,6 +185,9 @@ impl CreateSpec {
             arch: None,
             ostype: None,
             timezone: None,
+            console: None,
+            tty: None,
+            cmode: None,
             env: BTreeMap::new(),
             entrypoint: None,
         }
@@ -206,6 +216,13 @@ pub struct ConfigChange {
     pub description: Option<String>,
     /// `--ostype` (never deleted: PVE requires it).
     pub ostype: Option<String>,
+    /// `--arch`, `--timezone`, `--console`, `--tty`, `--cmode`: set when given and different, never deleted (a
+    /// file that leaves them out does not compare them).
+    pub arch: Option<String>,
+    pub timezone: Option<String>,
+    pub console: Option<bool>,
+    pub tty: Option<u32>,
+    pub cmode: Option<String>,
     /// `env` (PVE 9.1+), replacing every variable; `Some(empty)` removes them. Not sent by `pct set`: the
     /// caller writes the `lxc.environment.runtime` lines into the config file ([`crate::conffile::write_env`]).
     pub env: Option<BTreeMap<String, String>>,

@@ -1966,3 +1966,77 @@ async fn unprivileged_containers_with_quotas_do_not_start() {
     let o = s.cli("pve1", "pct", &["start", "403"]);
     assert_eq!(o.code, 0, "{}", o.stderr);
 }
+
+// ----- §2.2: arch, timezone (zone.tab), console, tty, cmode ------------------------------------------------------
+
+#[tokio::test]
+async fn arch_timezone_and_console_options_are_checked_stored_and_pending_on_a_running_ct() {
+    let (s, n) = seeded(None).await;
+    let create = |vmid: &str, extra: &[&str]| {
+        let mut args = vec!["create", vmid, TMPL, "--rootfs", "local-lvm:1"];
+        args.extend_from_slice(extra);
+        s.cli("pve1", "pct", &args)
+    };
+    for (extra, want) in [
+        (&["--timezone", "Mars/Olympus_Mons"][..], "timezone: invalid format - invalid time zone 'Mars/Olympus_Mons'\n"),
+        (&["--timezone", "CET"][..], "timezone: invalid format - invalid time zone 'CET'\n"),
+        (&["--tty", "7"][..], "tty: value must have a maximum value of 6\n"),
+        (&["--cmode", "serial"][..], "cmode: value 'serial' does not have a value in the enumeration 'shell, console, tty'\n"),
+        (&["--arch", "sparc"][..], "arch: value 'sparc' does not have a value in the enumeration 'amd64, i386, arm64, armhf, riscv32, riscv64'\n"),
+    ] {
+        let o = create("101", extra);
+        assert_eq!(o.code, 255, "{extra:?}: {}", o.stderr);
+        assert!(
+            o.stderr.starts_with(&format!("400 Parameter verification failed.\n{want}")),
+            "{extra:?}: {}",
+            o.stderr
+        );
+    }
+    let o = create(
+        "100",
+        &[
+            "--arch",
+            "arm64",
+            "--timezone",
+            "Europe/Berlin",
+            "--console",
+            "0",
+            "--tty",
+            "4",
+            "--cmode",
+            "shell",
+        ],
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let cfg = n.config(100).await.expect("config");
+    assert_eq!(cfg.arch.as_deref(), Some("arm64"));
+    assert_eq!(cfg.timezone.as_deref(), Some("Europe/Berlin"));
+    assert_eq!(
+        (cfg.console, cfg.tty, cfg.cmode.as_deref()),
+        (Some(false), Some(4), Some("shell"))
+    );
+    // host and UTC are always accepted
+    n.start(100).await.expect("start");
+    let o = s.cli(
+        "pve1",
+        "pct",
+        &[
+            "set",
+            "100",
+            "--timezone",
+            "host",
+            "--tty",
+            "2",
+            "--console",
+            "1",
+        ],
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let pending = s.cli("pve1", "pct", &["pending", "100"]).stdout;
+    for line in ["new timezone: host", "new tty: 2", "new console: 1"] {
+        assert!(
+            pending.lines().any(|l| l == line),
+            "{line:?} pending on a running CT:\n{pending}"
+        );
+    }
+}

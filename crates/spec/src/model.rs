@@ -279,6 +279,45 @@ pub struct Container {
     /// (PVE's `/sbin/init`, or an OCI image's own entrypoint). PVE 9.1+.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub entrypoint: Option<String>,
+    /// `--arch`: the container's architecture. `None`: detected by PVE from the template (not compared).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arch: Option<String>,
+    /// `--timezone` (bpg has none): `host` (the node's), `UTC` or a zone of zone.tab, set up inside the container
+    /// at each start. `None`: PVE does nothing (not compared).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timezone: Option<String>,
+    /// `console:` (bpg `console { enabled, tty_count, type }`): PVE's `console`, `tty` and `cmode`, each compared
+    /// only when given.
+    #[serde(default, skip_serializing_if = "Console::is_unset")]
+    pub console: Console,
+}
+
+/// `console:` of a container: PVE's `console` (a `/dev/console` device), `tty` (how many ttys) and `cmode` (what
+/// `pct console` attaches to). `None`: not given (desired: not compared) or PVE's default (observed: 1, 2, tty).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Console {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tty_count: Option<u32>,
+    /// `tty`, `console` or `shell` (fleet.yaml `type`).
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+}
+
+impl Console {
+    pub fn is_unset(&self) -> bool {
+        *self == Console::default()
+    }
+
+    /// What a container config without these keys has: PVE's defaults.
+    pub fn pve_defaults() -> Console {
+        Console {
+            enabled: Some(true),
+            tty_count: Some(2),
+            mode: Some("tty".into()),
+        }
+    }
 }
 
 /// The `ostype` values PVE accepts (CONTRACT §3.1).

@@ -90,6 +90,15 @@ pub struct ObservedConfig {
     /// `entrypoint`; `None` when the config has none (PVE's `/sbin/init`).
     #[serde(default)]
     pub entrypoint: Option<String>,
+    /// `arch` as the node reports it (PVE detects it from the template when not given).
+    #[serde(default)]
+    pub arch: Option<String>,
+    /// `timezone`; `None` when the config has none.
+    #[serde(default)]
+    pub timezone: Option<String>,
+    /// `console`, `tty`, `cmode` in effect (PVE's defaults filled in for absent keys).
+    #[serde(default)]
+    pub console: crate::model::Console,
 }
 
 /// One `netN` and, for a running container, the addresses it really has.
@@ -157,6 +166,16 @@ impl ObservedContainer {
                 ostype: c.ostype.clone(),
                 env: c.env.clone(),
                 entrypoint: c.entrypoint.clone(),
+                arch: c.arch.clone(),
+                timezone: c.timezone.clone(),
+                console: {
+                    let pve = crate::model::Console::pve_defaults();
+                    crate::model::Console {
+                        enabled: c.console.enabled.or(pve.enabled),
+                        tty_count: c.console.tty_count.or(pve.tty_count),
+                        mode: c.console.mode.clone().or(pve.mode),
+                    }
+                },
                 unprivileged: c.unprivileged,
                 features: c.features.clone(),
                 interfaces: c

@@ -24,6 +24,7 @@ mod network;
 mod reader;
 mod resolve;
 mod runtime;
+mod system;
 mod templates;
 
 pub(crate) const TOP_FIELDS: &[&str] = &[
@@ -88,9 +89,13 @@ pub(crate) const CONTAINER_FIELDS: &[&str] = &[
     "ostype",
     "env",
     "entrypoint",
+    "arch",
+    "timezone",
+    "console",
     "interface_name",
     "host_managed",
 ];
+const CONSOLE_FIELDS: &[&str] = &["enabled", "tty_count", "type"];
 const FEATURE_FIELDS: &[&str] = &["nesting", "fuse", "keyctl", "mount"];
 const DNS_FIELDS: &[&str] = &["servers", "domain"];
 const STARTUP_FIELDS: &[&str] = &["order", "up_delay", "down_delay"];

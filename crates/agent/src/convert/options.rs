@@ -125,6 +125,11 @@ pub fn create_spec(spec: &v1::ContainerSpec) -> Result<CreateSpec, String> {
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     s.entrypoint = Some(spec.entrypoint.clone()).filter(|e| !e.is_empty());
+    s.arch = Some(spec.arch.clone()).filter(|a| !a.is_empty());
+    s.timezone = Some(spec.timezone.clone()).filter(|t| !t.is_empty());
+    s.console = spec.console;
+    s.tty = spec.tty;
+    s.cmode = Some(spec.cmode.clone()).filter(|m| !m.is_empty());
     for m in &spec.mount_points {
         let volume = if m.existing {
             MountVolume::Existing {

@@ -187,5 +187,11 @@ pub fn config_to_spec(vmid: u32, cfg: &ContainerConfig) -> v1::ContainerSpec {
             .collect(),
         // Create only; a config does not say where it was cloned from.
         clone_source: None,
+        arch: cfg.arch.clone().unwrap_or_default(),
+        timezone: cfg.timezone.clone().unwrap_or_default(),
+        // what is in effect: PVE's defaults for absent keys
+        console: Some(cfg.console.unwrap_or(true)),
+        tty: Some(cfg.tty.unwrap_or(2)),
+        cmode: cfg.cmode.clone().unwrap_or_else(|| "tty".into()),
     }
 }

@@ -302,6 +302,27 @@ pub fn entry_fields(
     if let Some(o) = &c.ostype {
         m.insert("ostype".into(), json!(o));
     }
+    if let Some(a) = &c.arch {
+        m.insert("arch".into(), json!(a));
+    }
+    if let Some(t) = &c.timezone {
+        m.insert("timezone".into(), json!(t));
+    }
+    // console settings other than PVE's defaults
+    let pve = pxfleet_spec::Console::pve_defaults();
+    let mut cm = Map::new();
+    if c.console.enabled.is_some() && c.console.enabled != pve.enabled {
+        cm.insert("enabled".into(), json!(c.console.enabled));
+    }
+    if c.console.tty_count.is_some() && c.console.tty_count != pve.tty_count {
+        cm.insert("tty_count".into(), json!(c.console.tty_count));
+    }
+    if c.console.mode.is_some() && c.console.mode != pve.mode {
+        cm.insert("type".into(), json!(c.console.mode));
+    }
+    if !cm.is_empty() {
+        m.insert("console".into(), Value::Object(cm));
+    }
     if !c.tags.is_empty() {
         m.insert("tags".into(), json!(c.tags));
     }

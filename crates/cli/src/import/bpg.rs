@@ -177,13 +177,7 @@ pub fn container(
                             "cores" => set_num(&mut ev, &path, a, "cores"),
                             "units" => set_num(&mut ev, &path, a, "cpu_units"),
                             "limit" => set_num(&mut ev, &path, a, "cpu_limit"),
-                            "architecture" => {
-                                let v = ev.value(&path, a);
-                                if v.as_ref().and_then(Value::as_str).unwrap_or("amd64") != "amd64"
-                                {
-                                    ev.unmapped(&path, a, "pxfleet creates amd64 containers");
-                                }
-                            }
+                            "architecture" => set(&mut ev, &path, a, "arch", Value::is_string),
                             _ => ev.unmapped(&path, a, "no pxfleet field"),
                         }
                     }
@@ -227,6 +221,37 @@ pub fn container(
                     }
                     if !s.is_empty() {
                         ev.ct.set("startup", Value::Object(s));
+                    }
+                }
+                "console" => {
+                    // bpg's console block: PVE's console, tty, cmode
+                    let mut s = serde_json::Map::new();
+                    for (path, a) in ev.attrs("console.", &b.body) {
+                        let k = a.key.as_str();
+                        let v = ev.value(&path, a);
+                        match (k, v) {
+                            (_, None) => {}
+                            ("enabled", Some(v)) => match as_bool(&v) {
+                                Some(b) => {
+                                    s.insert("enabled".into(), json!(b));
+                                }
+                                None => ev.unmapped(&path, a, "not a boolean"),
+                            },
+                            ("tty_count", Some(v)) => match as_u64(&v) {
+                                Some(n) => {
+                                    s.insert("tty_count".into(), json!(n));
+                                }
+                                None => ev.unmapped(&path, a, "not a number"),
+                            },
+                            ("type", Some(Value::String(t))) => {
+                                s.insert("type".into(), json!(t));
+                            }
+                            ("type", Some(_)) => ev.unmapped(&path, a, "not a string"),
+                            _ => ev.unmapped(&path, a, "no pxfleet field"),
+                        }
+                    }
+                    if !s.is_empty() {
+                        ev.ct.set("console", Value::Object(s));
                     }
                 }
                 "mount_point" => mount_point(&mut ev, b),

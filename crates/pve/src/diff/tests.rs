@@ -208,3 +208,33 @@ fn a_pending_change_the_desired_side_does_not_want_is_reverted_not_piled_on() {
     assert!(c.delete.is_empty());
     assert_eq!(c.keys(), vec!["cores"]);
 }
+
+#[test]
+fn arch_timezone_and_console_are_set_when_given_never_deleted_and_absent_keys_are_pves_defaults() {
+    let cur = config(&[("tags", "pxfleet"), ("arch", "amd64"), ("timezone", "UTC")]);
+    // Left out: nothing compared, nothing deleted.
+    assert_eq!(
+        ConfigChange::diff(&cur, &desired(), &[]),
+        ConfigChange::default()
+    );
+    // PVE's defaults for absent console keys: asking for them changes nothing.
+    let mut d = desired();
+    d.console = Some(true);
+    d.tty = Some(2);
+    d.cmode = Some("tty".into());
+    d.arch = Some("amd64".into());
+    d.timezone = Some("UTC".into());
+    assert_eq!(ConfigChange::diff(&cur, &d, &[]), ConfigChange::default());
+    d.console = Some(false);
+    d.tty = Some(4);
+    d.cmode = Some("shell".into());
+    d.timezone = Some("Europe/Berlin".into());
+    let c = ConfigChange::diff(&cur, &d, &[]);
+    assert_eq!(c.console, Some(false));
+    assert_eq!(c.tty, Some(4));
+    assert_eq!(c.cmode.as_deref(), Some("shell"));
+    assert_eq!(c.timezone.as_deref(), Some("Europe/Berlin"));
+    assert_eq!(c.arch, None);
+    assert!(c.delete.is_empty(), "{c:?}");
+    assert_eq!(c.keys(), ["timezone", "console", "tty", "cmode"]);
+}

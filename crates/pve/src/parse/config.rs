@@ -16,6 +16,14 @@ pub struct ContainerConfig {
     pub hostname: Option<String>,
     pub arch: Option<String>,
     pub ostype: Option<String>,
+    /// `timezone` (`host`, `UTC` or a zone of zone.tab).
+    pub timezone: Option<String>,
+    /// `console` (PVE's default when absent: 1).
+    pub console: Option<bool>,
+    /// `tty` (PVE's default when absent: 2).
+    pub tty: Option<u32>,
+    /// `cmode` (PVE's default when absent: `tty`).
+    pub cmode: Option<String>,
     /// `env` (PVE 9.1+): the `lxc.environment.runtime` variables; empty when none.
     pub env: BTreeMap<String, String>,
     /// `entrypoint` (PVE 9.1+).
@@ -83,6 +91,10 @@ impl ContainerConfig {
                 "hostname" => c.hostname = Some(v.clone()),
                 "arch" => c.arch = Some(v.clone()),
                 "ostype" => c.ostype = Some(v.clone()),
+                "timezone" => c.timezone = Some(v.clone()),
+                "console" => c.console = Some(flag(&k, &v)?),
+                "tty" => c.tty = Some(num(&k, &v)? as u32),
+                "cmode" => c.cmode = Some(v.clone()),
                 "env" => c.env = crate::runtime::parse_env(&v),
                 "entrypoint" => c.entrypoint = Some(v.clone()),
                 "cores" => c.cores = Some(num(&k, &v)? as u32),

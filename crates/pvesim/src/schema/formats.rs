@@ -38,6 +38,20 @@ fn dns_name_ok(s: &str) -> bool {
     .is_match(s)
 }
 
+/// Whether `/usr/share/zoneinfo/zone.tab` lists `zone` (its third column), as PVE reads it; a machine without
+/// tzdata (a PVE node always has it) reads the list crates/pve embeds from tzdata.
+fn zone_tab_has(zone: &str) -> bool {
+    match std::fs::read_to_string("/usr/share/zoneinfo/zone.tab") {
+        Ok(tab) => tab
+            .lines()
+            .filter(|l| !l.trim_start().starts_with('#'))
+            .any(|l| l.split('\t').nth(2) == Some(zone)),
+        Err(_) => include_str!("../../../pve/src/zones.txt")
+            .lines()
+            .any(|l| !l.starts_with('#') && l == zone),
+    }
+}
+
 /// Splits a PVE list (`split_list`: separators `,;` and whitespace, and NUL).
 pub fn split_list(s: &str) -> Vec<String> {
     s.split(|c: char| c == ',' || c == ';' || c.is_whitespace() || c == '\0')
@@ -189,11 +203,9 @@ pub fn check_named_format(name: &str, v: &str) -> std::result::Result<(), String
                 Ok(())
             }
         }
+        // verify_ct_timezone: `host`, else pve_verify_timezone: `UTC` or the third column of a zone.tab line
         "pve-ct-timezone" => {
-            if v == "host"
-                || v == "UTC"
-                || re(r"^[A-Za-z][A-Za-z0-9_+\-]*(/[A-Za-z0-9_+\-]+)*$").is_match(v)
-            {
+            if v == "host" || v == "UTC" || zone_tab_has(v) {
                 Ok(())
             } else {
                 Err(format!("invalid time zone '{v}'"))

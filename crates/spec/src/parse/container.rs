@@ -114,6 +114,9 @@ impl Cx<'_> {
                 }
                 "env" => c.env = self.env(n, &p),
                 "entrypoint" => c.entrypoint = self.entrypoint(n, &p),
+                "arch" => c.arch = self.arch(n, &p).or(c.arch.take()),
+                "timezone" => c.timezone = self.timezone(n, &p).or(c.timezone.take()),
+                "console" => self.console(n, &p, &mut c.console),
                 "features" => self.features(&mut c.features, n, &p),
                 "extra_interfaces" => {
                     if let Some(items) = self.seq(n, &p) {

@@ -335,6 +335,63 @@ fn runtime(
             false,
         );
     }
+    system(df, d, a, oc);
+}
+
+/// arch, timezone and console: each compared only when the file gives it (PVE detects the arch, leaves the time
+/// zone alone and has console defaults otherwise); applied at the next start.
+fn system(
+    df: &mut Differ,
+    d: &Container,
+    a: Option<&Container>,
+    oc: &crate::observed::ObservedConfig,
+) {
+    if d.arch.is_some() {
+        df.cmp(
+            s(field::ARCH),
+            oc.arch.as_deref(),
+            a.map(|a| a.arch.as_deref()),
+            d.arch.as_deref(),
+            false,
+        );
+    }
+    if d.timezone.is_some() {
+        df.cmp(
+            s(field::TIMEZONE),
+            oc.timezone.as_deref(),
+            a.map(|a| a.timezone.as_deref()),
+            d.timezone.as_deref(),
+            false,
+        );
+    }
+    let (dc, ac) = (&d.console, a.map(|a| &a.console));
+    if dc.enabled.is_some() {
+        df.cmp(
+            s(field::CONSOLE_ENABLED),
+            oc.console.enabled,
+            ac.map(|c| c.enabled),
+            dc.enabled,
+            false,
+        );
+    }
+    if dc.tty_count.is_some() {
+        df.cmp(
+            s(field::CONSOLE_TTY_COUNT),
+            oc.console.tty_count,
+            ac.map(|c| c.tty_count),
+            dc.tty_count,
+            false,
+        );
+    }
+    if dc.mode.is_some() {
+        df.cmp(
+            s(field::CONSOLE_TYPE),
+            oc.console.mode.as_deref(),
+            ac.map(|c| c.mode.as_deref()),
+            dc.mode.as_deref(),
+            false,
+        );
+    }
 }
 
 fn interfaces(

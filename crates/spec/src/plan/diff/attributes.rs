@@ -111,6 +111,21 @@ pub(crate) fn attributes(c: &Container, template: Option<&Template>) -> Vec<Attr
     if let Some(e) = &c.entrypoint {
         v.push(Attribute::known(field::ENTRYPOINT, json(e)));
     }
+    if let Some(x) = &c.arch {
+        v.push(Attribute::known(field::ARCH, json(x)));
+    }
+    if let Some(x) = &c.timezone {
+        v.push(Attribute::known(field::TIMEZONE, json(x)));
+    }
+    if let Some(x) = c.console.enabled {
+        v.push(Attribute::known(field::CONSOLE_ENABLED, json(&x)));
+    }
+    if let Some(x) = c.console.tty_count {
+        v.push(Attribute::known(field::CONSOLE_TTY_COUNT, json(&x)));
+    }
+    if let Some(x) = &c.console.mode {
+        v.push(Attribute::known(field::CONSOLE_TYPE, json(x)));
+    }
     for m in &c.mount_points {
         v.push(Attribute::known(
             field::mount_point(m.path()),

@@ -34,6 +34,11 @@ pub const OSTYPE: &str = "ostype";
 pub const IDMAP: &str = "idmap";
 pub const ENV: &str = "env";
 pub const ENTRYPOINT: &str = "entrypoint";
+pub const ARCH: &str = "arch";
+pub const TIMEZONE: &str = "timezone";
+pub const CONSOLE_ENABLED: &str = "console.enabled";
+pub const CONSOLE_TTY_COUNT: &str = "console.tty_count";
+pub const CONSOLE_TYPE: &str = "console.type";
 /// net0's `name=`: top-level in the file, where `name` would read as the container's.
 pub const INTERFACE_NAME: &str = "interface_name";
 

@@ -1,0 +1,83 @@
+//! The container's system options: `arch` (`--arch`), `timezone` (`--timezone`) and `console:` (`console`, `tty`,
+//! `cmode`; bpg's `console { enabled, tty_count, type }`), checked as PVE's schema checks them.
+
+use super::{quote, Cx, CONSOLE_FIELDS};
+use crate::model::Console;
+use crate::yaml::Node;
+
+/// The architectures PVE's `arch` takes.
+pub(crate) const ARCHES: &[&str] = pxfleet_pve::argv::ARCHES;
+/// The console modes PVE's `cmode` takes.
+pub(crate) const CONSOLE_TYPES: &[&str] = pxfleet_pve::argv::CMODES;
+
+impl Cx<'_> {
+    /// `arch:` one of PVE's architectures.
+    pub(super) fn arch(&mut self, n: &Node, path: &str) -> Option<String> {
+        let v = self.string(n, path)?;
+        if ARCHES.contains(&v.as_str()) {
+            return Some(v);
+        }
+        self.err(
+            n.span,
+            path,
+            format!("arch {} is not one PVE knows", quote(&v)),
+            Some(&format!("one of {}", ARCHES.join(", "))),
+        );
+        None
+    }
+
+    /// `timezone:` `host`, `UTC` or a zone of zone.tab.
+    pub(super) fn timezone(&mut self, n: &Node, path: &str) -> Option<String> {
+        let v = self.string(n, path)?;
+        if pxfleet_pve::zones::is_timezone(&v) {
+            return Some(v);
+        }
+        self.err(
+            n.span,
+            path,
+            format!("timezone {} is not one PVE accepts", quote(&v)),
+            Some("host (the node's zone), UTC, or a zone of /usr/share/zoneinfo/zone.tab such as Europe/Berlin"),
+        );
+        None
+    }
+
+    /// `console:` a mapping of `enabled`, `tty_count` (0..6) and `type` (tty, console, shell); each sub-field
+    /// given replaces the one from `defaults`.
+    pub(super) fn console(&mut self, n: &Node, path: &str, into: &mut Console) {
+        let Some(es) = self.map(n, path) else {
+            return;
+        };
+        for e in es {
+            let p = super::join(path, &e.key);
+            self.record(&p, e.value.span);
+            if Self::given_empty(e, CONSOLE_FIELDS) {
+                continue;
+            }
+            match e.key.as_str() {
+                "enabled" => into.enabled = self.boolean(&e.value, &p).or(into.enabled),
+                "tty_count" => {
+                    let max = i64::from(pxfleet_pve::argv::MAX_TTY);
+                    into.tty_count = self
+                        .int(&e.value, &p, 0, max, "")
+                        .map(|v| v as u32)
+                        .or(into.tty_count);
+                }
+                "type" => {
+                    if let Some(v) = self.string(&e.value, &p) {
+                        if CONSOLE_TYPES.contains(&v.as_str()) {
+                            into.mode = Some(v);
+                        } else {
+                            self.err(
+                                e.value.span,
+                                &p,
+                                format!("console type {} is not one PVE knows", quote(&v)),
+                                Some(&format!("one of {}", CONSOLE_TYPES.join(", "))),
+                            );
+                        }
+                    }
+                }
+                _ => self.unknown_field(e, path, CONSOLE_FIELDS),
+            }
+        }
+    }
+}
