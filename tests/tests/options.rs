@@ -116,3 +116,70 @@ async fn arch_timezone_and_console_are_created_changed_with_a_restart_and_left_a
         plan.diagnostics
     );
 }
+
+const NET: u32 = 2611;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn link_down_and_trunks_are_created_and_changed_live() {
+    let c = Cluster::start(1).await.expect("cluster");
+    let body = |net0: &str, net1: &str| {
+        fleet_yaml(
+            "nets",
+            &format!(
+                "  n:\n    node: mk33\n    vm_id: {NET}\n    memory: 512\n    disk_size: 4\n{net0}    \
+                 extra_interfaces:\n      - {{name: eth1, bridge: vmbr0, ip_address: dhcp{net1}}}\n"
+            ),
+        )
+    };
+    let path = submit(
+        &c,
+        "nets.yaml",
+        &body("    trunks: [10, 20]\n", ", link_down: true"),
+    )
+    .await;
+    c.wait_running("nets", &["n"], UP).await;
+    let cfg = c.pct_config("mk33", NET);
+    assert!(cfg["net0"].contains(",trunks=10;20"), "{cfg:?}");
+    assert!(cfg["net1"].contains(",link_down=1"), "{cfg:?}");
+    plan_is_empty(&c, &path).await;
+    let ct = c.containers("nets").await.unwrap().remove(0);
+    assert_eq!(
+        ct.addresses.len(),
+        1,
+        "the interface that is down got no DHCP lease: {:?}",
+        ct.addresses
+    );
+
+    // Interfaces change on a running container without a restart.
+    let next = body("    trunks: [30]\n", "");
+    let (code, out, err) = c
+        .pxctl(&["plan", c.write_fleet("nets2.yaml", &next).to_str().unwrap()])
+        .await;
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("trunks") && out.contains("link_down"), "{out}");
+    assert!(!out.contains("restart"), "interfaces change live:\n{out}");
+    let path = submit(&c, "nets.yaml", &next).await;
+    wait_until("trunks 30, link up", UP, || async {
+        let cfg = c.pct_config("mk33", NET);
+        if cfg["net0"].contains(",trunks=30") && !cfg["net1"].contains("link_down=1") {
+            Ok(())
+        } else {
+            Err(format!("{cfg:?}"))
+        }
+    })
+    .await;
+    plan_is_empty(&c, &path).await;
+    assert_eq!(c.runtime("mk33", NET).unwrap()["boots"], 1, "no restart");
+    // Dropped: no trunks any more.
+    let path = submit(&c, "nets.yaml", &body("", "")).await;
+    wait_until("no trunks", UP, || async {
+        let cfg = c.pct_config("mk33", NET);
+        if cfg["net0"].contains("trunks") {
+            Err(format!("{cfg:?}"))
+        } else {
+            Ok(())
+        }
+    })
+    .await;
+    plan_is_empty(&c, &path).await;
+}

@@ -251,6 +251,13 @@ fn interface_from_pb(i: &pb::NetworkInterface) -> Interface {
         firewall: i.firewall,
         rate_limit: i.rate_mbps,
         host_managed: i.host_managed,
+        link_down: i.link_down,
+        // an id PVE could not have stored counts as a change (drift) rather than being hidden
+        trunks: i
+            .trunks
+            .iter()
+            .map(|t| u16::try_from(*t).unwrap_or(u16::MAX))
+            .collect(),
     }
 }
 
@@ -440,6 +447,8 @@ pub fn container_spec(
                 rate_mbps: iface.rate_limit,
                 index: i as u32,
                 host_managed: iface.host_managed,
+                link_down: iface.link_down,
+                trunks: iface.trunks.iter().map(|t| u32::from(*t)).collect(),
             })
             .collect(),
         dns: Some(pb::Dns {

@@ -57,6 +57,8 @@ pub fn container(name: &str) -> Container {
             firewall: false,
             rate_limit: None,
             host_managed: false,
+            link_down: false,
+            trunks: vec![],
         }],
         dns: Dns::default(),
         ssh_public_keys: vec![],

@@ -132,6 +132,22 @@ pub fn check_net(vmid: u32, index: u32, n: &NetConfig) -> R<()> {
             ));
         }
     }
+    if let Some(t) = &n.trunks {
+        // PVE's pattern `\d+(?:;\d+)*`; an id outside 1..4094 fails when the interface is plugged
+        let ok = t.split(';').all(|id| {
+            !id.is_empty()
+                && id.bytes().all(|b| b.is_ascii_digit())
+                && id.parse::<u16>().is_ok_and(|x| (1..=4094).contains(&x))
+        });
+        if !ok {
+            return Err(PveError::invalid(
+                v,
+                &f("trunks"),
+                t,
+                "VLAN ids 1 to 4094 separated by ';' (10;20)",
+            ));
+        }
+    }
     if let Some(m) = &n.hwaddr {
         if !is_mac_unicast(m) {
             return Err(PveError::invalid(

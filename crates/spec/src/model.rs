@@ -414,6 +414,12 @@ pub struct Interface {
     /// `host-managed=` (PVE 9.1+): the host runs DHCP for the interface instead of the container. Default false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub host_managed: bool,
+    /// `link_down=`: the interface is disconnected, as if its cable were pulled. Default false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub link_down: bool,
+    /// `trunks=`: VLAN ids (1..=4094) passed through the interface, in the file's order. Default none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trunks: Vec<u16>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

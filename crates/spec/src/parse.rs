@@ -68,6 +68,8 @@ pub(crate) const CONTAINER_FIELDS: &[&str] = &[
     "mac_address",
     "firewall",
     "rate_limit",
+    "link_down",
+    "trunks",
     "extra_interfaces",
     "dns",
     "ssh_public_keys",

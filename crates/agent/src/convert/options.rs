@@ -46,6 +46,14 @@ pub fn net_config(i: &v1::NetworkInterface) -> Result<NetConfig, String> {
         mtu: i.mtu,
         rate: i.rate_mbps,
         host_managed: i.host_managed.then_some(true),
+        link_down: i.link_down.then_some(true),
+        trunks: (!i.trunks.is_empty()).then(|| {
+            i.trunks
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(";")
+        }),
         kind: Some("veth".into()),
         ..NetConfig::default()
     })

@@ -42,6 +42,16 @@ fn interface(index: u32, n: &NetConfig) -> v1::NetworkInterface {
         rate_mbps: n.rate,
         index,
         host_managed: n.host_managed.unwrap_or(false),
+        link_down: n.link_down.unwrap_or(false),
+        // PVE's `vlanid[;vlanid...]`; a part that is no number reads as 0 (never valid, so it shows as drift)
+        trunks: n
+            .trunks
+            .as_deref()
+            .unwrap_or("")
+            .split(';')
+            .filter(|t| !t.is_empty())
+            .map(|t| t.trim().parse().unwrap_or(0))
+            .collect(),
     }
 }
 

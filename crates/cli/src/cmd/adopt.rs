@@ -186,6 +186,15 @@ fn interface_fields(i: &Interface, m: &mut Map<String, Value>) {
     if let Some(v) = i.rate_limit {
         m.insert("rate_limit".into(), json!(v));
     }
+    if i.host_managed {
+        m.insert("host_managed".into(), json!(true));
+    }
+    if i.link_down {
+        m.insert("link_down".into(), json!(true));
+    }
+    if !i.trunks.is_empty() {
+        m.insert("trunks".into(), json!(i.trunks));
+    }
 }
 
 /// The fleet.yaml fields that describe the container as it is (so that adopting changes only the mark), and

@@ -70,7 +70,10 @@ pub(super) fn assign_leases(node: &Node, vmid: u32, conf: &CtConf, rt: &mut Runt
             continue;
         }
         let Ok(m) = parse_prop(k, v) else { continue };
-        if m.get("ip").map(String::as_str) != Some("dhcp") {
+        // a link that is down (`link_down=1`, the cable pulled) reaches no DHCP server
+        if m.get("ip").map(String::as_str) != Some("dhcp")
+            || m.get("link_down").map(String::as_str) == Some("1")
+        {
             continue;
         }
         let mac = m.get("hwaddr").cloned().unwrap_or_default();

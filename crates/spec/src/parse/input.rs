@@ -51,6 +51,8 @@ pub(super) struct NetInput {
     pub(super) firewall: Option<bool>,
     pub(super) rate_limit: Option<f64>,
     pub(super) host_managed: Option<bool>,
+    pub(super) link_down: Option<bool>,
+    pub(super) trunks: Option<Vec<u16>>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -171,6 +173,8 @@ impl ContainerInput {
                 firewall: or(self.net.firewall, &d.net.firewall),
                 rate_limit: or(self.net.rate_limit, &d.net.rate_limit),
                 host_managed: or(self.net.host_managed, &d.net.host_managed),
+                link_down: or(self.net.link_down, &d.net.link_down),
+                trunks: or(self.net.trunks, &d.net.trunks),
             },
             extra_interfaces: or(self.extra_interfaces, &d.extra_interfaces),
             dns_servers: or(self.dns_servers, &d.dns_servers),

@@ -114,9 +114,64 @@ impl Cx<'_> {
             "firewall" => net.firewall = self.boolean(n, p),
             "rate_limit" => net.rate_limit = self.number(n, p, 0.0, 1e9),
             "host_managed" => net.host_managed = self.boolean(n, p),
+            "link_down" => net.link_down = self.boolean(n, p),
+            "trunks" => net.trunks = self.trunks(n, p),
             _ => return false,
         }
         true
+    }
+
+    /// `trunks:` a list of VLAN ids (1..4094), each once: PVE's `trunks=vlanid[;vlanid...]`.
+    fn trunks(&mut self, n: &crate::yaml::Node, p: &str) -> Option<Vec<u16>> {
+        let crate::yaml::Value::Seq(items) = &n.value else {
+            self.err(
+                n.span,
+                p,
+                format!("trunks must be a list of VLAN ids, got {}", n.kind()),
+                Some("for example `trunks: [10, 20, 30]`"),
+            );
+            return None;
+        };
+        let mut out: Vec<u16> = Vec::new();
+        let mut ok = true;
+        for (i, item) in items.iter().enumerate() {
+            let ip = super::join(p, &i.to_string());
+            let v = match &item.value {
+                crate::yaml::Value::Scalar { text, plain: true } => text.parse::<i64>().ok(),
+                _ => None,
+            };
+            match v {
+                Some(v) if !(1..=4094).contains(&v) => {
+                    self.err(
+                        item.span,
+                        &ip,
+                        format!("trunks: VLAN id {v} is outside 1 to 4094"),
+                        Some("PVE passes VLAN ids 1 to 4094 through an interface"),
+                    );
+                    ok = false;
+                }
+                Some(v) if out.contains(&(v as u16)) => {
+                    self.err(
+                        item.span,
+                        &ip,
+                        format!("trunks: VLAN {v} is listed twice"),
+                        None,
+                    );
+                    ok = false;
+                }
+                Some(v) => out.push(v as u16),
+                None => {
+                    self.err(
+                        item.span,
+                        &ip,
+                        format!("trunks: {} is not a VLAN id", item.kind()),
+                        Some("an integer from 1 to 4094"),
+                    );
+                    ok = false;
+                }
+            }
+        }
+        ok.then_some(out)
     }
 
     /// An interface name (`name=` of `netN`): net0's `interface_name`, an extra interface's `name`.
@@ -305,6 +360,8 @@ impl Cx<'_> {
             firewall: n.firewall.unwrap_or(false),
             rate_limit: n.rate_limit,
             host_managed: n.host_managed.unwrap_or(false),
+            link_down: n.link_down.unwrap_or(false),
+            trunks: n.trunks.clone().unwrap_or_default(),
         })
     }
 }

@@ -217,6 +217,8 @@ fn adopt_interface(cfg: &mut ObservedConfig, i: usize, sub: &str, d: &Container,
         "firewall" => have.firewall = want.firewall,
         "rate_limit" => have.rate_limit = want.rate_limit,
         "host_managed" => have.host_managed = want.host_managed,
+        "link_down" => have.link_down = want.link_down,
+        "trunks" => have.trunks = want.trunks.clone(),
         _ => {}
     }
 }

@@ -19,6 +19,8 @@ pub fn iface(name: &str) -> Interface {
         firewall: false,
         rate_limit: None,
         host_managed: false,
+        link_down: false,
+        trunks: vec![],
     }
 }
 

@@ -54,6 +54,8 @@ pub(crate) fn attributes(c: &Container, template: Option<&Template>) -> Vec<Attr
             // Defaults the file need not name are left out (net0's eth0, host_managed off).
             if (i == 0 && sub == "name" && iface.name == "eth0")
                 || (sub == "host_managed" && !iface.host_managed)
+                || (sub == "link_down" && !iface.link_down)
+                || (sub == "trunks" && iface.trunks.is_empty())
             {
                 continue;
             }

@@ -43,7 +43,7 @@ pub const CONSOLE_TYPE: &str = "console.type";
 pub const INTERFACE_NAME: &str = "interface_name";
 
 /// Sub-fields of an interface, after [`interface_prefix`].
-pub const IFACE_FIELDS: [&str; 12] = [
+pub const IFACE_FIELDS: [&str; 14] = [
     "name",
     "bridge",
     "ip_address",
@@ -56,6 +56,8 @@ pub const IFACE_FIELDS: [&str; 12] = [
     "firewall",
     "rate_limit",
     "host_managed",
+    "link_down",
+    "trunks",
 ];
 
 /// net0's fields are top-level in the file; net1.. live under `extra_interfaces`.

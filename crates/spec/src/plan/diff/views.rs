@@ -99,6 +99,8 @@ pub(crate) fn iface_value(iface: &Interface, sub: &str) -> Value {
         "firewall" => json(&iface.firewall),
         "rate_limit" => json(&iface.rate_limit),
         "host_managed" => json(&iface.host_managed),
+        "link_down" => json(&iface.link_down),
+        "trunks" => json(&iface.trunks),
         _ => Value::Null,
     }
 }
@@ -124,6 +126,8 @@ pub(super) fn iface_eq(a: &Interface, b: &Interface, sub: &str) -> bool {
         "firewall" => a.firewall == b.firewall,
         "rate_limit" => a.rate_limit == b.rate_limit,
         "host_managed" => a.host_managed == b.host_managed,
+        "link_down" => a.link_down == b.link_down,
+        "trunks" => a.trunks == b.trunks,
         _ => true,
     }
 }
