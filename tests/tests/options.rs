@@ -183,3 +183,72 @@ async fn link_down_and_trunks_are_created_and_changed_live() {
     .await;
     plan_is_empty(&c, &path).await;
 }
+
+const ROOT: u32 = 2612;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn root_disk_options_are_created_changed_with_a_restart_and_reset_when_dropped() {
+    let c = Cluster::start(1).await.expect("cluster");
+    let body = |rootfs: &str| {
+        fleet_yaml(
+            "root",
+            &format!("  r: {{node: mk33, vm_id: {ROOT}, memory: 512, disk_size: 4{rootfs}}}\n"),
+        )
+    };
+    let rootfs = |c: &Cluster| c.pct_config("mk33", ROOT)["rootfs"].clone();
+    let path = submit(
+        &c,
+        "root.yaml",
+        &body(", rootfs: {mount_options: [nodev, noatime], acl: true, replicate: false}"),
+    )
+    .await;
+    c.wait_running("root", &["r"], UP).await;
+    assert_eq!(
+        rootfs(&c),
+        format!("local-lvm:vm-{ROOT}-disk-0,acl=1,mountoptions=noatime;nodev,replicate=0,size=4G")
+    );
+    plan_is_empty(&c, &path).await;
+
+    // Changed: applied at the next start, on the same volume, with its size kept.
+    let next = body(", rootfs: {mount_options: [noatime], acl: false}");
+    let (code, out, err) = c
+        .pxctl(&["plan", c.write_fleet("root2.yaml", &next).to_str().unwrap()])
+        .await;
+    assert_eq!(code, 0, "{out}\n{err}");
+    for f in [
+        "rootfs.mount_options",
+        "rootfs.acl",
+        "rootfs.replicate",
+        "restart",
+    ] {
+        assert!(out.contains(f), "{f} in the plan:\n{out}");
+    }
+    let path = submit(&c, "root.yaml", &next).await;
+    let want = format!("local-lvm:vm-{ROOT}-disk-0,acl=0,mountoptions=noatime,size=4G");
+    wait_until("new rootfs options in effect", UP, || async {
+        let (now, p) = (rootfs(&c), pending(&c, "mk33", ROOT));
+        if now == want && p.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("{now} pending {p:?}"))
+        }
+    })
+    .await;
+    c.wait_running("root", &["r"], UP).await;
+    plan_is_empty(&c, &path).await;
+    assert_eq!(c.runtime("mk33", ROOT).unwrap()["boots"], 2);
+
+    // Dropped: PVE's defaults again (like a mount point's options).
+    let path = submit(&c, "root.yaml", &body("")).await;
+    let want = format!("local-lvm:vm-{ROOT}-disk-0,size=4G");
+    wait_until("rootfs options gone", UP, || async {
+        let now = rootfs(&c);
+        if now == want && pending(&c, "mk33", ROOT).is_empty() {
+            Ok(())
+        } else {
+            Err(now)
+        }
+    })
+    .await;
+    plan_is_empty(&c, &path).await;
+}

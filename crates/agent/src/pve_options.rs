@@ -126,7 +126,23 @@ fn apply_options(s: &mut CreateSpec, options: &[(String, String)]) -> Result<(),
     for (k, v) in options {
         let (k, v) = (k.as_str(), v.as_str());
         match k {
-            "rootfs" => {}
+            // storage and size are read by the caller; the options here
+            "rootfs" => {
+                let m = pxfleet_pve::parse::MountPoint::parse(v).map_err(|e| bad(k, v, e))?;
+                s.rootfs_options = pxfleet_pve::spec::RootfsOptions {
+                    mount_options: m
+                        .mountoptions
+                        .as_deref()
+                        .unwrap_or("")
+                        .split(';')
+                        .filter(|o| !o.is_empty())
+                        .map(str::to_string)
+                        .collect(),
+                    acl: m.acl,
+                    quota: m.quota,
+                    replicate: m.replicate,
+                };
+            }
             "hostname" => s.hostname = Some(v.to_string()),
             "cores" => s.cores = Some(num(k, v)?),
             "cpulimit" => s.cpulimit = Some(num(k, v)?),
@@ -216,9 +232,15 @@ pub fn options_text(s: &CreateSpec) -> Vec<(String, String)> {
         push("swap", m.to_string());
     }
     if !s.rootfs.storage.is_empty() {
+        let volume = format!("{}:{}", s.rootfs.storage, s.rootfs.size_gib);
         push(
             "rootfs",
-            format!("{}:{}", s.rootfs.storage, s.rootfs.size_gib),
+            s.rootfs_options
+                .applied_to(&pxfleet_pve::parse::MountPoint {
+                    volume,
+                    ..Default::default()
+                })
+                .to_property_string(),
         );
     }
     push("unprivileged", b01(s.unprivileged));

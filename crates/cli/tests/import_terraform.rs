@@ -541,15 +541,18 @@ resource "proxmox_virtual_environment_container" "app" {
 }
 
 #[test]
-fn bpg_console_block_and_cpu_architecture_are_mapped() {
+fn bpg_console_block_cpu_architecture_and_disk_options_are_mapped() {
     let (fleet, yaml, warnings) = import_main_tf(
         r#"
 resource "proxmox_virtual_environment_container" "app" {
   node_name = "pve1"
   vm_id     = 321
   disk {
-    datastore_id = "local-lvm"
-    size         = 8
+    datastore_id  = "local-lvm"
+    size          = 8
+    acl           = true
+    replicate     = false
+    mount_options = ["noatime", "nodev"]
   }
   initialization {
     hostname = "app"
@@ -581,10 +584,21 @@ resource "proxmox_virtual_environment_container" "app" {
         },
         "{yaml}"
     );
+    assert_eq!(
+        c.rootfs,
+        pxfleet_spec::MountFlags {
+            mount_options: vec!["noatime".into(), "nodev".into()],
+            acl: Some(true),
+            quota: false,
+            replicate: false,
+            shared: false,
+        },
+        "{yaml}"
+    );
     assert!(
         !warnings
             .iter()
-            .any(|w| w.contains("console") || w.contains("architecture")),
+            .any(|w| w.contains("console") || w.contains("architecture") || w.contains("disk.")),
         "{warnings:#?}"
     );
 }

@@ -75,6 +75,7 @@ pub fn container(name: &str) -> Container {
         arch: None,
         timezone: None,
         console: Default::default(),
+        rootfs: Default::default(),
         protection: false,
         tags: vec![],
         description: None,

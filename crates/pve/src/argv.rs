@@ -224,7 +224,7 @@ pub fn check_net(vmid: u32, index: u32, n: &NetConfig) -> R<()> {
     Ok(())
 }
 
-fn rootfs_value(vmid: u32, r: &RootfsSpec) -> R<String> {
+fn rootfs_value(vmid: u32, r: &RootfsSpec, o: &crate::spec::RootfsOptions) -> R<String> {
     if !is_storage_id(&r.storage) {
         return Err(PveError::invalid(
             Some(vmid),
@@ -233,7 +233,27 @@ fn rootfs_value(vmid: u32, r: &RootfsSpec) -> R<String> {
             "a storage ID like local-lvm",
         ));
     }
-    Ok(format!("{}:{}", r.storage, r.size_gib))
+    let m = o.applied_to(&crate::parse::MountPoint {
+        volume: format!("{}:{}", r.storage, r.size_gib),
+        ..Default::default()
+    });
+    check_rootfs_options(vmid, &m)?;
+    Ok(m.to_property_string())
+}
+
+/// `mountoptions=` of a rootfs value: only what PVE accepts.
+fn check_rootfs_options(vmid: u32, m: &crate::parse::MountPoint) -> R<()> {
+    for o in m.mountoptions.as_deref().unwrap_or("").split(';') {
+        if !o.is_empty() && !mounts::MOUNT_OPTIONS.contains(&o) {
+            return Err(PveError::invalid(
+                Some(vmid),
+                "rootfs.mountoptions",
+                o,
+                &format!("one of {}", mounts::MOUNT_OPTIONS.join(", ")),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn check_tags(vmid: u32, tags: &[String]) -> R<String> {
@@ -484,7 +504,10 @@ pub fn create_args(spec: &CreateSpec, ssh_keys_file: Option<&Path>) -> R<Vec<Str
         spec.memory,
         spec.swap,
     )?;
-    a.opt("rootfs", rootfs_value(vmid, &spec.rootfs)?);
+    a.opt(
+        "rootfs",
+        rootfs_value(vmid, &spec.rootfs, &spec.rootfs_options)?,
+    );
     for (i, m) in &spec.mount_points {
         a.opt(&format!("mp{i}"), mount_point_value(vmid, *i, m)?);
     }
@@ -587,6 +610,10 @@ pub fn set_args(vmid: u32, c: &ConfigChange) -> R<Vec<String>> {
     resources(
         &mut a, vmid, c.cores, c.cpulimit, c.cpuunits, c.memory, c.swap,
     )?;
+    if let Some(r) = &c.rootfs {
+        check_rootfs_options(vmid, r)?;
+        a.opt("rootfs", r.to_property_string());
+    }
     for (i, m) in &c.mount_points {
         a.opt(&format!("mp{i}"), mount_point_value(vmid, *i, m)?);
     }

@@ -297,6 +297,11 @@ impl ConfigChange {
         for i in current.nets.keys().filter(|i| !d.nets.contains_key(i)) {
             c.delete.insert(format!("net{i}"));
         }
+        if let Some(r) = &current.rootfs {
+            if !d.rootfs_options.matches(r) {
+                c.rootfs = Some(d.rootfs_options.applied_to(r));
+            }
+        }
         mounts::diff(&mut c, current, desired);
         if current.idmap != d.idmap {
             c.idmap = Some(d.idmap.clone());
@@ -355,6 +360,7 @@ impl ConfigChange {
                 set.into_iter().collect::<Vec<_>>().join(";")
             }),
             "description" => self.description.clone(),
+            "rootfs" => self.rootfs.as_ref().map(|r| r.to_property_string()),
             _ => {
                 let i: u32 = key.strip_prefix("net")?.parse().ok()?;
                 self.nets.get(&i).map(NetConfig::to_property_string)
@@ -387,6 +393,7 @@ impl ConfigChange {
             "entrypoint" => self.entrypoint = None,
             "tags" => self.tags = None,
             "description" => self.description = None,
+            "rootfs" => self.rootfs = None,
             _ => {
                 if let Some(i) = key.strip_prefix("net").and_then(|n| n.parse().ok()) {
                     self.nets.remove(&i);
@@ -420,6 +427,7 @@ impl ConfigChange {
             "entrypoint",
             "tags",
             "description",
+            "rootfs",
         ]
         .into_iter()
         .filter(|k| self.value(k).is_some())

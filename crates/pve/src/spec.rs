@@ -19,6 +19,52 @@ pub struct RootfsSpec {
     pub size_gib: u32,
 }
 
+/// The root disk's options besides its volume and size (`rootfs: ..,acl=,mountoptions=,quota=,replicate=`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RootfsOptions {
+    /// PVE's `mountoptions=`; empty for none.
+    pub mount_options: Vec<String>,
+    /// `acl=`; `None` leaves the file system's default.
+    pub acl: Option<bool>,
+    /// `quota=` (privileged containers only: PVE refuses to start an unprivileged one with it).
+    pub quota: Option<bool>,
+    /// `replicate=` (PVE's default is 1).
+    pub replicate: Option<bool>,
+}
+
+impl RootfsOptions {
+    /// Whether `m` (the stored rootfs) has these options, PVE's defaults filled in (quota off, replicate on, no
+    /// mount options, `acl` unset its own state).
+    pub fn matches(&self, m: &crate::parse::MountPoint) -> bool {
+        let mut have: Vec<&str> = m
+            .mountoptions
+            .as_deref()
+            .unwrap_or("")
+            .split(';')
+            .filter(|o| !o.is_empty())
+            .collect();
+        let mut want: Vec<&str> = self.mount_options.iter().map(String::as_str).collect();
+        have.sort_unstable();
+        want.sort_unstable();
+        have == want
+            && m.acl == self.acl
+            && m.quota.unwrap_or(false) == self.quota.unwrap_or(false)
+            && m.replicate.unwrap_or(true) == self.replicate.unwrap_or(true)
+    }
+
+    /// These options on the stored rootfs `m` (its volume and size kept): the value `pct set --rootfs` needs
+    /// (PVE does not rescan the size of a rootfs it is given).
+    pub fn applied_to(&self, m: &crate::parse::MountPoint) -> crate::parse::MountPoint {
+        crate::parse::MountPoint {
+            acl: self.acl,
+            quota: self.quota.filter(|q| *q),
+            replicate: self.replicate.filter(|r| !*r),
+            mountoptions: Some(self.mount_options.join(";")).filter(|o| !o.is_empty()),
+            ..m.clone()
+        }
+    }
+}
+
 /// Where a mount point's data lives.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MountVolume {
@@ -129,6 +175,8 @@ pub struct CreateSpec {
     pub protection: Option<bool>,
     pub tags: Vec<String>,
     pub description: Option<String>,
+    /// The root disk's options (`rootfs: STORAGE:GiB,<options>`).
+    pub rootfs_options: RootfsOptions,
     /// `mp0`.. by index.
     pub mount_points: BTreeMap<u32, MountPointSpec>,
     /// `dev0`.. by index.
@@ -179,6 +227,7 @@ impl CreateSpec {
             protection: None,
             tags: Vec::new(),
             description: None,
+            rootfs_options: RootfsOptions::default(),
             mount_points: BTreeMap::new(),
             devices: BTreeMap::new(),
             idmap: Vec::new(),
@@ -228,6 +277,9 @@ pub struct ConfigChange {
     pub env: Option<BTreeMap<String, String>>,
     /// `--entrypoint` (PVE 9.1+).
     pub entrypoint: Option<String>,
+    /// The root disk with other options (`--rootfs <its volume>,<options>,size=<its size>`); applied at the next
+    /// start on a running container.
+    pub rootfs: Option<crate::parse::MountPoint>,
     /// New mount points (allocated by PVE), and existing ones whose options change (`MountVolume::Existing`
     /// with the volume they have).
     pub mount_points: BTreeMap<u32, MountPointSpec>,

@@ -290,6 +290,11 @@ pub struct Container {
     /// only when given.
     #[serde(default, skip_serializing_if = "Console::is_unset")]
     pub console: Console,
+    /// `rootfs:` the root disk's options (bpg `disk { mount_options, acl, quota, replicate }`), compared like a
+    /// mount point's: left out means PVE's defaults (no mount options, `acl` unset, no quota, replicated).
+    /// `shared` is always off for a root disk.
+    #[serde(default, skip_serializing_if = "MountFlags::is_default")]
+    pub rootfs: MountFlags,
 }
 
 /// `console:` of a container: PVE's `console` (a `/dev/console` device), `tty` (how many ttys) and `cmode` (what

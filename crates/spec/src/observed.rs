@@ -99,6 +99,9 @@ pub struct ObservedConfig {
     /// `console`, `tty`, `cmode` in effect (PVE's defaults filled in for absent keys).
     #[serde(default)]
     pub console: crate::model::Console,
+    /// The root disk's options (PVE's defaults for absent keys).
+    #[serde(default)]
+    pub rootfs: crate::model::MountFlags,
 }
 
 /// One `netN` and, for a running container, the addresses it really has.
@@ -176,6 +179,7 @@ impl ObservedContainer {
                         mode: c.console.mode.clone().or(pve.mode),
                     }
                 },
+                rootfs: c.rootfs.clone(),
                 unprivileged: c.unprivileged,
                 features: c.features.clone(),
                 interfaces: c

@@ -94,9 +94,11 @@ pub(crate) const CONTAINER_FIELDS: &[&str] = &[
     "arch",
     "timezone",
     "console",
+    "rootfs",
     "interface_name",
     "host_managed",
 ];
+const ROOTFS_FIELDS: &[&str] = &["mount_options", "acl", "quota", "replicate"];
 const CONSOLE_FIELDS: &[&str] = &["enabled", "tty_count", "type"];
 const FEATURE_FIELDS: &[&str] = &["nesting", "fuse", "keyctl", "mount"];
 const DNS_FIELDS: &[&str] = &["servers", "domain"];

@@ -2,7 +2,7 @@
 //! against).
 
 use pxfleet_pve::parse::{Features, NetConfig, Startup};
-use pxfleet_pve::spec::MountVolume;
+use pxfleet_pve::spec::{MountVolume, RootfsOptions};
 use pxfleet_pve::{CreateSpec, DeviceSpec, MountPointSpec, RootfsSpec};
 
 use super::*;
@@ -133,6 +133,14 @@ pub fn create_spec(spec: &v1::ContainerSpec) -> Result<CreateSpec, String> {
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     s.entrypoint = Some(spec.entrypoint.clone()).filter(|e| !e.is_empty());
+    if let Some(r) = &spec.rootfs {
+        s.rootfs_options = RootfsOptions {
+            mount_options: r.mount_options.clone(),
+            acl: r.acl,
+            quota: r.quota.then_some(true),
+            replicate: r.replicate.filter(|r| !*r),
+        };
+    }
     s.arch = Some(spec.arch.clone()).filter(|a| !a.is_empty());
     s.timezone = Some(spec.timezone.clone()).filter(|t| !t.is_empty());
     s.console = spec.console;

@@ -203,5 +203,19 @@ pub fn config_to_spec(vmid: u32, cfg: &ContainerConfig) -> v1::ContainerSpec {
         console: Some(cfg.console.unwrap_or(true)),
         tty: Some(cfg.tty.unwrap_or(2)),
         cmode: cfg.cmode.clone().unwrap_or_else(|| "tty".into()),
+        rootfs: cfg.rootfs.as_ref().map(|r| v1::MountPoint {
+            mount_options: r
+                .mountoptions
+                .as_deref()
+                .unwrap_or("")
+                .split(';')
+                .filter(|o| !o.is_empty())
+                .map(str::to_string)
+                .collect(),
+            acl: r.acl,
+            quota: r.quota.unwrap_or(false),
+            replicate: Some(r.replicate.unwrap_or(true)),
+            ..Default::default()
+        }),
     }
 }

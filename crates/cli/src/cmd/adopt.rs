@@ -389,6 +389,24 @@ pub fn entry_fields(
     if !mounts.is_empty() {
         m.insert("mount_points".into(), Value::Array(mounts));
     }
+    // the root disk's options other than PVE's defaults
+    let r = &c.rootfs;
+    let mut rm = Map::new();
+    if !r.mount_options.is_empty() {
+        rm.insert("mount_options".into(), json!(r.mount_options));
+    }
+    if let Some(acl) = r.acl {
+        rm.insert("acl".into(), json!(acl));
+    }
+    if r.quota {
+        rm.insert("quota".into(), json!(true));
+    }
+    if !r.replicate {
+        rm.insert("replicate".into(), json!(false));
+    }
+    if !rm.is_empty() {
+        m.insert("rootfs".into(), Value::Object(rm));
+    }
     if !c.devices.is_empty() {
         m.insert("devices".into(), json!(c.devices));
     }

@@ -192,14 +192,34 @@ pub fn container(
                     }
                 }
                 "disk" => {
+                    let mut rootfs = serde_json::Map::new();
                     for (path, a) in ev.attrs("disk.", &b.body) {
                         match a.key.as_str() {
                             "datastore_id" => {
                                 set(&mut ev, &path, a, "datastore_id", Value::is_string)
                             }
                             "size" => set_num(&mut ev, &path, a, "disk_size"),
+                            // the root disk's options: fleet.yaml's `rootfs:`
+                            "acl" | "quota" | "replicate" => {
+                                match ev.value(&path, a).as_ref().map(as_bool) {
+                                    Some(Some(b)) => rootfs.insert(a.key.to_string(), json!(b)),
+                                    Some(None) => {
+                                        ev.unmapped(&path, a, "not a bool");
+                                        None
+                                    }
+                                    None => None,
+                                };
+                            }
+                            "mount_options" => {
+                                if let Some(v) = ev.value(&path, a) {
+                                    rootfs.insert("mount_options".into(), v);
+                                }
+                            }
                             _ => ev.unmapped(&path, a, "no pxfleet field"),
                         }
+                    }
+                    if !rootfs.is_empty() {
+                        ev.ct.set("rootfs", Value::Object(rootfs));
                     }
                 }
                 "initialization" => initialization(&mut ev, b),

@@ -117,6 +117,7 @@ impl Cx<'_> {
                 "arch" => c.arch = self.arch(n, &p).or(c.arch.take()),
                 "timezone" => c.timezone = self.timezone(n, &p).or(c.timezone.take()),
                 "console" => self.console(n, &p, &mut c.console),
+                "rootfs" => self.rootfs(n, &p, &mut c.rootfs),
                 "features" => self.features(&mut c.features, n, &p),
                 "extra_interfaces" => {
                     if let Some(items) = self.seq(n, &p) {

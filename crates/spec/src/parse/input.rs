@@ -55,6 +55,15 @@ pub(super) struct NetInput {
     pub(super) trunks: Option<Vec<u16>>,
 }
 
+/// `rootfs:` as given (each sub-field may come from `defaults`).
+#[derive(Clone, Debug, Default)]
+pub(super) struct RootfsInput {
+    pub(super) mount_options: Option<Vec<String>>,
+    pub(super) acl: Option<bool>,
+    pub(super) quota: Option<bool>,
+    pub(super) replicate: Option<bool>,
+}
+
 #[derive(Clone, Debug, Default)]
 pub(super) struct FeaturesInput {
     pub(super) nesting: Option<bool>,
@@ -114,6 +123,7 @@ pub(super) struct ContainerInput {
     pub(super) arch: Option<String>,
     pub(super) timezone: Option<String>,
     pub(super) console: Console,
+    pub(super) rootfs: RootfsInput,
     pub(super) tags: Option<Vec<String>>,
     pub(super) description: Option<String>,
     pub(super) labels: Option<BTreeMap<String, String>>,
@@ -201,6 +211,12 @@ impl ContainerInput {
                 enabled: or(self.console.enabled, &d.console.enabled),
                 tty_count: or(self.console.tty_count, &d.console.tty_count),
                 mode: or(self.console.mode, &d.console.mode),
+            },
+            rootfs: RootfsInput {
+                mount_options: or(self.rootfs.mount_options, &d.rootfs.mount_options),
+                acl: or(self.rootfs.acl, &d.rootfs.acl),
+                quota: or(self.rootfs.quota, &d.rootfs.quota),
+                replicate: or(self.rootfs.replicate, &d.rootfs.replicate),
             },
             tags: or(self.tags, &d.tags),
             description: or(self.description, &d.description),

@@ -23,7 +23,7 @@ fn is_volume_id(s: &str) -> bool {
 }
 
 impl Cx<'_> {
-    fn mount_options(&mut self, n: &Node, path: &str) -> Option<Vec<String>> {
+    pub(super) fn mount_options(&mut self, n: &Node, path: &str) -> Option<Vec<String>> {
         let list = self.strings(n, path)?;
         let mut out: Vec<String> = Vec::new();
         for (i, (o, span)) in list.into_iter().enumerate() {

@@ -137,6 +137,13 @@ impl Cx<'_> {
                 }
             }
         }
+        if unprivileged && c.rootfs.quota == Some(true) {
+            self.err_at(
+                &join(path, "rootfs.quota"),
+                "quota is not supported by unprivileged containers: PVE refuses to start the container (\"Quotas are not supported by unprivileged containers.\")",
+                Some("remove `quota`, or make the container privileged (`unprivileged: false`, which an admin must grant)"),
+            );
+        }
         if unprivileged {
             for (i, m) in c.mount_points.iter().flatten().enumerate() {
                 if m.flags().quota {
@@ -244,6 +251,13 @@ impl Cx<'_> {
             arch: c.arch,
             timezone: c.timezone,
             console: c.console,
+            rootfs: MountFlags {
+                mount_options: c.rootfs.mount_options.clone().unwrap_or_default(),
+                acl: c.rootfs.acl,
+                quota: c.rootfs.quota.unwrap_or(false),
+                replicate: c.rootfs.replicate.unwrap_or(true),
+                shared: false,
+            },
             protection: c.protection.unwrap_or(false),
             tags: c.tags.unwrap_or_default(),
             description: c.description,

@@ -1,7 +1,8 @@
 //! The container's system options: `arch` (`--arch`), `timezone` (`--timezone`) and `console:` (`console`, `tty`,
 //! `cmode`; bpg's `console { enabled, tty_count, type }`), checked as PVE's schema checks them.
 
-use super::{quote, Cx, CONSOLE_FIELDS};
+use super::input::RootfsInput;
+use super::{quote, Cx, CONSOLE_FIELDS, ROOTFS_FIELDS};
 use crate::model::Console;
 use crate::yaml::Node;
 
@@ -77,6 +78,32 @@ impl Cx<'_> {
                     }
                 }
                 _ => self.unknown_field(e, path, CONSOLE_FIELDS),
+            }
+        }
+    }
+
+    /// `rootfs:` the root disk's `mount_options`, `acl`, `quota` and `replicate`; each sub-field given replaces the
+    /// one from `defaults`.
+    pub(super) fn rootfs(&mut self, n: &Node, path: &str, into: &mut RootfsInput) {
+        let Some(es) = self.map(n, path) else {
+            return;
+        };
+        for e in es {
+            let p = super::join(path, &e.key);
+            self.record(&p, e.value.span);
+            if Self::given_empty(e, ROOTFS_FIELDS) {
+                continue;
+            }
+            match e.key.as_str() {
+                "mount_options" => {
+                    into.mount_options = self
+                        .mount_options(&e.value, &p)
+                        .or(into.mount_options.take())
+                }
+                "acl" => into.acl = self.boolean(&e.value, &p).or(into.acl),
+                "quota" => into.quota = self.boolean(&e.value, &p).or(into.quota),
+                "replicate" => into.replicate = self.boolean(&e.value, &p).or(into.replicate),
+                _ => self.unknown_field(e, path, ROOTFS_FIELDS),
             }
         }
     }

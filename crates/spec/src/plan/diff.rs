@@ -336,6 +336,50 @@ fn runtime(
         );
     }
     system(df, d, a, oc);
+    rootfs(df, d, a, oc);
+}
+
+/// The root disk's options, always compared (left out: PVE's defaults), applied at the next start.
+fn rootfs(
+    df: &mut Differ,
+    d: &Container,
+    a: Option<&Container>,
+    oc: &crate::observed::ObservedConfig,
+) {
+    let (o, ar) = (&oc.rootfs, a.map(|a| &a.rootfs));
+    let sorted = |v: &[String]| {
+        let mut v = v.to_vec();
+        v.sort();
+        v
+    };
+    df.cmp(
+        s(field::ROOTFS_MOUNT_OPTIONS),
+        sorted(&o.mount_options),
+        ar.map(|r| sorted(&r.mount_options)),
+        sorted(&d.rootfs.mount_options),
+        false,
+    );
+    df.cmp(
+        s(field::ROOTFS_ACL),
+        o.acl,
+        ar.map(|r| r.acl),
+        d.rootfs.acl,
+        false,
+    );
+    df.cmp(
+        s(field::ROOTFS_QUOTA),
+        o.quota,
+        ar.map(|r| r.quota),
+        d.rootfs.quota,
+        false,
+    );
+    df.cmp(
+        s(field::ROOTFS_REPLICATE),
+        o.replicate,
+        ar.map(|r| r.replicate),
+        d.rootfs.replicate,
+        false,
+    );
 }
 
 /// arch, timezone and console: each compared only when the file gives it (PVE detects the arch, leaves the time

@@ -70,6 +70,7 @@ pub fn container(name: &str, vm_id: Option<u32>) -> Container {
         arch: None,
         timezone: None,
         console: Default::default(),
+        rootfs: Default::default(),
         protection: false,
         tags: vec![],
         description: None,

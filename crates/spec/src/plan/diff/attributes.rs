@@ -128,6 +128,23 @@ pub(crate) fn attributes(c: &Container, template: Option<&Template>) -> Vec<Attr
     if let Some(x) = &c.console.mode {
         v.push(Attribute::known(field::CONSOLE_TYPE, json(x)));
     }
+    // the root disk's options other than PVE's defaults
+    let r = &c.rootfs;
+    if !r.mount_options.is_empty() {
+        v.push(Attribute::known(
+            field::ROOTFS_MOUNT_OPTIONS,
+            json(&r.mount_options),
+        ));
+    }
+    if let Some(x) = r.acl {
+        v.push(Attribute::known(field::ROOTFS_ACL, json(&x)));
+    }
+    if r.quota {
+        v.push(Attribute::known(field::ROOTFS_QUOTA, json(&true)));
+    }
+    if !r.replicate {
+        v.push(Attribute::known(field::ROOTFS_REPLICATE, json(&false)));
+    }
     for m in &c.mount_points {
         v.push(Attribute::known(
             field::mount_point(m.path()),

@@ -39,6 +39,10 @@ pub const TIMEZONE: &str = "timezone";
 pub const CONSOLE_ENABLED: &str = "console.enabled";
 pub const CONSOLE_TTY_COUNT: &str = "console.tty_count";
 pub const CONSOLE_TYPE: &str = "console.type";
+pub const ROOTFS_MOUNT_OPTIONS: &str = "rootfs.mount_options";
+pub const ROOTFS_ACL: &str = "rootfs.acl";
+pub const ROOTFS_QUOTA: &str = "rootfs.quota";
+pub const ROOTFS_REPLICATE: &str = "rootfs.replicate";
 /// net0's `name=`: top-level in the file, where `name` would read as the container's.
 pub const INTERFACE_NAME: &str = "interface_name";
 
