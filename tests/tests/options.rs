@@ -252,3 +252,33 @@ async fn root_disk_options_are_created_changed_with_a_restart_and_reset_when_dro
     .await;
     plan_is_empty(&c, &path).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_s_mknod_and_force_rw_sys_reach_the_node_and_go_again() {
+    let c = Cluster::start(1).await.expect("cluster");
+    let body = |features: &str| {
+        fleet_yaml(
+            "feat",
+            &format!("  f: {{node: mk33, vm_id: 2613, memory: 512, disk_size: 4, features: {{nesting: true{features}}}}}\n"),
+        )
+    };
+    // pxctl here is an admin's: no grant needed
+    let path = submit(&c, "feat.yaml", &body(", mknod: true, force_rw_sys: true")).await;
+    c.wait_running("feat", &["f"], UP).await;
+    assert_eq!(
+        c.pct_config("mk33", 2613)["features"],
+        "force_rw_sys=1,mknod=1,nesting=1"
+    );
+    plan_is_empty(&c, &path).await;
+    let path = submit(&c, "feat.yaml", &body("")).await;
+    wait_until("mknod and force_rw_sys gone", UP, || async {
+        let f = c.pct_config("mk33", 2613)["features"].clone();
+        if f == "nesting=1" && pending(&c, "mk33", 2613).is_empty() {
+            Ok(())
+        } else {
+            Err(f)
+        }
+    })
+    .await;
+    plan_is_empty(&c, &path).await;
+}

@@ -175,6 +175,8 @@ pub fn observed_config_from_pb(c: &pb::ContainerSpec) -> ObservedConfig {
             fuse: features.fuse,
             keyctl: features.keyctl,
             mount: features.mount,
+            mknod: features.mknod,
+            force_rw_sys: features.force_rw_sys,
         },
         interfaces: interfaces
             .into_iter()
@@ -432,7 +434,8 @@ pub fn container_spec(
             nesting: c.features.nesting,
             keyctl: c.features.keyctl,
             fuse: c.features.fuse,
-            mknod: false,
+            mknod: c.features.mknod,
+            force_rw_sys: c.features.force_rw_sys,
             mount: c.features.mount.clone(),
         }),
         interfaces: c

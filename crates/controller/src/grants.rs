@@ -33,7 +33,8 @@ pub enum HostPower {
     BindMount { prefix: String },
     /// `device:/dev/net/tun`: passthrough of exactly this device.
     Device { path: String },
-    /// `feature:fuse`, `feature:keyctl`, `feature:mount=nfs` (one file-system type).
+    /// `feature:fuse`, `feature:keyctl`, `feature:mknod`, `feature:force_rw_sys`, `feature:mount=nfs` (one
+    /// file-system type): every feature but nesting, which PVE leaves to root@pam.
     Feature { name: String },
     /// `idmap:0-65535`: idmap entries mapping into these host ids (inclusive), outside the subordinate range.
     Idmap { first: u32, last: u32 },
@@ -52,7 +53,7 @@ pub struct BadPower(String);
 
 const POWER_FORMS: &str =
     "privileged, bind-mount:/HOST/PATH, device:/dev/NAME, feature:fuse, feature:keyctl, \
-                           feature:mount=FSTYPE or idmap:FIRST-LAST (host ids)";
+                           feature:mknod, feature:force_rw_sys, feature:mount=FSTYPE or idmap:FIRST-LAST (host ids)";
 
 /// Absolute, no `.`/`..`/empty components, no `,` (PVE's property strings), not only `/`.
 fn clean_path(s: &str) -> bool {
@@ -87,7 +88,7 @@ impl FromStr for HostPower {
                 "device needs a device path under /dev (got {value:?})"
             ))),
             "feature" => match value.split_once('=') {
-                None if value == "fuse" || value == "keyctl" => Ok(HostPower::Feature {
+                None if matches!(value, "fuse" | "keyctl" | "mknod" | "force_rw_sys") => Ok(HostPower::Feature {
                     name: value.to_string(),
                 }),
                 Some(("mount", fs)) if pxfleet_spec::syntax::is_simple_name(fs) => {
@@ -96,7 +97,7 @@ impl FromStr for HostPower {
                     })
                 }
                 _ => Err(bad(format!(
-                    "feature is fuse, keyctl or mount=FSTYPE (got {value:?}; nesting needs no grant)"
+                    "feature is fuse, keyctl, mknod, force_rw_sys or mount=FSTYPE (got {value:?}; nesting needs no grant)"
                 ))),
             },
             "idmap" => {
@@ -271,7 +272,12 @@ pub fn uses(fleet: &Fleet, stored: &std::collections::BTreeSet<u32>) -> Vec<Use>
                 Needed::Privileged,
             );
         }
-        for (on, f) in [(c.features.fuse, "fuse"), (c.features.keyctl, "keyctl")] {
+        for (on, f) in [
+            (c.features.fuse, "fuse"),
+            (c.features.keyctl, "keyctl"),
+            (c.features.mknod, "mknod"),
+            (c.features.force_rw_sys, "force_rw_sys"),
+        ] {
             if on {
                 add(
                     format!("features.{f}"),
@@ -471,6 +477,8 @@ mod tests {
             "device:/dev/net/tun",
             "feature:fuse",
             "feature:keyctl",
+            "feature:mknod",
+            "feature:force_rw_sys",
             "feature:mount=nfs",
             "idmap:1000-1999",
             "volume:local-lvm:vm-900-disk-1",

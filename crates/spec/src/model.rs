@@ -393,6 +393,12 @@ pub struct Features {
     pub keyctl: bool,
     /// Allowed file-system types for mount(2) inside the container (`mount=nfs;cifs`).
     pub mount: Vec<String>,
+    /// `mknod=1`: an unprivileged container may create certain device nodes (PVE: experimental; root only).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mknod: bool,
+    /// `force_rw_sys=1`: /sys mounted read-write in an unprivileged container (PVE: root only).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub force_rw_sys: bool,
 }
 
 /// One network interface (`netN`).

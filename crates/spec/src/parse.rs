@@ -100,7 +100,14 @@ pub(crate) const CONTAINER_FIELDS: &[&str] = &[
 ];
 const ROOTFS_FIELDS: &[&str] = &["mount_options", "acl", "quota", "replicate"];
 const CONSOLE_FIELDS: &[&str] = &["enabled", "tty_count", "type"];
-const FEATURE_FIELDS: &[&str] = &["nesting", "fuse", "keyctl", "mount"];
+const FEATURE_FIELDS: &[&str] = &[
+    "nesting",
+    "fuse",
+    "keyctl",
+    "mount",
+    "mknod",
+    "force_rw_sys",
+];
 const DNS_FIELDS: &[&str] = &["servers", "domain"];
 const STARTUP_FIELDS: &[&str] = &["order", "up_delay", "down_delay"];
 const CONSTRAINT_FIELDS: &[&str] = &["nodes", "node_labels", "anti_affinity"];

@@ -91,6 +91,8 @@ fn gen_container(r: &mut Rng, idx: usize) -> Container {
         fuse: r.flip(),
         keyctl: r.flip(),
         mount: vec![],
+        mknod: r.flip(),
+        force_rw_sys: r.flip(),
     };
     c.interfaces = (0..1 + r.below(3) as usize)
         .map(|k| gen_interface(r, idx, k))

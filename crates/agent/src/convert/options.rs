@@ -104,7 +104,7 @@ pub fn create_spec(spec: &v1::ContainerSpec) -> Result<CreateSpec, String> {
             fuse: f.fuse,
             keyctl: f.keyctl,
             mknod: f.mknod,
-            force_rw_sys: false,
+            force_rw_sys: f.force_rw_sys,
             mount: words(&f.mount),
         };
     }

@@ -135,6 +135,7 @@ pub fn config_to_spec(vmid: u32, cfg: &ContainerConfig) -> v1::ContainerSpec {
         keyctl: cfg.features.keyctl,
         fuse: cfg.features.fuse,
         mknod: cfg.features.mknod,
+        force_rw_sys: cfg.features.force_rw_sys,
         mount: cfg.features.mount.clone(),
     });
     let interfaces = cfg.nets.iter().map(|(i, n)| interface(*i, n)).collect();

@@ -238,12 +238,14 @@ pub fn entry_fields(
     }
     m.insert("unprivileged".into(), json!(c.unprivileged));
     let f = &c.features;
-    if f.nesting || f.fuse || f.keyctl || !f.mount.is_empty() {
+    if f.nesting || f.fuse || f.keyctl || f.mknod || f.force_rw_sys || !f.mount.is_empty() {
         let mut fm = Map::new();
         for (k, on) in [
             ("nesting", f.nesting),
             ("fuse", f.fuse),
             ("keyctl", f.keyctl),
+            ("mknod", f.mknod),
+            ("force_rw_sys", f.force_rw_sys),
         ] {
             if on {
                 fm.insert(k.into(), json!(true));

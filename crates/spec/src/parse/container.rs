@@ -410,6 +410,8 @@ impl Cx<'_> {
                 "nesting" => f.nesting = self.boolean(&e.value, &p),
                 "fuse" => f.fuse = self.boolean(&e.value, &p),
                 "keyctl" => f.keyctl = self.boolean(&e.value, &p),
+                "mknod" => f.mknod = self.boolean(&e.value, &p),
+                "force_rw_sys" => f.force_rw_sys = self.boolean(&e.value, &p),
                 "mount" => {
                     if let Some(list) = self.strings(&e.value, &p) {
                         let mut out = Vec::new();

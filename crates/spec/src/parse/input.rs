@@ -69,6 +69,8 @@ pub(super) struct FeaturesInput {
     pub(super) nesting: Option<bool>,
     pub(super) fuse: Option<bool>,
     pub(super) keyctl: Option<bool>,
+    pub(super) mknod: Option<bool>,
+    pub(super) force_rw_sys: Option<bool>,
     pub(super) mount: Option<Vec<String>>,
 }
 
@@ -167,6 +169,8 @@ impl ContainerInput {
                 nesting: or(self.features.nesting, &d.features.nesting),
                 fuse: or(self.features.fuse, &d.features.fuse),
                 keyctl: or(self.features.keyctl, &d.features.keyctl),
+                mknod: or(self.features.mknod, &d.features.mknod),
+                force_rw_sys: or(self.features.force_rw_sys, &d.features.force_rw_sys),
                 mount: or(self.features.mount, &d.features.mount),
             },
             net: NetInput {

@@ -167,6 +167,8 @@ impl Cx<'_> {
             fuse: c.features.fuse.unwrap_or(false),
             keyctl: c.features.keyctl.unwrap_or(false),
             mount: c.features.mount.unwrap_or_default(),
+            mknod: c.features.mknod.unwrap_or(false),
+            force_rw_sys: c.features.force_rw_sys.unwrap_or(false),
         };
         if features.keyctl && !unprivileged {
             let p = join(path, "features.keyctl");

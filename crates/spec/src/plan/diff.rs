@@ -203,6 +203,20 @@ pub(crate) fn existing(d: &Container, a: Option<&Container>, o: &ObservedContain
         false,
     );
     df.cmp(
+        s(field::MKNOD),
+        oc.features.mknod,
+        a.map(|a| a.features.mknod),
+        d.features.mknod,
+        false,
+    );
+    df.cmp(
+        s(field::FORCE_RW_SYS),
+        oc.features.force_rw_sys,
+        a.map(|a| a.features.force_rw_sys),
+        d.features.force_rw_sys,
+        false,
+    );
+    df.cmp(
         s(field::MOUNT),
         oc.features.mount.as_slice(),
         a.map(|a| a.features.mount.as_slice()),

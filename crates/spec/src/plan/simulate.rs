@@ -168,6 +168,8 @@ fn adopt(cfg: &mut ObservedConfig, name: &str, d: &Container, vm_id: u32) {
         field::NESTING => cfg.features.nesting = d.features.nesting,
         field::FUSE => cfg.features.fuse = d.features.fuse,
         field::KEYCTL => cfg.features.keyctl = d.features.keyctl,
+        field::MKNOD => cfg.features.mknod = d.features.mknod,
+        field::FORCE_RW_SYS => cfg.features.force_rw_sys = d.features.force_rw_sys,
         field::MOUNT => cfg.features.mount = d.features.mount.clone(),
         field::DNS_SERVERS => cfg.dns.servers = d.dns.servers.clone(),
         field::DNS_DOMAIN => cfg.dns.domain = d.dns.domain.clone(),

@@ -46,6 +46,12 @@ pub(crate) fn attributes(c: &Container, template: Option<&Template>) -> Vec<Attr
     v.push(Attribute::known(field::NESTING, json(&c.features.nesting)));
     v.push(Attribute::known(field::FUSE, json(&c.features.fuse)));
     v.push(Attribute::known(field::KEYCTL, json(&c.features.keyctl)));
+    if c.features.mknod {
+        v.push(Attribute::known(field::MKNOD, json(&true)));
+    }
+    if c.features.force_rw_sys {
+        v.push(Attribute::known(field::FORCE_RW_SYS, json(&true)));
+    }
     if !c.features.mount.is_empty() {
         v.push(Attribute::known(field::MOUNT, json(&c.features.mount)));
     }
