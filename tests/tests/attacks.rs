@@ -462,6 +462,8 @@ async fn an_operator_cannot_give_a_container_powers_over_its_host() {
         ("features: {mount: [nfs]}", "containers.x.features.mount"),
         ("features: {mknod: true}", "containers.x.features.mknod"),
         ("features: {force_rw_sys: true}", "containers.x.features.force_rw_sys"),
+        // a script PVE runs as root on the node
+        ("hookscript: \"local:snippets/hook.sh\"", "containers.x.hookscript"),
         // another container's disk (PVE asks for the owner's permission)
         ("mount_points: [{volume: \"local-lvm:vm-900-disk-1\", path: /stolen}]", "containers.x.mount_points[0].volume"),
     ];

@@ -282,3 +282,62 @@ async fn an_admin_s_mknod_and_force_rw_sys_reach_the_node_and_go_again() {
     .await;
     plan_is_empty(&c, &path).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_s_hookscript_is_set_changed_live_and_removed() {
+    use std::os::unix::fs::PermissionsExt;
+    let c = Cluster::start(1).await.expect("cluster");
+    for name in ["a.sh", "b.sh"] {
+        let out = c.pve(
+            "mk33",
+            "pvesm",
+            &["path", &format!("local:snippets/{name}")],
+        );
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        let file = std::path::PathBuf::from(out.stdout.trim());
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(&file, "#!/bin/sh\nexit 0\n").unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let body = |hook: &str| {
+        fleet_yaml(
+            "hook",
+            &format!("  h: {{node: mk33, vm_id: 2614, memory: 512, disk_size: 4{hook}}}\n"),
+        )
+    };
+    let hookscript = |c: &Cluster| c.pct_config("mk33", 2614).get("hookscript").cloned();
+    let path = submit(
+        &c,
+        "hook.yaml",
+        &body(", hookscript: \"local:snippets/a.sh\""),
+    )
+    .await;
+    c.wait_running("hook", &["h"], UP).await;
+    assert_eq!(hookscript(&c).as_deref(), Some("local:snippets/a.sh"));
+    plan_is_empty(&c, &path).await;
+    let path = submit(
+        &c,
+        "hook.yaml",
+        &body(", hookscript: \"local:snippets/b.sh\""),
+    )
+    .await;
+    wait_until("hook script b", UP, || async {
+        match hookscript(&c) {
+            Some(h) if h == "local:snippets/b.sh" => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    plan_is_empty(&c, &path).await;
+    assert_eq!(c.runtime("mk33", 2614).unwrap()["boots"], 1, "applied live");
+    // left out: the node's hook script goes
+    let path = submit(&c, "hook.yaml", &body("")).await;
+    wait_until("no hook script", UP, || async {
+        match hookscript(&c) {
+            None => Ok(()),
+            Some(h) => Err(h),
+        }
+    })
+    .await;
+    plan_is_empty(&c, &path).await;
+}

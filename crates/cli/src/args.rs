@@ -134,8 +134,8 @@ pub enum Command {
     /// Operators may not give containers powers over their host (PVE reserves these for root@pam):
     /// privileged containers, bind mounts of host paths, device passthrough, the features fuse,
     /// keyctl, mknod, force_rw_sys and mount=FSTYPE, idmap entries mapping into host ids outside 100000-165535, and
-    /// existing volumes that belong to no container of the fleet, and adopting a container made
-    /// outside pxfleet. An admin grants them per fleet, as narrowly as the fleet needs:
+    /// existing volumes that belong to no container of the fleet, adopting a container made
+    /// outside pxfleet, and hook scripts (run as root on the node). An admin grants them per fleet, as narrowly as the fleet needs:
     ///
     ///   pxctl grant add media bind-mount:/srv/media --reason "library share"
     ///   pxctl grant add vpn device:/dev/net/tun
@@ -269,7 +269,8 @@ pub enum GrantCommand {
 pub struct GrantAddArgs {
     pub fleet: String,
     /// privileged, bind-mount:/HOST/PATH, device:/dev/NAME, feature:fuse, feature:keyctl,
-    /// feature:mknod, feature:force_rw_sys, feature:mount=FSTYPE, idmap:FIRST-LAST (host ids), volume:STORAGE:VOLUME, adopt:VMID.
+    /// feature:mknod, feature:force_rw_sys, feature:mount=FSTYPE, idmap:FIRST-LAST (host ids),
+    /// volume:STORAGE:VOLUME, adopt:VMID, hookscript:STORAGE:snippets/FILE.
     #[arg(required = true, value_name = "POWER")]
     pub powers: Vec<String>,
     /// Why (kept with the grant and in the audit trail).

@@ -169,6 +169,7 @@ pub fn observed_config_from_pb(c: &pb::ContainerSpec) -> ObservedConfig {
             mode: non_empty(&c.cmode),
         },
         rootfs: c.rootfs.as_ref().map(rootfs_flags).unwrap_or_default(),
+        hookscript: non_empty(&c.hookscript),
         unprivileged: c.unprivileged,
         features: Features {
             nesting: features.nesting,
@@ -417,6 +418,7 @@ pub fn container_spec(
         tty: c.console.tty_count,
         cmode: c.console.mode.clone().unwrap_or_default(),
         rootfs: Some(rootfs_pb(&c.rootfs)),
+        hookscript: c.hookscript.clone().unwrap_or_default(),
         template_volid: if template.source.is_clone() {
             String::new()
         } else {

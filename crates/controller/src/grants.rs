@@ -44,6 +44,9 @@ pub enum HostPower {
     /// `adopt:VMID`: taking the container VMID, made outside pxfleet, under this fleet's management (and so
     /// its destroy, its data): PVE would ask for permissions on that container.
     Adopt { vm_id: u32 },
+    /// `hookscript:local:snippets/hook.sh`: this script as a container's hook script, which PVE runs as root on
+    /// the node at the container's lifecycle events.
+    Hookscript { volid: String },
 }
 
 /// Why a text is not a host power.
@@ -53,7 +56,8 @@ pub struct BadPower(String);
 
 const POWER_FORMS: &str =
     "privileged, bind-mount:/HOST/PATH, device:/dev/NAME, feature:fuse, feature:keyctl, \
-                           feature:mknod, feature:force_rw_sys, feature:mount=FSTYPE or idmap:FIRST-LAST (host ids)";
+                           feature:mknod, feature:force_rw_sys, feature:mount=FSTYPE, idmap:FIRST-LAST (host ids), \
+                           volume:STORAGE:NAME, adopt:VMID or hookscript:STORAGE:snippets/FILE";
 
 /// Absolute, no `.`/`..`/empty components, no `,` (PVE's property strings), not only `/`.
 fn clean_path(s: &str) -> bool {
@@ -124,6 +128,14 @@ impl FromStr for HostPower {
                     "volume needs a volume id STORAGE:NAME, e.g. volume:local-lvm:vm-900-disk-1 (got {value:?})"
                 ))),
             },
+            "hookscript" if pxfleet_pve::argv::is_hookscript_volid(value) => {
+                Ok(HostPower::Hookscript {
+                    volid: value.to_string(),
+                })
+            }
+            "hookscript" => Err(bad(format!(
+                "hookscript needs a snippets volume STORAGE:snippets/FILE, e.g. hookscript:local:snippets/hook.sh (got {value:?})"
+            ))),
             "adopt" => match value.parse::<u32>() {
                 Ok(vm_id) if vm_id >= 100 => Ok(HostPower::Adopt { vm_id }),
                 _ => Err(bad(format!(
@@ -145,6 +157,7 @@ impl fmt::Display for HostPower {
             HostPower::Idmap { first, last } => write!(f, "idmap:{first}-{last}"),
             HostPower::Volume { volid } => write!(f, "volume:{volid}"),
             HostPower::Adopt { vm_id } => write!(f, "adopt:{vm_id}"),
+            HostPower::Hookscript { volid } => write!(f, "hookscript:{volid}"),
         }
     }
 }
@@ -182,6 +195,7 @@ pub enum Needed {
     Idmap(u64, u64),
     Volume(String),
     Adopt(u32),
+    Hookscript(String),
 }
 
 impl Needed {
@@ -195,6 +209,7 @@ impl Needed {
             Needed::Idmap(a, b) => format!("idmap:{a}-{b}"),
             Needed::Volume(v) => format!("volume:{v}"),
             Needed::Adopt(v) => format!("adopt:{v}"),
+            Needed::Hookscript(v) => format!("hookscript:{v}"),
         }
     }
 
@@ -218,6 +233,7 @@ impl Needed {
             }
             (Needed::Volume(v), HostPower::Volume { volid }) => v == volid,
             (Needed::Adopt(v), HostPower::Adopt { vm_id }) => v == vm_id,
+            (Needed::Hookscript(v), HostPower::Hookscript { volid }) => v == volid,
             _ => false,
         }
     }
@@ -315,6 +331,13 @@ pub fn uses(fleet: &Fleet, stored: &std::collections::BTreeSet<u32>) -> Vec<Use>
                 }
                 _ => {}
             }
+        }
+        if let Some(h) = &c.hookscript {
+            add(
+                "hookscript".into(),
+                format!("hook script {h}, run as root on the node"),
+                Needed::Hookscript(h.clone()),
+            );
         }
         for (i, d) in c.devices.iter().enumerate() {
             add(
@@ -483,6 +506,7 @@ mod tests {
             "idmap:1000-1999",
             "volume:local-lvm:vm-900-disk-1",
             "adopt:105",
+            "hookscript:local:snippets/hook.sh",
         ] {
             assert_eq!(s.parse::<HostPower>().unwrap().to_string(), s);
         }

@@ -76,6 +76,7 @@ pub fn container(name: &str) -> Container {
         timezone: None,
         console: Default::default(),
         rootfs: Default::default(),
+        hookscript: None,
         protection: false,
         tags: vec![],
         description: None,

@@ -418,6 +418,35 @@ fn check_arch(vmid: u32, arch: &str) -> R<()> {
     }
 }
 
+/// `STORAGE:snippets/FILE`: what PVE's `check_hookscript` accepts by name (the file must also exist on the node
+/// and be executable, which only the node can tell).
+pub fn is_hookscript_volid(s: &str) -> bool {
+    match s.split_once(':') {
+        Some((st, name)) => {
+            is_storage_id(st)
+                && name.strip_prefix("snippets/").is_some_and(|f| {
+                    !f.is_empty()
+                        && !f.contains([',', ' ', '=', '\n'])
+                        && !f.split('/').any(|p| p == "..")
+                })
+        }
+        None => false,
+    }
+}
+
+fn check_hookscript(vmid: u32, h: &str) -> R<()> {
+    if is_hookscript_volid(h) {
+        Ok(())
+    } else {
+        Err(PveError::invalid(
+            Some(vmid),
+            "hookscript",
+            h,
+            "a snippets volume like local:snippets/hook.sh",
+        ))
+    }
+}
+
 /// `--timezone`, `--console`, `--tty`, `--cmode`, checked as PVE's schema checks them.
 fn system(
     a: &mut Args,
@@ -549,6 +578,10 @@ pub fn create_args(spec: &CreateSpec, ssh_keys_file: Option<&Path>) -> R<Vec<Str
         check_description(vmid, d)?;
         a.opt("description", d.clone());
     }
+    if let Some(h) = &spec.hookscript {
+        check_hookscript(vmid, h)?;
+        a.opt("hookscript", h.clone());
+    }
     system(
         &mut a,
         vmid,
@@ -658,6 +691,10 @@ pub fn set_args(vmid: u32, c: &ConfigChange) -> R<Vec<String>> {
     if let Some(x) = &c.arch {
         check_arch(vmid, x)?;
         a.opt("arch", x.clone());
+    }
+    if let Some(h) = &c.hookscript {
+        check_hookscript(vmid, h)?;
+        a.opt("hookscript", h.clone());
     }
     system(
         &mut a,

@@ -211,6 +211,15 @@ impl ConfigChange {
             d.ostype.as_ref(),
             false,
         );
+        scalar(
+            &mut c.hookscript,
+            del,
+            "hookscript",
+            current,
+            current.hookscript.clone(),
+            d.hookscript.as_ref(),
+            true,
+        );
         // Set when given, never deleted (the fleet compares them only when given); an absent console, tty or cmode
         // is PVE's default (1, 2, tty).
         scalar(
@@ -348,6 +357,7 @@ impl ConfigChange {
             "console" => self.console.map(b),
             "tty" => self.tty.map(|v| v.to_string()),
             "cmode" => self.cmode.clone(),
+            "hookscript" => self.hookscript.clone(),
             "env" => self.env.as_ref().map(|e| {
                 e.iter()
                     .map(|(k, v)| format!("{k}={v}"))
@@ -389,6 +399,7 @@ impl ConfigChange {
             "console" => self.console = None,
             "tty" => self.tty = None,
             "cmode" => self.cmode = None,
+            "hookscript" => self.hookscript = None,
             "env" => self.env = None,
             "entrypoint" => self.entrypoint = None,
             "tags" => self.tags = None,
@@ -423,6 +434,7 @@ impl ConfigChange {
             "console",
             "tty",
             "cmode",
+            "hookscript",
             "env",
             "entrypoint",
             "tags",

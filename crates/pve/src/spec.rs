@@ -195,6 +195,9 @@ pub struct CreateSpec {
     pub tty: Option<u32>,
     /// `--cmode`: `tty`, `console` or `shell` (PVE's default: `tty`).
     pub cmode: Option<String>,
+    /// `--hookscript STORAGE:snippets/FILE`: a script PVE runs as root on the node at the container's
+    /// lifecycle events.
+    pub hookscript: Option<String>,
     /// `env` (PVE 9.1+), any number of variables: not passed to `pct create` (a command line cannot carry PVE's
     /// NUL separator); written into the config file as `lxc.environment.runtime` lines after the create
     /// ([`crate::conffile::write_env`]). Empty: left out.
@@ -237,6 +240,7 @@ impl CreateSpec {
             console: None,
             tty: None,
             cmode: None,
+            hookscript: None,
             env: BTreeMap::new(),
             entrypoint: None,
         }
@@ -272,6 +276,8 @@ pub struct ConfigChange {
     pub console: Option<bool>,
     pub tty: Option<u32>,
     pub cmode: Option<String>,
+    /// `--hookscript`; deleted (`delete`) when the desired side has none.
+    pub hookscript: Option<String>,
     /// `env` (PVE 9.1+), replacing every variable; `Some(empty)` removes them. Not sent by `pct set`: the
     /// caller writes the `lxc.environment.runtime` lines into the config file ([`crate::conffile::write_env`]).
     pub env: Option<BTreeMap<String, String>>,

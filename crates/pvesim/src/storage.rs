@@ -82,10 +82,30 @@ pub fn volume_path(node: &Node, volid: &str) -> Result<PathBuf> {
     if let Some(rest) = name.strip_prefix("iso/") {
         return Ok(dir.join("template/iso").join(rest));
     }
+    if let Some(rest) = name.strip_prefix("snippets/") {
+        return Ok(dir.join("snippets").join(rest));
+    }
     let file = name.rsplit('/').next().unwrap_or(&name).to_string();
     let vmid = vmid_of(&file)
         .ok_or_else(|| SimError::die(format!("unable to parse volume name '{name}'")))?;
     Ok(dir.join("images").join(vmid.to_string()).join(file))
+}
+
+/// `PVE::GuestHelpers::check_hookscript`: `volid` is a snippets volume whose file exists and is executable.
+pub fn check_hookscript(node: &Node, volid: &str) -> Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = volume_path(node, volid)?;
+    let (_, name) = split_volid(volid)?;
+    if !name.starts_with("snippets/") {
+        return Err(SimError::die(format!(
+            "'{volid}' is not in the snippets directory"
+        )));
+    }
+    match fs::metadata(&path) {
+        Ok(m) if m.is_file() && m.permissions().mode() & 0o111 != 0 => Ok(path),
+        Ok(m) if m.is_file() => Err(SimError::die(format!("script '{volid}' is not executable"))),
+        _ => Err(SimError::die(format!("script '{volid}' does not exist"))),
+    }
 }
 
 /// The path `pvesm path` prints (the simulated file).

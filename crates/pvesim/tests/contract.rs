@@ -2040,3 +2040,71 @@ async fn arch_timezone_and_console_options_are_checked_stored_and_pending_on_a_r
         );
     }
 }
+
+// ----- §2.2: hookscript, a snippets volume that exists and is executable ------------------------------------------
+
+#[tokio::test]
+async fn a_hookscript_must_be_an_executable_snippet() {
+    use std::os::unix::fs::PermissionsExt;
+    let (s, n) = seeded(None).await;
+    let path = s.cli("pve1", "pvesm", &["path", "local:snippets/hook.sh"]);
+    assert_eq!(path.code, 0, "{}", path.stderr);
+    let file = std::path::PathBuf::from(path.stdout.trim());
+    assert!(file.ends_with("snippets/hook.sh"), "{file:?}");
+    let create = |vmid: &str, hook: &str| {
+        s.cli(
+            "pve1",
+            "pct",
+            &[
+                "create",
+                vmid,
+                TMPL,
+                "--rootfs",
+                "local-lvm:1",
+                "--hookscript",
+                hook,
+            ],
+        )
+    };
+    let o = create("100", "local:snippets/hook.sh");
+    assert_eq!(
+        (o.code, o.stderr.as_str()),
+        (255, "script 'local:snippets/hook.sh' does not exist\n")
+    );
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(&file, "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let o = create("100", "local:snippets/hook.sh");
+    assert_eq!(
+        (o.code, o.stderr.as_str()),
+        (255, "script 'local:snippets/hook.sh' is not executable\n")
+    );
+    let o = create("100", &format!("local:vztmpl/{TMPL_FILE}"));
+    assert_eq!(o.code, 255, "{}", o.stderr);
+    assert_eq!(
+        o.stderr,
+        format!("'local:vztmpl/{TMPL_FILE}' is not in the snippets directory\n")
+    );
+    assert!(n.config(100).await.is_err(), "nothing was created");
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let o = create("100", "local:snippets/hook.sh");
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(
+        n.config(100).await.unwrap().hookscript.as_deref(),
+        Some("local:snippets/hook.sh")
+    );
+    // pct set checks it the same way; on a running CT it applies at once
+    n.start(100).await.expect("start");
+    let o = s.cli(
+        "pve1",
+        "pct",
+        &["set", "100", "--hookscript", "local:snippets/other.sh"],
+    );
+    assert_eq!(
+        (o.code, o.stderr.as_str()),
+        (255, "script 'local:snippets/other.sh' does not exist\n")
+    );
+    let o = s.cli("pve1", "pct", &["set", "100", "--delete", "hookscript"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(n.config(100).await.unwrap().hookscript, None);
+}

@@ -295,6 +295,11 @@ pub struct Container {
     /// `shared` is always off for a root disk.
     #[serde(default, skip_serializing_if = "MountFlags::is_default")]
     pub rootfs: MountFlags,
+    /// `--hookscript` (bpg `hook_script_file_id`): a snippets volume (`local:snippets/hook.sh`) PVE runs as root on
+    /// the node at the container's lifecycle events. A power over the host: an operator needs an admin's grant.
+    /// `None`: no hook script (one set on the node is removed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hookscript: Option<String>,
 }
 
 /// `console:` of a container: PVE's `console` (a `/dev/console` device), `tty` (how many ttys) and `cmode` (what

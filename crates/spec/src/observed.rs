@@ -102,6 +102,9 @@ pub struct ObservedConfig {
     /// The root disk's options (PVE's defaults for absent keys).
     #[serde(default)]
     pub rootfs: crate::model::MountFlags,
+    /// `hookscript`; `None` when the config has none.
+    #[serde(default)]
+    pub hookscript: Option<String>,
 }
 
 /// One `netN` and, for a running container, the addresses it really has.
@@ -180,6 +183,7 @@ impl ObservedContainer {
                     }
                 },
                 rootfs: c.rootfs.clone(),
+                hookscript: c.hookscript.clone(),
                 unprivileged: c.unprivileged,
                 features: c.features.clone(),
                 interfaces: c

@@ -95,6 +95,7 @@ pub(crate) const CONTAINER_FIELDS: &[&str] = &[
     "timezone",
     "console",
     "rootfs",
+    "hookscript",
     "interface_name",
     "host_managed",
 ];

@@ -319,6 +319,9 @@ pub fn entry_fields(
     if let Some(t) = &c.timezone {
         m.insert("timezone".into(), json!(t));
     }
+    if let Some(h) = &c.hookscript {
+        m.insert("hookscript".into(), json!(h));
+    }
     // console settings other than PVE's defaults
     let pve = pxfleet_spec::Console::pve_defaults();
     let mut cm = Map::new();

@@ -140,6 +140,8 @@ pub fn container(
                 }
                 "environment_variables" => set(&mut ev, &path, a, "env", Value::is_object),
                 "entrypoint" => set(&mut ev, &path, a, "entrypoint", Value::is_string),
+                // a snippets volume (a power over the host: an operator's submit needs an admin's grant)
+                "hook_script_file_id" => set(&mut ev, &path, a, "hookscript", Value::is_string),
                 "started" => {
                     if let Some(false) = ev.value(&path, a).as_ref().and_then(as_bool) {
                         ev.ct.set("state", json!("stopped"));

@@ -24,6 +24,8 @@ pub struct ContainerConfig {
     pub tty: Option<u32>,
     /// `cmode` (PVE's default when absent: `tty`).
     pub cmode: Option<String>,
+    /// `hookscript` (a snippets volume).
+    pub hookscript: Option<String>,
     /// `env` (PVE 9.1+): the `lxc.environment.runtime` variables; empty when none.
     pub env: BTreeMap<String, String>,
     /// `entrypoint` (PVE 9.1+).
@@ -95,6 +97,7 @@ impl ContainerConfig {
                 "console" => c.console = Some(flag(&k, &v)?),
                 "tty" => c.tty = Some(num(&k, &v)? as u32),
                 "cmode" => c.cmode = Some(v.clone()),
+                "hookscript" => c.hookscript = Some(v.clone()),
                 "env" => c.env = crate::runtime::parse_env(&v),
                 "entrypoint" => c.entrypoint = Some(v.clone()),
                 "cores" => c.cores = Some(num(&k, &v)? as u32),

@@ -69,6 +69,9 @@ pub fn set(node: &Node, vmid: u32, p: &BTreeMap<String, String>, err: &mut Strin
             "unable to modify read-only option: 'unprivileged'",
         ));
     }
+    if let Some(h) = changes.get("hookscript") {
+        crate::storage::check_hookscript(node, h)?;
+    }
     sleep_ms(node.cfg.latency.set_ms);
     let running = runtime(node, vmid).running;
     for d in &deletes {

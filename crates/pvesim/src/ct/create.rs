@@ -154,6 +154,10 @@ pub fn create(
             description = crate::ctconf::stored_description(v);
             continue;
         }
+        if k == "hookscript" {
+            // update_pct_config, before the config is locked
+            storage::check_hookscript(node, v)?;
+        }
         final_opts.insert(k.clone(), normalize_value(node, k, v)?);
     }
 

@@ -118,6 +118,7 @@ impl Cx<'_> {
                 "timezone" => c.timezone = self.timezone(n, &p).or(c.timezone.take()),
                 "console" => self.console(n, &p, &mut c.console),
                 "rootfs" => self.rootfs(n, &p, &mut c.rootfs),
+                "hookscript" => c.hookscript = self.hookscript(n, &p).or(c.hookscript.take()),
                 "features" => self.features(&mut c.features, n, &p),
                 "extra_interfaces" => {
                     if let Some(items) = self.seq(n, &p) {

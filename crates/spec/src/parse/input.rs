@@ -126,6 +126,7 @@ pub(super) struct ContainerInput {
     pub(super) timezone: Option<String>,
     pub(super) console: Console,
     pub(super) rootfs: RootfsInput,
+    pub(super) hookscript: Option<String>,
     pub(super) tags: Option<Vec<String>>,
     pub(super) description: Option<String>,
     pub(super) labels: Option<BTreeMap<String, String>>,
@@ -216,6 +217,7 @@ impl ContainerInput {
                 tty_count: or(self.console.tty_count, &d.console.tty_count),
                 mode: or(self.console.mode, &d.console.mode),
             },
+            hookscript: or(self.hookscript, &d.hookscript),
             rootfs: RootfsInput {
                 mount_options: or(self.rootfs.mount_options, &d.rootfs.mount_options),
                 acl: or(self.rootfs.acl, &d.rootfs.acl),

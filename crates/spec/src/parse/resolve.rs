@@ -253,6 +253,7 @@ impl Cx<'_> {
             arch: c.arch,
             timezone: c.timezone,
             console: c.console,
+            hookscript: c.hookscript,
             rootfs: MountFlags {
                 mount_options: c.rootfs.mount_options.clone().unwrap_or_default(),
                 acl: c.rootfs.acl,

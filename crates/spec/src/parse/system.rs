@@ -27,6 +27,21 @@ impl Cx<'_> {
         None
     }
 
+    /// `hookscript:` a snippets volume, `STORAGE:snippets/FILE`.
+    pub(super) fn hookscript(&mut self, n: &Node, path: &str) -> Option<String> {
+        let v = self.string(n, path)?;
+        if pxfleet_pve::argv::is_hookscript_volid(&v) {
+            return Some(v);
+        }
+        self.err(
+            n.span,
+            path,
+            format!("hookscript {} is not a snippets volume", quote(&v)),
+            Some("STORAGE:snippets/FILE, e.g. local:snippets/hook.sh: an executable file in a storage with snippets content"),
+        );
+        None
+    }
+
     /// `timezone:` `host`, `UTC` or a zone of zone.tab.
     pub(super) fn timezone(&mut self, n: &Node, path: &str) -> Option<String> {
         let v = self.string(n, path)?;

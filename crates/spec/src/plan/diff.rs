@@ -351,6 +351,14 @@ fn runtime(
     }
     system(df, d, a, oc);
     rootfs(df, d, a, oc);
+    // always compared (left out: none); PVE applies it to a running container at once
+    df.cmp(
+        s(field::HOOKSCRIPT),
+        oc.hookscript.as_deref(),
+        a.map(|a| a.hookscript.as_deref()),
+        d.hookscript.as_deref(),
+        true,
+    );
 }
 
 /// The root disk's options, always compared (left out: PVE's defaults), applied at the next start.

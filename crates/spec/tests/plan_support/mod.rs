@@ -71,6 +71,7 @@ pub fn container(name: &str, vm_id: Option<u32>) -> Container {
         timezone: None,
         console: Default::default(),
         rootfs: Default::default(),
+        hookscript: None,
         protection: false,
         tags: vec![],
         description: None,

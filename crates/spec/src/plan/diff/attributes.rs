@@ -134,6 +134,9 @@ pub(crate) fn attributes(c: &Container, template: Option<&Template>) -> Vec<Attr
     if let Some(x) = &c.console.mode {
         v.push(Attribute::known(field::CONSOLE_TYPE, json(x)));
     }
+    if let Some(h) = &c.hookscript {
+        v.push(Attribute::known(field::HOOKSCRIPT, json(h)));
+    }
     // the root disk's options other than PVE's defaults
     let r = &c.rootfs;
     if !r.mount_options.is_empty() {
