@@ -341,3 +341,57 @@ async fn an_admin_s_hookscript_is_set_changed_live_and_removed() {
     .await;
     plan_is_empty(&c, &path).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn env_and_entrypoint_given_empty_are_removed_left_out_are_left_alone() {
+    let c = Cluster::start(1).await.expect("cluster");
+    let body = |extra: &str| {
+        fleet_yaml(
+            "rt",
+            &format!("  e: {{node: mk33, vm_id: 2615, memory: 512, disk_size: 4{extra}}}\n"),
+        )
+    };
+    let path = submit(
+        &c,
+        "rt.yaml",
+        &body(", env: {APP: blue, MODE: x}, entrypoint: \"/sbin/init --log\""),
+    )
+    .await;
+    c.wait_running("rt", &["e"], UP).await;
+    let cfg = c.pct_config("mk33", 2615);
+    assert_eq!(
+        cfg.get("entrypoint").map(String::as_str),
+        Some("/sbin/init --log")
+    );
+    assert!(cfg.contains_key("env"), "{cfg:?}");
+    plan_is_empty(&c, &path).await;
+    // Left out: not compared, the node keeps them.
+    let path = submit(&c, "rt.yaml", &body("")).await;
+    plan_is_empty(&c, &path).await;
+    assert!(c.pct_config("mk33", 2615).contains_key("env"));
+    // Given empty: none, so they are removed (at the next start, which the plan announces).
+    let next = body(", env: {}, entrypoint: \"\"");
+    let (code, out, err) = c
+        .pxctl(&["plan", c.write_fleet("rt2.yaml", &next).to_str().unwrap()])
+        .await;
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.contains("env") && out.contains("entrypoint") && out.contains("restart"),
+        "{out}"
+    );
+    let path = submit(&c, "rt.yaml", &next).await;
+    wait_until("env and entrypoint removed", UP, || async {
+        let cfg = c.pct_config("mk33", 2615);
+        if cfg.contains_key("env")
+            || cfg.contains_key("entrypoint")
+            || !pending(&c, "mk33", 2615).is_empty()
+        {
+            Err(format!("{cfg:?}"))
+        } else {
+            Ok(())
+        }
+    })
+    .await;
+    c.wait_running("rt", &["e"], UP).await;
+    plan_is_empty(&c, &path).await;
+}

@@ -157,7 +157,7 @@ fn apply_options(s: &mut CreateSpec, options: &[(String, String)]) -> Result<(),
             "onboot" => s.onboot = Some(flag(k, v)?),
             "protection" => s.protection = Some(flag(k, v)?),
             "ostype" => s.ostype = Some(v.to_string()),
-            "env" => s.env = pxfleet_pve::runtime::parse_env(v),
+            "env" => s.env = Some(pxfleet_pve::runtime::parse_env(v)),
             "entrypoint" => s.entrypoint = Some(v.to_string()),
             "arch" => s.arch = Some(v.to_string()),
             "timezone" => s.timezone = Some(v.to_string()),
@@ -266,8 +266,8 @@ pub fn options_text(s: &CreateSpec) -> Vec<(String, String)> {
     if let Some(t) = &s.ostype {
         push("ostype", t.clone());
     }
-    if !s.env.is_empty() {
-        let vars: Vec<String> = s.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    if let Some(env) = &s.env {
+        let vars: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
         push("env", vars.join("\0"));
     }
     if let Some(e) = &s.entrypoint {

@@ -104,10 +104,12 @@ async fn a_clone_create_clones_sets_grows_and_starts() {
     template_ct(&r);
     let mut op = clone_create("c-1", 120, "app", 9000, false);
     if let OpKind::Create(c) = &mut op.kind {
-        c.options.env = [("A", "1"), ("B", "two words")]
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+        c.options.env = Some(
+            [("A", "1"), ("B", "two words")]
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        );
     }
     let u = r.exec.execute(op).await;
     let res = succeeded(&u);
@@ -681,10 +683,11 @@ fn update_env(id: &str, vmid: u32, env: &[(&str, &str)], restart: bool) -> Opera
         ),
     ])
     .unwrap();
-    desired.env = env
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
+    desired.env = Some(
+        env.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    );
     Operation {
         id: id.into(),
         kind: OpKind::Update {
@@ -724,10 +727,12 @@ async fn several_env_variables_are_written_on_create_and_replaced_on_update() {
     ];
     let mut op = create("c", 410, "dev-u");
     if let OpKind::Create(c) = &mut op.kind {
-        c.options.env = three
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+        c.options.env = Some(
+            three
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        );
     }
     let u = r.exec.execute(op).await;
     // Written into the config file (one lxc.environment.runtime line each; the node shows `env` NUL-separated).

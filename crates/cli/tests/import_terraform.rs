@@ -520,6 +520,7 @@ resource "proxmox_virtual_environment_container" "app" {
     let env: Vec<(&str, &str)> = c
         .env
         .iter()
+        .flatten()
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
     assert_eq!(

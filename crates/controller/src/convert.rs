@@ -411,7 +411,14 @@ pub fn container_spec(
         datastore_id: c.datastore_id.clone().unwrap_or_default(),
         ostype: c.ostype.clone().unwrap_or_default(),
         entrypoint: c.entrypoint.clone().unwrap_or_default(),
-        env: c.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        entrypoint_set: c.entrypoint.is_some(),
+        env: c
+            .env
+            .iter()
+            .flatten()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        env_set: c.env.is_some(),
         arch: c.arch.clone().unwrap_or_default(),
         timezone: c.timezone.clone().unwrap_or_default(),
         console: c.console.enabled,

@@ -591,8 +591,10 @@ pub fn create_args(spec: &CreateSpec, ssh_keys_file: Option<&Path>) -> R<Vec<Str
         spec.cmode.as_ref(),
     )?;
     // env is written into the config file after the create (lxc.environment.runtime lines): checked here.
-    crate::runtime::env_entries(vmid, &spec.env)?;
-    if let Some(e) = &spec.entrypoint {
+    if let Some(env) = &spec.env {
+        crate::runtime::env_entries(vmid, env)?;
+    }
+    if let Some(e) = spec.entrypoint.as_ref().filter(|e| !e.is_empty()) {
         crate::runtime::check_entrypoint(vmid, e)?;
         a.opt("entrypoint", e.clone());
     }

@@ -268,18 +268,22 @@ impl ConfigChange {
             false,
         );
         // Set when given, never deleted: an OCI image brings its own (the fleet compares them only when given).
-        if !d.env.is_empty() && current.env != d.env {
-            c.env = Some(d.env.clone());
+        if let Some(env) = &d.env {
+            if current.env != *env {
+                c.env = Some(env.clone());
+            }
         }
-        scalar(
-            &mut c.entrypoint,
-            del,
-            "entrypoint",
-            current,
-            current.entrypoint.clone(),
-            d.entrypoint.as_ref(),
-            false,
-        );
+        match d.entrypoint.as_deref() {
+            // given empty: none, so one on the node is deleted
+            Some("") if current.raw.contains_key("entrypoint") => {
+                del.insert("entrypoint".into());
+            }
+            Some("") | None => {}
+            Some(e) if current.entrypoint.as_deref() != Some(e) => {
+                c.entrypoint = Some(e.to_string());
+            }
+            Some(_) => {}
+        }
         if current.tags != d.tags {
             c.tags = Some(d.tags.clone());
         }

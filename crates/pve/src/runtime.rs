@@ -94,7 +94,10 @@ mod tests {
                 size_gib: 4,
             },
         );
-        s.env = BTreeMap::from([("APP_PORT".to_string(), "8080".to_string())]);
+        s.env = Some(BTreeMap::from([(
+            "APP_PORT".to_string(),
+            "8080".to_string(),
+        )]));
         s.entrypoint = Some("/usr/local/bin/app --serve".into());
         s.nets.insert(
             0,

@@ -200,9 +200,9 @@ pub struct CreateSpec {
     pub hookscript: Option<String>,
     /// `env` (PVE 9.1+), any number of variables: not passed to `pct create` (a command line cannot carry PVE's
     /// NUL separator); written into the config file as `lxc.environment.runtime` lines after the create
-    /// ([`crate::conffile::write_env`]). Empty: left out.
-    pub env: BTreeMap<String, String>,
-    /// `--entrypoint` (PVE 9.1+).
+    /// ([`crate::conffile::write_env`]). `None`: left as it is; `Some(empty)`: no variables.
+    pub env: Option<BTreeMap<String, String>>,
+    /// `--entrypoint` (PVE 9.1+). `None`: left as it is; `Some("")`: none (PVE's /sbin/init).
     pub entrypoint: Option<String>,
 }
 
@@ -241,7 +241,7 @@ impl CreateSpec {
             tty: None,
             cmode: None,
             hookscript: None,
-            env: BTreeMap::new(),
+            env: None,
             entrypoint: None,
         }
     }

@@ -296,7 +296,10 @@ async fn create_gives_normalised_config_and_set_keeps_the_mac() {
 async fn env_entrypoint_and_host_managed_nics() {
     let (s, n) = seeded(None).await;
     let mut sp = spec(210, "local-lvm", 2);
-    sp.env = BTreeMap::from([("APP_PORT".to_string(), "8080".to_string())]);
+    sp.env = Some(BTreeMap::from([(
+        "APP_PORT".to_string(),
+        "8080".to_string(),
+    )]));
     sp.entrypoint = Some("/usr/local/bin/app --serve".into());
     sp.nets.insert(
         0,

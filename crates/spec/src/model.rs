@@ -271,12 +271,13 @@ pub struct Container {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ostype: Option<String>,
     /// `env` (bpg `environment_variables`): the container's runtime environment, `NAME: value`, any number of
-    /// variables (written as `lxc.environment.runtime` lines). Empty: not compared (an OCI image's own `Env`
-    /// stands). PVE 9.1+.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub env: BTreeMap<String, String>,
-    /// `--entrypoint` (bpg `entrypoint`): the command PVE runs as init (`lxc.init.cmd`). `None`: not compared
-    /// (PVE's `/sbin/init`, or an OCI image's own entrypoint). PVE 9.1+.
+    /// variables (written as `lxc.environment.runtime` lines). `None` (left out): not compared (an OCI image's own
+    /// `Env` stands); `Some(empty)` (`env: {}`): no variables, so every one on the node is removed. PVE 9.1+.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<BTreeMap<String, String>>,
+    /// `--entrypoint` (bpg `entrypoint`): the command PVE runs as init (`lxc.init.cmd`). `None` (left out): not
+    /// compared (PVE's `/sbin/init`, or an OCI image's own entrypoint); `Some("")` (`entrypoint: ""`): none, so
+    /// one set on the node is removed and PVE's `/sbin/init` runs. PVE 9.1+.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub entrypoint: Option<String>,
     /// `--arch`: the container's architecture. `None`: detected by PVE from the template (not compared).

@@ -170,8 +170,8 @@ impl ObservedContainer {
                 ),
                 template: Some(c.template.clone()),
                 ostype: c.ostype.clone(),
-                env: c.env.clone(),
-                entrypoint: c.entrypoint.clone(),
+                env: c.env.clone().unwrap_or_default(),
+                entrypoint: c.entrypoint.clone().filter(|e| !e.is_empty()),
                 arch: c.arch.clone(),
                 timezone: c.timezone.clone(),
                 console: {

@@ -60,7 +60,9 @@ fn gen_interface(r: &mut Rng, idx: usize, k: usize) -> Interface {
 fn gen_container(r: &mut Rng, idx: usize) -> Container {
     let mut c = container(&format!("c{idx}"), r.flip().then_some(100 + idx as u32));
     if r.below(4) == 0 {
-        c.env.insert("APP_ID".into(), idx.to_string());
+        c.env
+            .get_or_insert_with(Default::default)
+            .insert("APP_ID".into(), idx.to_string());
     }
     if r.below(4) == 0 {
         c.entrypoint = Some(format!("/app --id {idx}"));

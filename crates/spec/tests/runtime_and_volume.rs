@@ -23,7 +23,13 @@ fn runtime_and_interface_fields_are_parsed() {
     )
     .unwrap();
     let c = &f.containers["app"];
-    assert_eq!(c.env.get("APP_PORT").map(String::as_str), Some("8080"));
+    assert_eq!(
+        c.env
+            .as_ref()
+            .and_then(|e| e.get("APP_PORT"))
+            .map(String::as_str),
+        Some("8080")
+    );
     assert_eq!(c.entrypoint.as_deref(), Some("/usr/local/bin/app --serve"));
     assert_eq!(c.interfaces[0].name, "lan0");
     assert!(c.interfaces[0].host_managed);
@@ -33,7 +39,12 @@ fn runtime_and_interface_fields_are_parsed() {
     let f = parse("  app: {template: deb}\n").unwrap();
     let c = &f.containers["app"];
     assert_eq!(c.interfaces[0].name, "eth0");
-    assert!(!c.interfaces[0].host_managed && c.env.is_empty() && c.entrypoint.is_none());
+    assert!(!c.interfaces[0].host_managed && c.env.is_none() && c.entrypoint.is_none());
+    // Given empty: none (a difference from left out).
+    let f = parse("  app: {template: deb, env: {}, entrypoint: \"\"}\n").unwrap();
+    let c = &f.containers["app"];
+    assert_eq!(c.env, Some(Default::default()));
+    assert_eq!(c.entrypoint.as_deref(), Some(""));
 }
 
 #[test]
@@ -45,6 +56,7 @@ fn env_takes_several_variables() {
     let env: Vec<(&str, &str)> = f.containers["app"]
         .env
         .iter()
+        .flatten()
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
     assert_eq!(
@@ -168,7 +180,7 @@ fn env_and_entrypoint_apply_at_restart_interfaces_live() {
     let applied = fleet("dev", vec![container("a", Some(100))]);
     let obs = observe(&applied, PowerState::Running);
     let mut want = container("a", Some(100));
-    want.env.insert("APP_PORT".into(), "8080".into());
+    want.env = Some([("APP_PORT".into(), "8080".into())].into());
     want.entrypoint = Some("/app".into());
     let desired = fleet("dev", vec![want.clone()]);
     let p = plan(&desired, Some(&applied), &obs).unwrap();
@@ -191,7 +203,7 @@ fn env_and_entrypoint_apply_at_restart_interfaces_live() {
 #[test]
 fn once_applied_the_plan_is_empty_and_an_image_env_is_left_alone() {
     let mut c = container("a", Some(100));
-    c.env.insert("APP_PORT".into(), "8080".into());
+    c.env = Some([("APP_PORT".into(), "8080".into())].into());
     c.entrypoint = Some("/app --serve".into());
     c.interfaces[0].name = "lan0".into();
     c.interfaces[0].host_managed = true;
@@ -206,5 +218,30 @@ fn once_applied_the_plan_is_empty_and_an_image_env_is_left_alone() {
     obs[0].config.env.insert("PATH".into(), "/usr/bin".into());
     obs[0].config.entrypoint = Some("/docker-entrypoint.sh".into());
     let p = plan(&plain, Some(&plain), &obs).unwrap();
+    assert!(p.is_empty(), "{:?}", p.actions);
+}
+
+#[test]
+fn env_and_entrypoint_given_empty_remove_what_the_node_has() {
+    let plain = fleet("dev", vec![container("a", Some(100))]);
+    let mut obs = observe(&plain, PowerState::Running);
+    obs[0].config.env.insert("PATH".into(), "/usr/bin".into());
+    obs[0].config.entrypoint = Some("/docker-entrypoint.sh".into());
+    let mut none = container("a", Some(100));
+    none.env = Some(Default::default());
+    none.entrypoint = Some(String::new());
+    let desired = fleet("dev", vec![none]);
+    let p = plan(&desired, Some(&plain), &obs).unwrap();
+    let (changes, restart) = update(&p);
+    assert!(restart);
+    let shown: Vec<(&str, Option<String>)> = changes
+        .iter()
+        .map(|c| (c.field.as_str(), c.to.as_ref().map(|v| v.to_string())))
+        .collect();
+    assert_eq!(shown, [("env", Some("{}".into())), ("entrypoint", None)]);
+    // once the node has none, nothing left to do
+    let obs = observe(&desired, PowerState::Running);
+    assert!(obs[0].config.env.is_empty() && obs[0].config.entrypoint.is_none());
+    let p = plan(&desired, Some(&desired), &obs).unwrap();
     assert!(p.is_empty(), "{:?}", p.actions);
 }

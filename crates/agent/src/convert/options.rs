@@ -127,12 +127,14 @@ pub fn create_spec(spec: &v1::ContainerSpec) -> Result<CreateSpec, String> {
     s.onboot = spec.onboot.then_some(true);
     s.protection = spec.protection.then_some(true);
     s.ostype = Some(spec.ostype.clone()).filter(|o| !o.is_empty());
-    s.env = spec
-        .env
-        .iter()
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    s.entrypoint = Some(spec.entrypoint.clone()).filter(|e| !e.is_empty());
+    // given (possibly empty: none), or, from a controller that does not say, given when not empty
+    s.env = (spec.env_set || !spec.env.is_empty()).then(|| {
+        spec.env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    });
+    s.entrypoint = Some(spec.entrypoint.clone()).filter(|e| spec.entrypoint_set || !e.is_empty());
     if let Some(r) = &spec.rootfs {
         s.rootfs_options = RootfsOptions {
             mount_options: r.mount_options.clone(),

@@ -205,6 +205,9 @@ pub fn config_to_spec(vmid: u32, cfg: &ContainerConfig) -> v1::ContainerSpec {
         tty: Some(cfg.tty.unwrap_or(2)),
         cmode: cfg.cmode.clone().unwrap_or_else(|| "tty".into()),
         hookscript: cfg.hookscript.clone().unwrap_or_default(),
+        // desired only
+        env_set: false,
+        entrypoint_set: false,
         rootfs: cfg.rootfs.as_ref().map(|r| v1::MountPoint {
             mount_options: r
                 .mountoptions

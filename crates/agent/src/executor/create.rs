@@ -112,12 +112,12 @@ impl<D: NodeApi> Executor<D> {
         spec: &CreateSpec,
     ) -> Result<(), PveError> {
         let d = &*self.inner.node;
-        if !spec.env.is_empty() {
+        if let Some(env) = spec.env.as_ref().filter(|e| !e.is_empty()) {
             self.progress(
                 op_id,
                 "writing env (lxc.environment.runtime) into the config file",
             );
-            d.write_env(vmid, &spec.env).await?;
+            d.write_env(vmid, env).await?;
         }
         if !spec.idmap.is_empty() {
             self.progress(op_id, "writing lxc.idmap into the config file");

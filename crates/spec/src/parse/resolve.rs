@@ -248,7 +248,7 @@ impl Cx<'_> {
             restart_policy: c.restart_policy.unwrap_or_default(),
             drift: c.drift.unwrap_or_default(),
             ostype: c.ostype,
-            env: c.env.unwrap_or_default(),
+            env: c.env,
             entrypoint: c.entrypoint,
             arch: c.arch,
             timezone: c.timezone,

@@ -65,12 +65,15 @@ impl Cx<'_> {
     /// `entrypoint:` the command line PVE runs as init.
     pub(super) fn entrypoint(&mut self, n: &Node, path: &str) -> Option<String> {
         let s = self.string(n, path)?;
+        if s.is_empty() {
+            return Some(s); // explicitly none: PVE's /sbin/init
+        }
         if s.trim().is_empty() {
             self.err(
                 n.span,
                 path,
                 "entrypoint is blank",
-                Some("a command such as /usr/local/bin/app --serve, or leave entrypoint out for /sbin/init"),
+                Some("a command such as /usr/local/bin/app --serve; \"\" for none (PVE's /sbin/init, removing one set on the node); left out, it is not compared"),
             );
             return None;
         }

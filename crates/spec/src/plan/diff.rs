@@ -337,15 +337,26 @@ fn runtime(
     a: Option<&Container>,
     oc: &crate::observed::ObservedConfig,
 ) {
-    if !d.env.is_empty() {
-        df.cmp(s(field::ENV), &oc.env, a.map(|a| &a.env), &d.env, false);
+    // compared only when given; given empty (`env: {}`, `entrypoint: ""`) means none
+    // (an applied file that did not give them applied nothing: a change now is the file's, not drift)
+    if let Some(env) = &d.env {
+        df.cmp(
+            s(field::ENV),
+            &oc.env,
+            a.and_then(|a| a.env.as_ref()),
+            env,
+            false,
+        );
+    }
+    fn entrypoint(e: &Option<String>) -> Option<&str> {
+        e.as_deref().filter(|e| !e.is_empty())
     }
     if d.entrypoint.is_some() {
         df.cmp(
             s(field::ENTRYPOINT),
             oc.entrypoint.as_deref(),
-            a.map(|a| a.entrypoint.as_deref()),
-            d.entrypoint.as_deref(),
+            a.and_then(|a| a.entrypoint.as_ref().map(|_| entrypoint(&a.entrypoint))),
+            entrypoint(&d.entrypoint),
             false,
         );
     }

@@ -149,8 +149,8 @@ fn adopt(cfg: &mut ObservedConfig, name: &str, d: &Container, vm_id: u32) {
     match name {
         field::HOSTNAME => cfg.hostname = d.hostname.clone(),
         field::OSTYPE => cfg.ostype = d.ostype.clone(),
-        field::ENV => cfg.env = d.env.clone(),
-        field::ENTRYPOINT => cfg.entrypoint = d.entrypoint.clone(),
+        field::ENV => cfg.env = d.env.clone().unwrap_or_default(),
+        field::ENTRYPOINT => cfg.entrypoint = d.entrypoint.clone().filter(|e| !e.is_empty()),
         field::ARCH => cfg.arch = d.arch.clone(),
         field::TIMEZONE => cfg.timezone = d.timezone.clone(),
         field::CONSOLE_ENABLED => cfg.console.enabled = d.console.enabled,

@@ -113,8 +113,8 @@ pub(crate) fn attributes(c: &Container, template: Option<&Template>) -> Vec<Attr
     if let Some(o) = &c.ostype {
         v.push(Attribute::known(field::OSTYPE, json(o)));
     }
-    if !c.env.is_empty() {
-        v.push(Attribute::known(field::ENV, json(&c.env)));
+    if let Some(env) = &c.env {
+        v.push(Attribute::known(field::ENV, json(env)));
     }
     if let Some(e) = &c.entrypoint {
         v.push(Attribute::known(field::ENTRYPOINT, json(e)));
