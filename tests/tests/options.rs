@@ -208,6 +208,13 @@ async fn root_disk_options_are_created_changed_with_a_restart_and_reset_when_dro
         format!("local-lvm:vm-{ROOT}-disk-0,acl=1,mountoptions=noatime;nodev,replicate=0,size=4G")
     );
     plan_is_empty(&c, &path).await;
+    // pxctl output names the volume (what another container's `mount_points: [{volume: ...}]` would say)
+    let out = c.pxctl_json(&["output", "--fleet", "root"]).await;
+    assert_eq!(
+        out["r"]["volumes"],
+        serde_json::json!([{"disk": "rootfs", "path": "/", "volume": format!("local-lvm:vm-{ROOT}-disk-0"), "size_gib": 4.0}]),
+        "{out}"
+    );
 
     // Changed: applied at the next start, on the same volume, with its size kept.
     let next = body(", rootfs: {mount_options: [noatime], acl: false}");

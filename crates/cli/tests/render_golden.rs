@@ -133,6 +133,20 @@ fn outputs(show: bool) -> BTreeMap<String, OutputRecord> {
             value: "s3cret-Pa55word".into(),
         }),
         has_password: true,
+        volumes: vec![
+            pb::VolumeOutput {
+                disk: "rootfs".into(),
+                path: "/".into(),
+                volume: "local-zfs:subvol-2100-disk-0".into(),
+                size_gib: 16.0,
+            },
+            pb::VolumeOutput {
+                disk: "mp0".into(),
+                path: "/data".into(),
+                volume: "local-zfs:subvol-2100-disk-1".into(),
+                size_gib: 100.0,
+            },
+        ],
     };
     [("dev-nextcloud".to_string(), OutputRecord::from_pb(&o, show))].into()
 }

@@ -170,6 +170,7 @@ pub fn observed_config_from_pb(c: &pb::ContainerSpec) -> ObservedConfig {
         },
         rootfs: c.rootfs.as_ref().map(rootfs_flags).unwrap_or_default(),
         hookscript: non_empty(&c.hookscript),
+        rootfs_volume: c.rootfs.as_ref().and_then(|r| non_empty(&r.volume)),
         unprivileged: c.unprivileged,
         features: Features {
             nesting: features.nesting,

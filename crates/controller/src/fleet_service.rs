@@ -337,6 +337,16 @@ impl FleetService for FleetApi {
                     addresses: c.addresses,
                     password: c.password.map(|value| pb::Secret { value }),
                     has_password: c.has_password,
+                    volumes: c
+                        .volumes
+                        .into_iter()
+                        .map(|(disk, path, volume, size_gib)| pb::VolumeOutput {
+                            disk,
+                            path,
+                            volume,
+                            size_gib,
+                        })
+                        .collect(),
                 })
                 .collect(),
         }))

@@ -144,6 +144,8 @@ pub struct ContainerOutput {
     /// Only when asked for.
     pub password: Option<String>,
     pub has_password: bool,
+    /// `(disk, path, volume id, size in GiB)`: rootfs, then the mount points with a storage volume.
+    pub volumes: Vec<(String, String, String, f64)>,
 }
 
 /// A fleet's outputs at its head revision.
@@ -152,6 +154,25 @@ pub struct Output {
     pub fleet: String,
     pub revision: u64,
     pub containers: Vec<ContainerOutput>,
+}
+
+/// A container's volumes as its node reported them: the root disk, then each mount point on a storage volume.
+fn volumes(c: &pxfleet_spec::observed::ObservedConfig) -> Vec<(String, String, String, f64)> {
+    let mut out = Vec::new();
+    if let Some(v) = &c.rootfs_volume {
+        out.push(("rootfs".into(), "/".into(), v.clone(), c.disk_size_gib));
+    }
+    for m in &c.mount_points {
+        if let Some(v) = &m.volume {
+            out.push((
+                format!("mp{}", m.slot),
+                m.mount.path().to_string(),
+                v.clone(),
+                m.size_gib.unwrap_or(0.0),
+            ));
+        }
+    }
+    out
 }
 
 /// The outputs of `fleet`; with `show_sensitive` the passwords too, and the read is audited.
@@ -196,6 +217,12 @@ pub fn output(
                     .unwrap_or_default(),
                 password: pw.filter(|_| show_sensitive).cloned(),
                 has_password: pw.is_some(),
+                volumes: row
+                    .observed
+                    .as_ref()
+                    .and_then(|o| o.config.as_ref())
+                    .map(volumes)
+                    .unwrap_or_default(),
             }
         })
         .collect();

@@ -105,6 +105,9 @@ pub struct ObservedConfig {
     /// `hookscript`; `None` when the config has none.
     #[serde(default)]
     pub hookscript: Option<String>,
+    /// The root disk's volume id (`local-lvm:vm-101-disk-0`), when the node reported it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rootfs_volume: Option<String>,
 }
 
 /// One `netN` and, for a running container, the addresses it really has.
@@ -184,6 +187,7 @@ impl ObservedContainer {
                 },
                 rootfs: c.rootfs.clone(),
                 hookscript: c.hookscript.clone(),
+                rootfs_volume: None,
                 unprivileged: c.unprivileged,
                 features: c.features.clone(),
                 interfaces: c

@@ -220,6 +220,7 @@ pub fn config_to_spec(vmid: u32, cfg: &ContainerConfig) -> v1::ContainerSpec {
             acl: r.acl,
             quota: r.quota.unwrap_or(false),
             replicate: Some(r.replicate.unwrap_or(true)),
+            volume: r.volume.clone(),
             ..Default::default()
         }),
     }

@@ -145,6 +145,19 @@ pub struct OutputRecord {
     /// Whether a password exists (printed as `(sensitive)` in tables without `--show-sensitive`).
     #[serde(skip)]
     pub has_password: bool,
+    /// The container's volumes (rootfs, then mp0..): what `mount_points: [{volume: ...}]` of another container
+    /// names to mount one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<VolumeRecord>,
+}
+
+/// One volume of a container in `pxctl output`.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct VolumeRecord {
+    pub disk: String,
+    pub path: String,
+    pub volume: String,
+    pub size_gib: f64,
 }
 
 pub fn container_state(s: i32) -> &'static str {
@@ -346,6 +359,16 @@ impl OutputRecord {
                 None
             },
             has_password: c.has_password,
+            volumes: c
+                .volumes
+                .iter()
+                .map(|v| VolumeRecord {
+                    disk: v.disk.clone(),
+                    path: v.path.clone(),
+                    volume: v.volume.clone(),
+                    size_gib: v.size_gib,
+                })
+                .collect(),
         }
     }
 }
@@ -484,7 +507,9 @@ fn history_table(rs: &[RevisionRecord]) -> Table {
 }
 
 fn outputs_table(rs: &BTreeMap<String, OutputRecord>, show_sensitive: bool) -> Table {
-    let mut t = Table::new(&["name", "vm_id", "node", "ipv4", "ipv6", "password"]);
+    let mut t = Table::new(&[
+        "name", "vm_id", "node", "ipv4", "ipv6", "password", "volumes",
+    ]);
     for (name, r) in rs {
         let password = match (&r.password, r.has_password) {
             (Some(p), _) if show_sensitive => p.clone(),
@@ -498,6 +523,11 @@ fn outputs_table(rs: &BTreeMap<String, OutputRecord>, show_sensitive: bool) -> T
             opt(&r.ipv4),
             opt(&r.ipv6),
             password,
+            r.volumes
+                .iter()
+                .map(|v| format!("{}={}", v.disk, v.volume))
+                .collect::<Vec<_>>()
+                .join(" "),
         ]);
     }
     t
