@@ -55,6 +55,13 @@ async fn full_and_linked_clones_of_a_template_are_configured_and_running() {
     let (code, out, err) = c.pxctl(&["submit", &path, "-y", "--timeout", "100s"]).await;
     assert_eq!(code, 0, "pxctl submit: {out}\n{err}\n{}", c.logs());
     c.wait_running("cln", &["full", "linked"], UP).await;
+    // pct clone copies the source's root password: pxfleet shows none rather than one the clones never got
+    let out = c
+        .pxctl_json(&["output", "--fleet", "cln", "--show-sensitive"])
+        .await;
+    for name in ["full", "linked"] {
+        assert!(out[name]["password"].is_null(), "{name}: {out}");
+    }
 
     let full = c.pct_config("mk33", 2800);
     assert_eq!(full["memory"], "1024", "{full:?}");

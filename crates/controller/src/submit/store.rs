@@ -23,7 +23,9 @@ pub fn generate_password() -> String {
         .collect()
 }
 
-/// Every container's password: the one the fleet gives, else the stored one, else a new one.
+/// Every container's password: the one the fleet gives, else the stored one, else a new one. A container made
+/// from a clone template has none: `pct clone` copies the source's, so a generated one would be a password the
+/// container never got (and `pxctl output` would show it).
 pub(super) fn merge_secrets(
     source_fleet: &Fleet,
     old: &BTreeMap<String, String>,
@@ -31,6 +33,12 @@ pub(super) fn merge_secrets(
     source_fleet
         .containers
         .iter()
+        .filter(|(_, c)| {
+            !source_fleet
+                .templates
+                .get(&c.template)
+                .is_some_and(|t| t.source.is_clone())
+        })
         .map(|(k, c)| {
             let pw = match &c.password {
                 Some(p) => p.expose().to_string(),

@@ -106,6 +106,18 @@ impl Cx<'_> {
             }
             Some(TemplateChoice::Url(url)) => Some(inline_template(url, templates)),
         };
+        let is_clone = template
+            .as_ref()
+            .and_then(|t| templates.get(t))
+            .is_some_and(|t| t.source.is_clone());
+        if is_clone && c.password.is_some() {
+            // the file would show a password the container never gets
+            self.err_at(
+                &join(path, "password"),
+                "password is not applied to a clone: pct clone copies the source container's root password",
+                Some("remove `password` (also from `defaults`) for containers made from a clone template; set the password in the source container"),
+            );
+        }
         let (node, datastore_id) = self.clone_placement(
             path,
             template.as_ref().and_then(|t| templates.get(t)),
