@@ -402,3 +402,44 @@ async fn env_and_entrypoint_given_empty_are_removed_left_out_are_left_alone() {
     c.wait_running("rt", &["e"], UP).await;
     plan_is_empty(&c, &path).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mount_point_s_keepattrs_is_created_and_changed_with_a_restart() {
+    let c = Cluster::start(1).await.expect("cluster");
+    let body = |opts: &str| {
+        fleet_yaml(
+            "mpx",
+            &format!(
+                "  m:\n    node: mk33\n    vm_id: 2616\n    memory: 512\n    disk_size: 4\n    \
+                 mount_points:\n      - {{datastore_id: local-lvm, size: 1, path: /data{opts}}}\n"
+            ),
+        )
+    };
+    let mp0 = |c: &Cluster| c.pct_config("mk33", 2616)["mp0"].clone();
+    let path = submit(&c, "mpx.yaml", &body(", keepattrs: true")).await;
+    c.wait_running("mpx", &["m"], UP).await;
+    assert_eq!(
+        mp0(&c),
+        "local-lvm:vm-2616-disk-1,mp=/data,keepattrs=1,size=1G"
+    );
+    plan_is_empty(&c, &path).await;
+    let path = submit(&c, "mpx.yaml", &body("")).await;
+    wait_until("keepattrs off", UP, || async {
+        let now = mp0(&c);
+        if now == "local-lvm:vm-2616-disk-1,mp=/data,size=1G"
+            && pending(&c, "mk33", 2616).is_empty()
+        {
+            Ok(())
+        } else {
+            Err(now)
+        }
+    })
+    .await;
+    c.wait_running("mpx", &["m"], UP).await;
+    plan_is_empty(&c, &path).await;
+    assert_eq!(
+        c.runtime("mk33", 2616).unwrap()["boots"],
+        2,
+        "restarted to apply it"
+    );
+}

@@ -97,6 +97,8 @@ fn mount_point(k: &str, v: &str) -> Result<MountPointSpec, PveError> {
         quota: m.quota,
         replicate: m.replicate,
         shared: m.shared,
+        keepattrs: m.keepattrs,
+        idmap: m.idmap,
     })
 }
 

@@ -439,6 +439,8 @@ resource "proxmox_virtual_environment_container" "media" {
                     quota: false,
                     replicate: false,
                     shared: false,
+                    keepattrs: false,
+                    idmap: None,
                 },
             },
             MountPoint::Existing {
@@ -593,6 +595,8 @@ resource "proxmox_virtual_environment_container" "app" {
             quota: false,
             replicate: false,
             shared: false,
+            keepattrs: false,
+            idmap: None,
         },
         "{yaml}"
     );

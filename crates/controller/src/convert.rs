@@ -286,6 +286,8 @@ fn rootfs_flags(m: &pb::MountPoint) -> pxfleet_spec::MountFlags {
         quota: m.quota,
         replicate: m.replicate.unwrap_or(true),
         shared: false,
+        keepattrs: false,
+        idmap: None,
     }
 }
 

@@ -811,6 +811,8 @@ mod tests {
             quota: None,
             replicate: None,
             shared: None,
+            keepattrs: None,
+            idmap: None,
         };
         assert_eq!(
             mount_point_value(100, 0, &m).unwrap(),

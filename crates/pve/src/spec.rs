@@ -113,6 +113,10 @@ pub struct MountPointSpec {
     pub replicate: Option<bool>,
     /// `shared=` (non-volume mount points).
     pub shared: Option<bool>,
+    /// `keepattrs=` (PVE 9.2).
+    pub keepattrs: Option<bool>,
+    /// `idmap=` (PVE 9.2): `passthrough` or `u|g:CT:DISK:COUNT[;...]`.
+    pub idmap: Option<String>,
 }
 
 impl MountPointSpec {
@@ -128,6 +132,8 @@ impl MountPointSpec {
             quota: None,
             replicate: None,
             shared: None,
+            keepattrs: None,
+            idmap: None,
         }
     }
 }

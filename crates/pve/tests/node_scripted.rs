@@ -71,6 +71,8 @@ fn full_spec() -> CreateSpec {
             quota: None,
             replicate: None,
             shared: None,
+            keepattrs: None,
+            idmap: None,
         },
     );
     mps.insert(
@@ -87,6 +89,8 @@ fn full_spec() -> CreateSpec {
             quota: None,
             replicate: None,
             shared: None,
+            keepattrs: None,
+            idmap: None,
         },
     );
     CreateSpec {
@@ -471,6 +475,8 @@ async fn set_golden_argv_every_field_and_deletions() {
             quota: None,
             replicate: None,
             shared: None,
+            keepattrs: None,
+            idmap: None,
         },
     );
     c.delete.insert("cpulimit2".into());

@@ -542,6 +542,8 @@ async fn defaults_and_mount_points_on_other_storages() {
             quota: None,
             replicate: None,
             shared: None,
+            keepattrs: None,
+            idmap: None,
         },
     );
     sp.mount_points.insert(
@@ -559,6 +561,8 @@ async fn defaults_and_mount_points_on_other_storages() {
             quota: None,
             replicate: None,
             shared: None,
+            keepattrs: None,
+            idmap: None,
         },
     );
     n.create(&sp, None).await.expect("create");
@@ -888,6 +892,8 @@ async fn destroy_removes_the_ct_and_its_volumes() {
             quota: None,
             replicate: None,
             shared: None,
+            keepattrs: None,
+            idmap: None,
         },
     );
     n.create(&sp, None).await.expect("create");
@@ -2110,4 +2116,39 @@ async fn a_hookscript_must_be_an_executable_snippet() {
     let o = s.cli("pve1", "pct", &["set", "100", "--delete", "hookscript"]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert_eq!(n.config(100).await.unwrap().hookscript, None);
+}
+
+// ----- §2.4: keepattrs (PVE 9.1 schema) and a mount point's idmap (PVE 9.2, not in the 9.1 schema) ---------------
+
+#[tokio::test]
+async fn keepattrs_is_stored_and_a_9_1_node_refuses_a_mount_point_idmap() {
+    let (s, n) = seeded(None).await;
+    let create = |vmid: &str, mp0: &str| {
+        s.cli(
+            "pve1",
+            "pct",
+            &[
+                "create",
+                vmid,
+                TMPL,
+                "--rootfs",
+                "local-lvm:1",
+                "--mp0",
+                mp0,
+            ],
+        )
+    };
+    let o = create("101", "local-lvm:1,mp=/data,idmap=passthrough");
+    assert_eq!(o.code, 255, "{}", o.stderr);
+    assert!(
+        o.stderr.starts_with(
+            "400 Parameter verification failed.\nmp0: invalid format - invalid key in comma-separated list property: idmap\n"
+        ),
+        "{}",
+        o.stderr
+    );
+    let o = create("100", "local-lvm:1,mp=/data,keepattrs=1");
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let cfg = n.config(100).await.expect("config");
+    assert_eq!(cfg.mount_points[&0].keepattrs, Some(true));
 }

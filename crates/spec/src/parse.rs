@@ -125,6 +125,8 @@ const VOLUME_FIELDS: &[&str] = &[
     "quota",
     "replicate",
     "shared",
+    "keepattrs",
+    "idmap",
 ];
 const DEVICE_FIELDS: &[&str] = &["path", "mode", "uid", "gid", "deny_write"];
 const IDMAP_FIELDS: &[&str] = &["type", "container_id", "host_id", "size"];

@@ -23,6 +23,8 @@ fn with_all(name: &str, vm_id: u32) -> Container {
                 quota: true,
                 replicate: false,
                 shared: false,
+                keepattrs: false,
+                idmap: None,
             },
         },
         MountPoint::Existing {

@@ -176,6 +176,8 @@ pub fn create_spec(spec: &v1::ContainerSpec) -> Result<CreateSpec, String> {
                 quota: m.quota.then_some(true),
                 replicate: m.replicate.filter(|r| !r),
                 shared: m.shared.then_some(true),
+                keepattrs: m.keepattrs.then_some(true),
+                idmap: Some(m.idmap.clone()).filter(|i| !i.is_empty()),
             },
         );
     }

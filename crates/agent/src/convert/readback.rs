@@ -82,6 +82,8 @@ fn mount_point(index: u32, m: &MountPoint) -> v1::MountPoint {
         replicate: m.replicate,
         shared: m.shared.unwrap_or(false),
         existing: false,
+        keepattrs: m.keepattrs.unwrap_or(false),
+        idmap: m.idmap.clone().unwrap_or_default(),
     }
 }
 

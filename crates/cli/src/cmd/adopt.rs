@@ -388,6 +388,30 @@ pub fn entry_fields(
             if f.shared {
                 v["shared"] = json!(true);
             }
+            if f.keepattrs {
+                v["keepattrs"] = json!(true);
+            }
+            if let Some(i) = &f.idmap {
+                // PVE's u|g:CT:DISK:COUNT entries as fleet.yaml's list
+                v["idmap"] = if i == "passthrough" {
+                    json!(i)
+                } else {
+                    json!(i
+                        .split(';')
+                        .filter_map(|e| {
+                            let p: Vec<&str> = e.split(':').collect();
+                            let n = |s: &str| s.parse::<u64>().ok();
+                            let kind = match *p.first()? {
+                                "u" => "uid",
+                                "g" => "gid",
+                                _ => return None,
+                            };
+                            Some(json!({"type": kind, "container_id": n(p.get(1)?)?,
+                                "disk_id": n(p.get(2)?)?, "size": n(p.get(3)?)?}))
+                        })
+                        .collect::<Vec<_>>())
+                };
+            }
             v
         })
         .collect();

@@ -21,6 +21,8 @@ fn flags_from_pb(m: &pb::MountPoint) -> MountFlags {
         quota: m.quota,
         replicate: m.replicate.unwrap_or(true),
         shared: m.shared,
+        keepattrs: m.keepattrs,
+        idmap: (!m.idmap.is_empty()).then(|| m.idmap.clone()),
     }
 }
 
@@ -64,6 +66,8 @@ pub(super) fn mount_pb(index: u32, m: &MountPoint) -> pb::MountPoint {
         quota: f.quota,
         replicate: (!f.replicate).then_some(false),
         shared: f.shared,
+        keepattrs: f.keepattrs,
+        idmap: f.idmap.clone().unwrap_or_default(),
         ..Default::default()
     };
     match m {

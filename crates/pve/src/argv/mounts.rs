@@ -39,6 +39,8 @@ impl MountPointSpec {
             quota: self.quota,
             replicate: self.replicate,
             shared: self.shared,
+            keepattrs: self.keepattrs,
+            idmap: self.idmap.clone(),
             mountoptions: Some(self.mount_options.join(";")).filter(|o| !o.is_empty()),
             ..MountPoint::default()
         }

@@ -42,6 +42,8 @@ fn same_options(cur: &MountPoint, want: &MountPointSpec) -> bool {
         && off(cur.shared) == off(want.shared)
         && cur.replicate.unwrap_or(true) == want.replicate.unwrap_or(true)
         && cur.acl == want.acl
+        && off(cur.keepattrs) == off(want.keepattrs)
+        && cur.idmap == want.idmap
         && sorted_options(&cur_opts) == sorted_options(&want.mount_options)
 }
 

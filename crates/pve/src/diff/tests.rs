@@ -151,6 +151,8 @@ fn mount_points_are_matched_by_path_not_slot() {
         quota: None,
         replicate: None,
         shared: None,
+        keepattrs: None,
+        idmap: None,
     };
     // /data left the file (so /logs is mp0 in the spec), /new came in as mp1
     let mut d = desired();

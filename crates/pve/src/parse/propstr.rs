@@ -217,6 +217,10 @@ pub struct MountPoint {
     pub replicate: Option<bool>,
     pub shared: Option<bool>,
     pub mountoptions: Option<String>,
+    /// `keepattrs=` (mpN, PVE 9.2).
+    pub keepattrs: Option<bool>,
+    /// `idmap=` (PVE 9.2).
+    pub idmap: Option<String>,
     pub extra: BTreeMap<String, String>,
 }
 
@@ -236,6 +240,8 @@ impl MountPoint {
                 "replicate" => m.replicate = Some(pbool(W, &k, &v)?),
                 "shared" => m.shared = Some(pbool(W, &k, &v)?),
                 "mountoptions" => m.mountoptions = Some(v),
+                "keepattrs" => m.keepattrs = Some(pbool(W, &k, &v)?),
+                "idmap" => m.idmap = Some(v),
                 _ => {
                     m.extra.insert(k, v);
                 }
@@ -257,6 +263,7 @@ impl MountPoint {
         for (k, v) in [
             ("acl", self.acl),
             ("backup", self.backup),
+            ("keepattrs", self.keepattrs),
             ("quota", self.quota),
             ("replicate", self.replicate),
             ("ro", self.ro),
@@ -268,6 +275,9 @@ impl MountPoint {
         }
         if let Some(o) = &self.mountoptions {
             m.insert("mountoptions", o.clone());
+        }
+        if let Some(i) = &self.idmap {
+            m.insert("idmap", i.clone());
         }
         if let Some(sz) = self.size {
             m.insert("size", format_size(sz));

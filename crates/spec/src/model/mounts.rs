@@ -58,6 +58,14 @@ pub struct MountFlags {
     /// `shared=` (a non-volume mount available on every node). Default false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub shared: bool,
+    /// `keepattrs=` (PVE 9.2): the volume's root keeps the owner and mode of the mount point directory when it
+    /// exists already. Default false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub keepattrs: bool,
+    /// `idmap=` (PVE 9.2), as PVE stores it: `passthrough`, or `u|g:CONTAINER:DISK:COUNT` entries joined by `;`
+    /// mapping container ids to ids on the volume (the rest follow the container's `lxc.idmap`). `None`: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idmap: Option<String>,
 }
 
 fn yes() -> bool {
@@ -76,6 +84,8 @@ impl Default for MountFlags {
             quota: false,
             replicate: true,
             shared: false,
+            keepattrs: false,
+            idmap: None,
         }
     }
 }

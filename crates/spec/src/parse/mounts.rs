@@ -44,6 +44,107 @@ impl Cx<'_> {
         Some(out)
     }
 
+    /// A mount point's `idmap:` `passthrough`, or a list of `{type: uid|gid, container_id, disk_id, size}`
+    /// entries, none overlapping another of its type on either side (PVE's `validate_id_maps`); PVE's text form.
+    fn mount_idmap(&mut self, n: &Node, path: &str) -> Option<String> {
+        if let crate::yaml::Value::Scalar { text, .. } = &n.value {
+            if text == "passthrough" {
+                return Some(text.clone());
+            }
+            self.err(
+                n.span,
+                path,
+                format!("idmap {} is neither passthrough nor a list of entries", quote(text)),
+                Some("`idmap: passthrough`, or `idmap: [{type: uid, container_id: 1000, disk_id: 1000, size: 1}]`"),
+            );
+            return None;
+        }
+        let items = self.seq(n, path)?;
+        let mut entries: Vec<(char, u64, u64, u64)> = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            let ip = join(path, &i.to_string());
+            let es = self.map(item, &ip)?;
+            let (mut kind, mut ct, mut disk, mut size) = (None, None, None, None);
+            for e in es {
+                let p = join(&ip, &e.key);
+                match e.key.as_str() {
+                    "type" => match self.string(&e.value, &p).as_deref() {
+                        Some("uid") => kind = Some('u'),
+                        Some("gid") => kind = Some('g'),
+                        Some(o) => {
+                            self.err(
+                                e.value.span,
+                                &p,
+                                format!("type {} is not uid or gid", quote(o)),
+                                None,
+                            );
+                            return None;
+                        }
+                        None => return None,
+                    },
+                    "container_id" => {
+                        ct = Some(self.int(&e.value, &p, 0, i64::from(u32::MAX), "")? as u64)
+                    }
+                    "disk_id" => {
+                        disk = Some(self.int(&e.value, &p, 0, i64::from(u32::MAX), "")? as u64)
+                    }
+                    "size" => {
+                        size = Some(self.int(&e.value, &p, 1, i64::from(u32::MAX), "")? as u64)
+                    }
+                    _ => {
+                        self.unknown_field(e, &ip, &["type", "container_id", "disk_id", "size"]);
+                        return None;
+                    }
+                }
+            }
+            let (Some(kind), Some(ct), Some(disk), Some(size)) = (kind, ct, disk, size) else {
+                self.err(
+                    item.span,
+                    &ip,
+                    "an idmap entry needs type, container_id, disk_id and size",
+                    None,
+                );
+                return None;
+            };
+            // validate_id_maps: no id mapped twice on either side
+            for (side, start, other) in [("container", ct, 1), ("disk", disk, 2)] {
+                let clash = entries.iter().find(|e| {
+                    let s = if other == 1 { e.1 } else { e.2 };
+                    e.0 == kind && start < s + e.3 && s < start + size
+                });
+                if let Some(c) = clash {
+                    self.err(
+                        item.span,
+                        &ip,
+                        format!(
+                            "{side} {kind}id {start} is also mapped by entry {}:{}:{}:{}",
+                            c.0, c.1, c.2, c.3
+                        ),
+                        Some("each id may be mapped once per side"),
+                    );
+                    return None;
+                }
+            }
+            entries.push((kind, ct, disk, size));
+        }
+        if entries.is_empty() {
+            self.err(
+                n.span,
+                path,
+                "idmap is an empty list",
+                Some("leave idmap out for the container's own map"),
+            );
+            return None;
+        }
+        Some(
+            entries
+                .iter()
+                .map(|(k, c, d, s)| format!("{k}:{c}:{d}:{s}"))
+                .collect::<Vec<_>>()
+                .join(";"),
+        )
+    }
+
     pub(super) fn mount_points(&mut self, n: &Node, path: &str) -> Option<Vec<MountPoint>> {
         let items = self.seq(n, path)?;
         if items.len() > MAX_MOUNT_POINTS {
@@ -152,6 +253,14 @@ impl Cx<'_> {
                             host = Some(s);
                         }
                     }
+                    "keepattrs" => match flag(self) {
+                        Some(v) => flags.keepattrs = v,
+                        None => ok = false,
+                    },
+                    "idmap" => match self.mount_idmap(&e.value, &p) {
+                        Some(v) => flags.idmap = Some(v),
+                        None => ok = false,
+                    },
                     "backup" | "read_only" | "acl" | "quota" | "replicate" | "shared" => {
                         let Some(v) = flag(self) else {
                             ok = false;

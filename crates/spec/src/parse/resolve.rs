@@ -272,6 +272,8 @@ impl Cx<'_> {
                 quota: c.rootfs.quota.unwrap_or(false),
                 replicate: c.rootfs.replicate.unwrap_or(true),
                 shared: false,
+                keepattrs: false,
+                idmap: None,
             },
             protection: c.protection.unwrap_or(false),
             tags: c.tags.unwrap_or_default(),

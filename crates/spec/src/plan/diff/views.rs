@@ -197,6 +197,12 @@ pub(crate) fn mount_value(m: &MountPoint, with_size: bool) -> Value {
     if f.shared {
         v["shared"] = Value::from(true);
     }
+    if f.keepattrs {
+        v["keepattrs"] = Value::from(true);
+    }
+    if let Some(i) = &f.idmap {
+        v["idmap"] = Value::from(i.clone());
+    }
     v
 }
 
