@@ -572,12 +572,19 @@ resource "proxmox_virtual_environment_container" "app" {
     tty_count = 4
     type      = "shell"
   }
+  network_interface {
+    name         = "eth0"
+    bridge       = "vmbr1"
+    host_managed = true
+  }
 }
 "#,
         "app",
     );
     let c = &fleet.containers["app"];
     assert_eq!(c.arch.as_deref(), Some("arm64"), "{yaml}");
+    assert!(c.interfaces[0].host_managed, "{yaml}");
+    assert_eq!(c.interfaces[0].bridge, "vmbr1");
     assert_eq!(
         c.console,
         pxfleet_spec::Console {

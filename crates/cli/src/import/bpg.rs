@@ -477,10 +477,15 @@ fn network_interface(ev: &mut Eval<'_>, b: &Block) {
             "mtu" => "mtu",
             "firewall" => "firewall",
             "rate_limit" => "rate_limit",
+            "host_managed" => "host_managed",
             "name" => "name",
             "enabled" => {
                 if ev.value(&path, a).as_ref().and_then(as_bool) == Some(false) {
-                    ev.unmapped(&path, a, "pxfleet has no disabled interfaces");
+                    ev.unmapped(
+                        &path,
+                        a,
+                        "the provider deletes a disabled interface: leave it out of the file (or keep it disconnected with `link_down: true`)",
+                    );
                 }
                 continue;
             }
