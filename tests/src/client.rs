@@ -70,6 +70,25 @@ impl Cluster {
         api::containers(self.api().await?, fleet).await
     }
 
+    /// The root passwords of `fleet`'s containers as the admin API gives them (`output --show-sensitive`), by
+    /// container name; containers without one are left out.
+    pub async fn passwords(&self, fleet: &str) -> Result<Vec<(String, String)>> {
+        Ok(self
+            .api()
+            .await?
+            .output(pb::OutputRequest {
+                fleet: fleet.into(),
+                show_sensitive: true,
+            })
+            .await
+            .map_err(grpc("Output"))?
+            .into_inner()
+            .containers
+            .into_iter()
+            .filter_map(|o| Some((o.name, o.password?.value)))
+            .collect())
+    }
+
     pub async fn nodes_info(&self) -> Result<Vec<pb::NodeInfo>> {
         api::nodes(self.api().await?).await
     }

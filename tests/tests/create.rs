@@ -9,23 +9,6 @@ use sha2::Digest;
 const STOPPED: u32 = 2600;
 const MAPPED: u32 = 2601;
 
-async fn passwords(c: &Cluster, fleet: &str) -> Vec<(String, String)> {
-    c.api()
-        .await
-        .unwrap()
-        .output(pb::OutputRequest {
-            fleet: fleet.into(),
-            show_sensitive: true,
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .containers
-        .into_iter()
-        .filter_map(|o| Some((o.name, o.password?.value)))
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_container_is_never_started_and_a_mapped_one_boots_once_with_its_map() {
     let c = Cluster::start(1).await.expect("cluster");
@@ -55,7 +38,7 @@ async fn a_stopped_container_is_never_started_and_a_mapped_one_boots_once_with_i
     .await;
     plan_is_empty(&c, &path).await;
 
-    let pws = passwords(&c, "boot").await;
+    let pws = c.passwords("boot").await.unwrap();
     let hash = |name: &str| {
         let pw = &pws.iter().find(|(n, _)| n == name).expect("a password").1;
         hex::encode(sha2::Sha256::digest(pw.as_bytes()))

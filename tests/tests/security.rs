@@ -259,20 +259,8 @@ fn copy_dir(from: &Path, to: &Path) {
 }
 
 async fn passwords(c: &Cluster, fleet: &str) -> Vec<String> {
-    c.api()
-        .await
-        .unwrap()
-        .output(pb::OutputRequest {
-            fleet: fleet.into(),
-            show_sensitive: true,
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .containers
-        .into_iter()
-        .filter_map(|o| o.password.map(|p| p.value))
-        .collect()
+    let pws = c.passwords(fleet).await.unwrap();
+    pws.into_iter().map(|(_, pw)| pw).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

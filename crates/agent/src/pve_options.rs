@@ -77,22 +77,15 @@ fn mount_point(k: &str, v: &str) -> Result<MountPointSpec, PveError> {
         MountVolume::Storage { storage, size_gib }
     };
     let path =
-        m.mp.filter(|p| !p.is_empty())
+        m.mp.clone()
+            .filter(|p| !p.is_empty())
             .ok_or_else(|| bad(k, v, "missing mp=PATH"))?;
     Ok(MountPointSpec {
         volume,
         path,
         backup: m.backup,
         read_only: m.ro,
-        mount_options: m
-            .mountoptions
-            .map(|o| {
-                o.split(';')
-                    .filter(|o| !o.is_empty())
-                    .map(String::from)
-                    .collect()
-            })
-            .unwrap_or_default(),
+        mount_options: m.mount_option_list(),
         acl: m.acl,
         quota: m.quota,
         replicate: m.replicate,
@@ -131,19 +124,7 @@ fn apply_options(s: &mut CreateSpec, options: &[(String, String)]) -> Result<(),
             // storage and size are read by the caller; the options here
             "rootfs" => {
                 let m = pxfleet_pve::parse::MountPoint::parse(v).map_err(|e| bad(k, v, e))?;
-                s.rootfs_options = pxfleet_pve::spec::RootfsOptions {
-                    mount_options: m
-                        .mountoptions
-                        .as_deref()
-                        .unwrap_or("")
-                        .split(';')
-                        .filter(|o| !o.is_empty())
-                        .map(str::to_string)
-                        .collect(),
-                    acl: m.acl,
-                    quota: m.quota,
-                    replicate: m.replicate,
-                };
+                s.rootfs_options = pxfleet_pve::spec::RootfsOptions::of(&m);
             }
             "hostname" => s.hostname = Some(v.to_string()),
             "cores" => s.cores = Some(num(k, v)?),

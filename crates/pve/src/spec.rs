@@ -33,17 +33,21 @@ pub struct RootfsOptions {
 }
 
 impl RootfsOptions {
+    /// The options of a stored rootfs `m`.
+    pub fn of(m: &crate::parse::MountPoint) -> RootfsOptions {
+        RootfsOptions {
+            mount_options: m.mount_option_list(),
+            acl: m.acl,
+            quota: m.quota,
+            replicate: m.replicate,
+        }
+    }
+
     /// Whether `m` (the stored rootfs) has these options, PVE's defaults filled in (quota off, replicate on, no
     /// mount options, `acl` unset its own state).
     pub fn matches(&self, m: &crate::parse::MountPoint) -> bool {
-        let mut have: Vec<&str> = m
-            .mountoptions
-            .as_deref()
-            .unwrap_or("")
-            .split(';')
-            .filter(|o| !o.is_empty())
-            .collect();
-        let mut want: Vec<&str> = self.mount_options.iter().map(String::as_str).collect();
+        let mut have = m.mount_option_list();
+        let mut want = self.mount_options.clone();
         have.sort_unstable();
         want.sort_unstable();
         have == want

@@ -71,11 +71,7 @@ fn mount_point(index: u32, m: &MountPoint) -> v1::MountPoint {
         host_path,
         backup: m.backup.unwrap_or(false),
         read_only: m.ro.unwrap_or(false),
-        mount_options: m
-            .mountoptions
-            .as_ref()
-            .map(|v| v.split(';').map(String::from).collect())
-            .unwrap_or_default(),
+        mount_options: m.mount_option_list(),
         volume,
         acl: m.acl,
         quota: m.quota.unwrap_or(false),
@@ -211,14 +207,7 @@ pub fn config_to_spec(vmid: u32, cfg: &ContainerConfig) -> v1::ContainerSpec {
         env_set: false,
         entrypoint_set: false,
         rootfs: cfg.rootfs.as_ref().map(|r| v1::MountPoint {
-            mount_options: r
-                .mountoptions
-                .as_deref()
-                .unwrap_or("")
-                .split(';')
-                .filter(|o| !o.is_empty())
-                .map(str::to_string)
-                .collect(),
+            mount_options: r.mount_option_list(),
             acl: r.acl,
             quota: r.quota.unwrap_or(false),
             replicate: Some(r.replicate.unwrap_or(true)),

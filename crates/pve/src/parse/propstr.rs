@@ -291,6 +291,17 @@ impl MountPoint {
         s
     }
 
+    /// `mountoptions=` as a list (empty when none).
+    pub fn mount_option_list(&self) -> Vec<String> {
+        self.mountoptions
+            .as_deref()
+            .unwrap_or("")
+            .split(';')
+            .filter(|o| !o.is_empty())
+            .map(str::to_string)
+            .collect()
+    }
+
     /// The storage ID of a storage volume (`local-lvm` in `local-lvm:vm-100-disk-0`); `None` for bind/device mounts.
     pub fn storage(&self) -> Option<&str> {
         if self.volume.starts_with('/') {
