@@ -168,7 +168,11 @@ pub fn observed_config_from_pb(c: &pb::ContainerSpec) -> ObservedConfig {
             tty_count: c.tty,
             mode: non_empty(&c.cmode),
         },
-        rootfs: c.rootfs.as_ref().map(rootfs_flags).unwrap_or_default(),
+        rootfs: c
+            .rootfs
+            .as_ref()
+            .map(mounts::flags_from_pb)
+            .unwrap_or_default(),
         hookscript: non_empty(&c.hookscript),
         rootfs_volume: c.rootfs.as_ref().and_then(|r| non_empty(&r.volume)),
         unprivileged: c.unprivileged,
@@ -263,31 +267,6 @@ fn interface_from_pb(i: &pb::NetworkInterface) -> Interface {
             .iter()
             .map(|t| u16::try_from(*t).unwrap_or(u16::MAX))
             .collect(),
-    }
-}
-
-/// The root disk's options as the protocol carries them (a `MountPoint` of which only the options are used).
-fn rootfs_pb(f: &pxfleet_spec::MountFlags) -> pb::MountPoint {
-    pb::MountPoint {
-        mount_options: f.mount_options.clone(),
-        acl: f.acl,
-        quota: f.quota,
-        replicate: Some(f.replicate),
-        ..Default::default()
-    }
-}
-
-fn rootfs_flags(m: &pb::MountPoint) -> pxfleet_spec::MountFlags {
-    let mut mount_options = m.mount_options.clone();
-    mount_options.sort();
-    pxfleet_spec::MountFlags {
-        mount_options,
-        acl: m.acl,
-        quota: m.quota,
-        replicate: m.replicate.unwrap_or(true),
-        shared: false,
-        keepattrs: false,
-        idmap: None,
     }
 }
 
@@ -427,7 +406,7 @@ pub fn container_spec(
         console: c.console.enabled,
         tty: c.console.tty_count,
         cmode: c.console.mode.clone().unwrap_or_default(),
-        rootfs: Some(rootfs_pb(&c.rootfs)),
+        rootfs: Some(mounts::flags_pb(&c.rootfs)),
         hookscript: c.hookscript.clone().unwrap_or_default(),
         template_volid: if template.source.is_clone() {
             String::new()

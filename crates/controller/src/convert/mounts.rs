@@ -5,7 +5,8 @@ use pxfleet_proto::v1 as pb;
 use pxfleet_spec::observed::ObservedMountPoint;
 use pxfleet_spec::{Device, IdKind, IdMap, MountFlags, MountPoint};
 
-fn flags_from_pb(m: &pb::MountPoint) -> MountFlags {
+/// The options of a mount point (or of the root disk, whose `MountPoint` carries only these) as read back.
+pub(super) fn flags_from_pb(m: &pb::MountPoint) -> MountFlags {
     let mut mount_options: Vec<String> = m
         .mount_options
         .iter()
@@ -55,12 +56,9 @@ pub(super) fn observed_mount(m: &pb::MountPoint) -> ObservedMountPoint {
     }
 }
 
-/// A desired mount point in slot `index`.
-pub(super) fn mount_pb(index: u32, m: &MountPoint) -> pb::MountPoint {
-    let f = m.flags();
-    let mut out = pb::MountPoint {
-        index,
-        path: m.path().to_owned(),
+/// Desired options as the protocol carries them (a mount point's, or the root disk's alone).
+pub(super) fn flags_pb(f: &MountFlags) -> pb::MountPoint {
+    pb::MountPoint {
         mount_options: f.mount_options.clone(),
         acl: f.acl,
         quota: f.quota,
@@ -69,6 +67,15 @@ pub(super) fn mount_pb(index: u32, m: &MountPoint) -> pb::MountPoint {
         keepattrs: f.keepattrs,
         idmap: f.idmap.clone().unwrap_or_default(),
         ..Default::default()
+    }
+}
+
+/// A desired mount point in slot `index`.
+pub(super) fn mount_pb(index: u32, m: &MountPoint) -> pb::MountPoint {
+    let mut out = pb::MountPoint {
+        index,
+        path: m.path().to_owned(),
+        ..flags_pb(m.flags())
     };
     match m {
         MountPoint::Volume {
