@@ -104,3 +104,116 @@ async fn full_and_linked_clones_of_a_template_are_configured_and_running() {
     assert_eq!(gold.get("template").map(String::as_str), Some("1"));
     plan_is_empty(&c, &path).await;
 }
+
+/// bpg's acceptance tests declare the template next to its clones (`template = true`, then `clone { vm_id = ...id }`):
+/// one submit makes the template (created stopped, never booted, `pct template`) and then its full and linked
+/// clones, which wait for it; a running container declared `state: template` later is converted in place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_template_declared_in_the_file_is_made_first_and_then_cloned() {
+    let c = Cluster::start(1).await.expect("cluster");
+    let yaml = |golden_state: &str| {
+        format!(
+            "fleet: tpl\n\
+             defaults:\n  \
+               ssh_public_keys: [\"{TEST_SSH_KEY}\"]\n\
+             templates:\n  \
+               deb: {{pveam: debian-13-standard_13.6-1_amd64.tar.zst}}\n  \
+               gold: {{clone: {{vm_id: 9100, node: mk33, datastore_id: local-zfs}}}}\n  \
+               gold-thin: {{clone: {{vm_id: 9100, node: mk33, full: false}}}}\n\
+             containers:\n  \
+               golden: {{template: deb, vm_id: 9100, node: mk33, datastore_id: local-lvm, memory: 256, state: {golden_state}}}\n  \
+               full: {{template: gold, vm_id: 2810, memory: 1024}}\n  \
+               linked: {{template: gold-thin, vm_id: 2811, memory: 768}}\n  \
+               other: {{template: deb, vm_id: 2812, node: mk33}}\n"
+        )
+    };
+    let body = yaml("template");
+    let plan = c.plan(&body).await.unwrap();
+    assert!(plan.plan_json.contains("\"template\""), "{plan:?}");
+    let path = c.write_fleet("tpl.yaml", &body);
+    let path = path.to_str().unwrap().to_string();
+    let (code, out, err) = c.pxctl(&["submit", &path, "-y", "--timeout", "100s"]).await;
+    assert_eq!(code, 0, "pxctl submit: {out}\n{err}\n{}", c.logs());
+    let gold = c.pct_config("mk33", 9100);
+    assert_eq!(
+        gold.get("template").map(String::as_str),
+        Some("1"),
+        "{gold:?}"
+    );
+    assert_eq!(gold["memory"], "256");
+    let runtime = c.runtime("mk33", 9100).unwrap();
+    assert_eq!(
+        runtime["boots"], 0,
+        "a template is never started: {runtime}"
+    );
+    let full = c.pct_config("mk33", 2810);
+    assert!(full["rootfs"].starts_with("local-zfs:"), "{full:?}");
+    assert_eq!(full["memory"], "1024");
+    let linked = c.pct_config("mk33", 2811);
+    assert!(linked["rootfs"].starts_with("local-lvm:"), "{linked:?}");
+    for vmid in ["2810", "2811"] {
+        let st = c.pve("mk33", "pct", &["status", vmid]);
+        assert!(st.stdout.contains("running"), "{vmid}: {}", st.stdout);
+    }
+    plan_is_empty(&c, &path).await;
+    // The clones waited for the template instead of failing against a source that was not one yet.
+    let ops = c.pxctl_json(&["get", "operations", "--fleet", "tpl"]).await;
+    let ops = ops.as_array().expect("a list of operations");
+    assert!(
+        ops.iter().all(|o| o["state"] != "failed"),
+        "no operation failed: {ops:?}"
+    );
+    assert_eq!(
+        ops.iter().filter(|o| o["kind"] == "create").count(),
+        4,
+        "one create per container: {ops:?}"
+    );
+
+    // `pxctl start` of the whole fleet leaves the template alone; naming it is an error.
+    let (code, out, err) = c.pxctl(&["start", "tpl", "golden"]).await;
+    assert_ne!(code, 0, "{out}");
+    assert!(err.contains("is a template"), "{err}");
+
+    // A running container becomes a template in place: stopped and converted, its disk kept.
+    let disk_before = c.pct_config("mk33", 2812)["rootfs"].clone();
+    let converted = body.replace(
+        "other: {template: deb, vm_id: 2812, node: mk33}",
+        "other: {template: deb, vm_id: 2812, node: mk33, state: template}",
+    );
+    let (code, out, err) = c
+        .pxctl(&[
+            "plan",
+            c.write_fleet("tpl2.yaml", &converted).to_str().unwrap(),
+        ])
+        .await;
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.contains("running -> template") || out.contains("\"running\" -> \"template\""),
+        "{out}"
+    );
+    assert!(!out.contains("replace"), "{out}");
+    let path2 = c.write_fleet("tpl.yaml", &converted);
+    let path2 = path2.to_str().unwrap().to_string();
+    let (code, out, err) = c
+        .pxctl(&["submit", &path2, "-y", "--timeout", "100s"])
+        .await;
+    assert_eq!(code, 0, "pxctl submit: {out}\n{err}\n{}", c.logs());
+    let other = c.pct_config("mk33", 2812);
+    assert_eq!(
+        other.get("template").map(String::as_str),
+        Some("1"),
+        "{other:?}"
+    );
+    assert_eq!(other["rootfs"], disk_before, "converted in place");
+    let st = c.pve("mk33", "pct", &["status", "2812"]);
+    assert!(st.stdout.contains("stopped"), "{}", st.stdout);
+    plan_is_empty(&c, &path2).await;
+
+    // Back to a container: PVE cannot, so the plan replaces it and says why.
+    let (code, out, err) = c
+        .pxctl(&["plan", c.write_fleet("tpl3.yaml", &body).to_str().unwrap()])
+        .await;
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("replace"), "{out}");
+    assert!(out.contains("cannot turn a template back"), "{out}");
+}

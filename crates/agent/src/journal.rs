@@ -273,6 +273,7 @@ mod tests {
                 ssh_public_keys: vec![],
                 password: Some(Secret("supersecret".into())),
                 start: true,
+                make_template: false,
                 clone: None,
             }),
         }

@@ -508,8 +508,35 @@ impl NodeApi for MemNode {
         if self.with_ct(vmid, |ct| ct.status == "running")? {
             return Err(permanent(format!("CT {vmid} already running")));
         }
+        if self.with_ct(vmid, |ct| {
+            ct.config.get("template").map(String::as_str) == Some("1")
+        })? {
+            return Err(permanent("you can't start a CT if it's a template"));
+        }
         self.busy(self.options.latency.start).await;
         self.with_ct(vmid, |ct| ct.status = "running".into())
+    }
+
+    async fn make_template(&self, vmid: u32) -> Result<(), PveError> {
+        self.call(format!("template {vmid}"));
+        let _g = self.lock(vmid).await?;
+        let (running, template) = self.with_ct(vmid, |ct| {
+            (
+                ct.status == "running",
+                ct.config.get("template").map(String::as_str) == Some("1"),
+            )
+        })?;
+        if template {
+            return Err(permanent("you can't convert a template to a template"));
+        }
+        if running {
+            return Err(permanent(
+                "you can't convert a CT to template if the CT is running",
+            ));
+        }
+        self.with_ct(vmid, |ct| {
+            ct.config.insert("template".into(), "1".into());
+        })
     }
 
     async fn stop(&self, vmid: u32) -> Result<(), PveError> {

@@ -130,6 +130,8 @@ pub trait NodeApi: Send + Sync + 'static {
     /// `pct clone`: a copy of container `spec.source` on this node as `spec.vmid` (stopped; its configuration
     /// the source's, with fresh MACs and the given hostname and description).
     fn clone_ct(&self, spec: &CloneSpec) -> impl Future<Output = Result<(), PveError>> + Send;
+    /// `pct template`: the stopped container becomes a template (it can be cloned, never started).
+    fn make_template(&self, vmid: u32) -> impl Future<Output = Result<(), PveError>> + Send;
     /// An in-place change (`pct set`: options, deletions, reverts).
     fn set(
         &self,

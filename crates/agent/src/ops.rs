@@ -67,6 +67,10 @@ pub enum OpKind {
         /// refused.
         #[serde(default)]
         adopt: bool,
+        /// fleet.yaml `state: template`: a container that is not one yet is stopped and made a template (`pct
+        /// template`) after the changes.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        make_template: bool,
     },
     /// Grow `disk` (`rootfs`, `mp0` ...) to `size_gib`.
     Resize {
@@ -120,6 +124,9 @@ pub struct CreateOp {
     pub password: Option<Secret>,
     /// Start after creating, and wait (bounded) for addresses.
     pub start: bool,
+    /// fleet.yaml `state: template`: made a template (`pct template`) once created, never started.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub make_template: bool,
     /// Made as a copy of another container on this node (`pct clone`) instead of from `template`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clone: Option<CloneFrom>,

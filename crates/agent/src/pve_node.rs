@@ -297,6 +297,10 @@ impl NodeApi for PveNode {
         self.node.unlock(vmid).await
     }
 
+    async fn make_template(&self, vmid: u32) -> Result<(), PveError> {
+        self.node.template(vmid).await
+    }
+
     async fn pending(&self, vmid: u32) -> Result<Vec<pxfleet_pve::PendingKey>, PveError> {
         self.node.pending(vmid).await
     }

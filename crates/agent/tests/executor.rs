@@ -49,6 +49,7 @@ fn create(id: &str, vmid: u32, name: &str) -> Operation {
             ssh_public_keys: vec![],
             password: Some(Secret("pw-123456".into())),
             start: true,
+            make_template: false,
             clone: None,
         }),
     }
@@ -426,6 +427,7 @@ async fn update_and_resize_change_only_what_differs() {
             description: Some("Web server".into()),
             restart: false,
             adopt: false,
+            make_template: false,
         },
     };
     succeeded(&r.exec.execute(upd).await);
@@ -698,6 +700,7 @@ fn update_env(id: &str, vmid: u32, env: &[(&str, &str)], restart: bool) -> Opera
             description: Some("Web server".into()),
             restart,
             adopt: false,
+            make_template: false,
         },
     }
 }
@@ -770,4 +773,65 @@ async fn several_env_variables_are_written_on_create_and_replaced_on_update() {
         .await;
     assert!(failed(&u).contains("env.A"), "{}", failed(&u));
     assert_eq!(r.node.calls("write_env 410"), 3);
+}
+
+/// `state: template`: a create makes the container and then a template without ever starting it; an update of a
+/// running container stops it and converts it in place (its disk kept); a re-run leaves a template as it is.
+#[tokio::test]
+async fn a_template_is_created_without_a_start_and_a_running_container_is_converted() {
+    let r = rig(4, Duration::ZERO);
+    let mut op = create("t-1", 9100, "dev-gold");
+    if let OpKind::Create(c) = &mut op.kind {
+        c.start = false;
+        c.make_template = true;
+    }
+    assert_eq!(
+        succeeded(&r.exec.execute(op.clone()).await).message,
+        "created as a template"
+    );
+    let (status, cfg) = r.node.get(9100).unwrap();
+    assert_eq!(status, "stopped");
+    assert_eq!(cfg["template"], "1");
+    assert_eq!(r.node.calls("start 9100"), 0, "a template is never started");
+    assert_eq!(r.node.calls("template 9100"), 1);
+    // The same create under a new id finds it made: no second `pct template` (PVE refuses one).
+    op.id = "t-2".into();
+    assert_eq!(
+        succeeded(&r.exec.execute(op).await).message,
+        "already created"
+    );
+    assert_eq!(r.node.calls("template 9100"), 1);
+
+    succeeded(&r.exec.execute(create("c", 401, "dev-v")).await);
+    let disk = r.node.get(401).unwrap().1["rootfs"].clone();
+    let upd = Operation {
+        id: "u-t".into(),
+        kind: OpKind::Update {
+            vmid: 401,
+            expect: Some(mark("dev-v")),
+            desired: options_spec(&[
+                ("hostname".into(), "dev-v".into()),
+                ("memory".into(), "2048".into()),
+                (
+                    "net0".into(),
+                    "name=eth0,bridge=vmbr0,ip=dhcp,type=veth".into(),
+                ),
+            ])
+            .unwrap(),
+            tags: vec!["web".into()],
+            description: Some("Web server".into()),
+            restart: false,
+            adopt: false,
+            make_template: true,
+        },
+    };
+    assert_eq!(
+        succeeded(&r.exec.execute(upd).await).message,
+        "updated and made a template"
+    );
+    let (status, cfg) = r.node.get(401).unwrap();
+    assert_eq!(status, "stopped");
+    assert_eq!(cfg["template"], "1");
+    assert_eq!(cfg["memory"], "2048");
+    assert_eq!(cfg["rootfs"], disk, "converted in place");
 }

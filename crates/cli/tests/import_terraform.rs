@@ -681,3 +681,76 @@ resource "proxmox_virtual_environment_container" "cache" {
         "{all}"
     );
 }
+
+/// bpg's own clone acceptance test: a container made a template (`template = true`) and a clone naming it by
+/// reference (`clone { vm_id = proxmox_virtual_environment_container.test_container.id }`) become `state: template`
+/// and a clone template of that vm_id on its node; the fleet validates (the source is pinned to the clone's node).
+#[test]
+fn a_template_resource_and_a_clone_referring_to_it() {
+    let (fleet, yaml, warnings) = import_main_tf(
+        r#"
+resource "proxmox_virtual_environment_container" "test_container" {
+  node_name = "pve"
+  vm_id     = 9000
+  template  = true
+  disk {
+    datastore_id = "local-lvm"
+    size         = 4
+  }
+  initialization {
+    hostname = "test"
+    ip_config {
+      ipv4 {
+        address = "dhcp"
+      }
+    }
+  }
+  network_interface {
+    name = "vmbr0"
+  }
+  operating_system {
+    template_file_id = "local:vztmpl/alpine-3.22-default_20250617_amd64.tar.xz"
+    type             = "alpine"
+  }
+}
+
+resource "proxmox_virtual_environment_container" "test_container_clone" {
+  depends_on = [proxmox_virtual_environment_container.test_container]
+  node_name  = "pve"
+  vm_id      = 9001
+
+  clone {
+    vm_id = proxmox_virtual_environment_container.test_container.id
+  }
+
+  initialization {
+    hostname = "test-clone"
+  }
+}
+"#,
+        "acc",
+    );
+    let gold = &fleet.containers["test-container"];
+    assert_eq!(gold.state, pxfleet_spec::DesiredState::Template, "{yaml}");
+    let clone = &fleet.containers["test-container-clone"];
+    let t = &fleet.templates[&clone.template];
+    match &t.source {
+        pxfleet_spec::TemplateSource::Clone {
+            vm_id, node, full, ..
+        } => {
+            assert_eq!(
+                (*vm_id, node.as_str(), *full),
+                (9000, "pve", true),
+                "{yaml}"
+            );
+        }
+        other => panic!("not a clone template: {other:?}\n{yaml}"),
+    }
+    assert!(
+        !warnings
+            .iter()
+            .any(|w| w.contains("clone") && w.contains("not static")),
+        "{warnings:?}"
+    );
+    assert!(yaml.contains("state: template"), "{yaml}");
+}

@@ -47,6 +47,7 @@ fn containers() -> Vec<ContainerRecord> {
             drifted: false,
             revision: 3,
             pending_restart: vec![],
+            waiting: String::new(),
         })
     };
     vec![

@@ -175,6 +175,7 @@ pub fn observed_config_from_pb(c: &pb::ContainerSpec) -> ObservedConfig {
             .unwrap_or_default(),
         hookscript: non_empty(&c.hookscript),
         rootfs_volume: c.rootfs.as_ref().and_then(|r| non_empty(&r.volume)),
+        is_template: c.template_flag,
         unprivileged: c.unprivileged,
         features: Features {
             nesting: features.nesting,
@@ -350,6 +351,7 @@ pub fn observed_pb(o: &ObservedContainer) -> pb::ObservedContainer {
             memory_mib: o.memory_mib,
             swap_mib: o.swap_mib,
             disk_size_gib: o.disk_gib,
+            template_flag: o.config.as_ref().is_some_and(|c| c.is_template),
             ..Default::default()
         }),
         addresses: o.addresses.clone(),
@@ -496,6 +498,7 @@ pub fn container_spec(
         devices: mounts::devices_pb(&c.devices),
         idmap: mounts::idmap_pb(&c.idmap),
         template: c.template.clone(),
+        template_flag: c.state.is_template(),
     }
 }
 

@@ -67,6 +67,7 @@ fn container_info(r: &ContainerRow) -> pb::ContainerInfo {
         drifted: r.drifted,
         pending_restart: r.pending_restart.clone(),
         revision: d.map(|d| d.revision).unwrap_or_default(),
+        waiting: r.waiting.clone().unwrap_or_default(),
     }
 }
 

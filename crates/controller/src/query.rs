@@ -1,8 +1,10 @@
 //! The read model: everything a reconcile pass looks at ([`World`], loaded from the store's decoded cache) and
 //! the rows of `get containers` ([`ContainerRow`], [`container_rows`]).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
+
+use pxfleet_spec::TemplateSource;
 
 use crate::model::{
     AppliedContainer, ContainerStatus, DesiredContainer, ManagedBy, ObservedContainer, OpState,
@@ -29,6 +31,8 @@ pub struct ContainerRow {
     /// Fields its last update left pending until the next restart (`restart_policy: never`); see
     /// [`crate::realise::pending_restart`].
     pub pending_restart: Vec<String>,
+    /// Not created yet because its clone source is not ready (see [`World::clone_source_wait`]).
+    pub waiting: Option<String>,
 }
 
 impl ContainerRow {
@@ -79,6 +83,64 @@ impl World {
     }
     pub(crate) fn latest(&self, k: &Key) -> Option<&Operation> {
         self.latest.get(k).map(|o| &**o)
+    }
+
+    /// The desired containers that are the source of some container's `clone:` template (fleet.yaml `state:
+    /// template` next to the containers cloned from it), by node and vm_id; empty when no template clones one.
+    pub(crate) fn clone_sources(&self) -> HashMap<(&str, u32), &Key> {
+        let wanted: HashSet<(&str, u32)> = self
+            .desired
+            .values()
+            .filter_map(|d| match &d.template.source {
+                TemplateSource::Clone { vm_id, node, .. } => Some((node.as_str(), *vm_id)),
+                _ => None,
+            })
+            .collect();
+        if wanted.is_empty() {
+            return HashMap::new();
+        }
+        self.desired
+            .iter()
+            .filter(|(_, d)| wanted.contains(&(d.node.as_str(), d.vm_id)))
+            .map(|(k, d)| ((d.node.as_str(), d.vm_id), k))
+            .collect()
+    }
+
+    /// Why container `d` (not created yet) cannot be cloned now: its `clone:` template copies a container another
+    /// entry of the controller is to make (`sources`: [`World::clone_sources`]), which is not there yet as it must
+    /// be: created, unlocked, and a template when its file says `state: template`. `None`: it may be cloned (also
+    /// when the source is no desired container: `pct clone` finds it or says it is missing).
+    pub(crate) fn clone_source_wait(
+        &self,
+        d: &DesiredContainer,
+        sources: &HashMap<(&str, u32), &Key>,
+    ) -> Option<String> {
+        let TemplateSource::Clone { vm_id, node, .. } = &d.template.source else {
+            return None;
+        };
+        let key = *sources.get(&(node.as_str(), *vm_id))?;
+        let src = self.desired(key)?;
+        let what = format!(
+            "waiting for clone source {}/{} (CT {vm_id} on {node})",
+            key.0, key.1
+        );
+        let o = self
+            .observed(key)
+            .and_then(|l| l.iter().find(|o| o.node == *node && o.vm_id == *vm_id));
+        match o {
+            None => Some(format!("{what}: not created yet")),
+            Some(o) if o.lock.is_some() => Some(format!(
+                "{what}: locked ({})",
+                o.lock.as_deref().unwrap_or_default()
+            )),
+            Some(o)
+                if src.container.state.is_template()
+                    && !o.config.as_ref().is_some_and(|c| c.is_template) =>
+            {
+                Some(format!("{what}: not a template yet"))
+            }
+            Some(_) => None,
+        }
     }
 }
 
@@ -165,6 +227,7 @@ fn pick_shared<'a>(
 pub fn container_rows(state: &State) -> Result<Vec<ContainerRow>, StoreError> {
     let w = load(state)?;
     let max = state.config.reconciler.max_attempts;
+    let sources = w.clone_sources();
     Ok(w.keys
         .iter()
         .map(|k| {
@@ -179,7 +242,12 @@ pub fn container_rows(state: &State) -> Result<Vec<ContainerRow>, StoreError> {
                 }
                 _ => false,
             };
+            let waiting = match (d, &o) {
+                (Some(d), None) if !sources.is_empty() => w.clone_source_wait(d, &sources),
+                _ => None,
+            };
             ContainerRow {
+                waiting,
                 drifted,
                 pending_restart: crate::realise::pending_restart(latest.as_deref()),
                 fleet: k.0.clone(),

@@ -28,6 +28,7 @@ pub(crate) fn check_fleet(file: &str, fleet: &Fleet, spans: &Spans, diags: &mut 
             );
         }
     }
+    clone_sources(file, fleet, spans, diags);
     let mut dup = |path: String, what: String, other: &str| {
         let span = spans.lookup(&path);
         let other_line = spans.lookup(other).line;
@@ -99,6 +100,61 @@ pub(crate) fn check_fleet(file: &str, fleet: &Fleet, spans: &Spans, diags: &mut 
                 } else {
                     macs.insert(mac.0, path);
                 }
+            }
+        }
+    }
+}
+
+/// A `clone:` template whose source is a container of this fleet (declared with `state: template`, bpg's
+/// `template = true` next to the resources cloning it): the source must be on the template's node (pinned, so the
+/// scheduler cannot put it elsewhere), a linked clone's source must be a template (PVE makes linked clones of
+/// templates only), and no container is its own source. The clones are created once the source is.
+fn clone_sources(file: &str, fleet: &Fleet, spans: &Spans, diags: &mut Vec<Diagnostic>) {
+    use crate::model::TemplateSource;
+    for (tname, t) in &fleet.templates {
+        let TemplateSource::Clone {
+            vm_id, node, full, ..
+        } = &t.source
+        else {
+            continue;
+        };
+        let Some((skey, src)) = fleet
+            .containers
+            .iter()
+            .find(|(_, c)| c.vm_id == Some(*vm_id))
+        else {
+            continue;
+        };
+        let mut err = |path: String, what: String, hint: String| {
+            diags.push(Diagnostic::new(file, spans.lookup(&path), path, what).with_hint(hint));
+        };
+        match &src.node {
+            Some(n) if n != node => err(
+                format!("templates.{tname}.clone.node"),
+                format!("template {tname} clones CT {vm_id} on node {node}, but container {skey} (vm_id {vm_id}) is on node {n}"),
+                format!("make the two nodes the same: `node: {n}` here or `node: {node}` on {skey}"),
+            ),
+            Some(_) => {}
+            None => err(
+                format!("containers.{skey}"),
+                format!("container {skey} is the source of clone template {tname} (vm_id {vm_id}) but has no `node`: the scheduler could place it elsewhere than {node}"),
+                format!("set `node: {node}` on {skey}"),
+            ),
+        }
+        if !*full && !src.state.is_template() {
+            err(
+                format!("templates.{tname}.clone.full"),
+                format!("template {tname} is a linked clone of container {skey}, which is not a template (state: {}): PVE makes linked clones of templates only", src.state.as_str()),
+                format!("set `state: template` on {skey}, or `full: true` for a full copy"),
+            );
+        }
+        for (ckey, c) in &fleet.containers {
+            if c.template == *tname && ckey == skey {
+                err(
+                    format!("containers.{ckey}.template"),
+                    format!("container {ckey} would be cloned from itself (template {tname} copies vm_id {vm_id})"),
+                    "give the container another template, or the template another source".into(),
+                );
             }
         }
     }

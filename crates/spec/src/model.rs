@@ -248,7 +248,7 @@ pub struct Container {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub idmap: Vec<IdMap>,
     /// Whether the container runs. Default running; a stopped one is created without starting and stays
-    /// stopped (also through drift repair).
+    /// stopped (also through drift repair); a template is created stopped and made a template (`pct template`).
     #[serde(default)]
     pub state: DesiredState,
     /// `adopt: true`: the container already exists (made by hand, by Terraform) as `vm_id` on `node` without
@@ -383,11 +383,27 @@ pub enum DesiredState {
     #[default]
     Running,
     Stopped,
+    /// A template (`pct template`, bpg's `template = true`): created stopped and converted, never started; the
+    /// source a `clone:` template copies. PVE cannot turn a template back into a container.
+    Template,
 }
 
 impl DesiredState {
     pub fn is_running(self) -> bool {
         self == DesiredState::Running
+    }
+
+    pub fn is_template(self) -> bool {
+        self == DesiredState::Template
+    }
+
+    /// `running`, `stopped` or `template`, as the file writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DesiredState::Running => "running",
+            DesiredState::Stopped => "stopped",
+            DesiredState::Template => "template",
+        }
     }
 }
 

@@ -108,6 +108,9 @@ pub struct ObservedConfig {
     /// The root disk's volume id (`local-lvm:vm-101-disk-0`), when the node reported it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rootfs_volume: Option<String>,
+    /// `template: 1`: the container is a template (`pct template`), which cannot start.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub is_template: bool,
 }
 
 /// One `netN` and, for a running container, the addresses it really has.
@@ -188,6 +191,7 @@ impl ObservedContainer {
                 rootfs: c.rootfs.clone(),
                 hookscript: c.hookscript.clone(),
                 rootfs_volume: None,
+                is_template: c.state.is_template(),
                 unprivileged: c.unprivileged,
                 features: c.features.clone(),
                 interfaces: c

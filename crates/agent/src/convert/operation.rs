@@ -105,7 +105,8 @@ pub fn operation_from_proto(op: v1::Operation) -> Result<Operation, ConvertError
                     .as_ref()
                     .filter(|p| !p.value.is_empty())
                     .map(|p| Secret(p.value.clone())),
-                start: c.start,
+                start: c.start && !spec.template_flag,
+                make_template: spec.template_flag,
                 clone,
             })
         }
@@ -123,6 +124,7 @@ pub fn operation_from_proto(op: v1::Operation) -> Result<Operation, ConvertError
                 description: Some(spec.description.clone()).filter(|d| !d.is_empty()),
                 restart: u.restart_allowed,
                 adopt: u.adopt,
+                make_template: spec.template_flag,
             }
         }
         Some(Kind::Resize(r)) => {

@@ -100,7 +100,9 @@ impl<D: NodeApi> Executor<D> {
             );
             d.resize(vmid, "rootfs", want_gib).await?;
         }
-        if c.start {
+        if c.make_template {
+            self.make_template(op_id, vmid).await?;
+        } else if c.start {
             let status = self.status(vmid).await?;
             if status != "running" {
                 self.progress(op_id, format!("starting CT {vmid}"));

@@ -4,6 +4,9 @@
 use super::*;
 use crate::node::CreateSpec;
 
+/// How long a running container that becomes a template gets to shut down cleanly before it is stopped.
+const TEMPLATE_SHUTDOWN_SECS: u32 = 60;
+
 impl<D: NodeApi> Executor<D> {
     pub(super) async fn create(&self, op_id: &str, c: &CreateOp) -> Outcome {
         if let Some(from) = c.clone {
@@ -23,9 +26,11 @@ impl<D: NodeApi> Executor<D> {
                     Some(m) if m == c.mark => {
                         // Created by an earlier attempt of this (or an equivalent) operation, which may have
                         // stopped before it wrote env and idmap: written again (the same lines) before a start.
-                        if self.status(vmid).await? != "running" {
+                        if self.status(vmid).await? != "running" && !cfg.template {
                             self.write_runtime_lines(op_id, vmid, &c.options).await?;
-                            if c.start {
+                            if c.make_template {
+                                self.make_template(op_id, vmid).await?;
+                            } else if c.start {
                                 d.start(vmid).await?;
                             }
                         }
@@ -92,6 +97,10 @@ impl<D: NodeApi> Executor<D> {
             return Err(e.into());
         }
         self.write_runtime_lines(op_id, vmid, &spec).await?;
+        if c.make_template {
+            self.make_template(op_id, vmid).await?;
+            return ok("created as a template", self.observed(vmid).await);
+        }
         // What was asked for is what was created (pct create fails otherwise): no need to read it back here.
         let has_net = !spec.nets.is_empty();
         let mut interfaces = None;
@@ -101,6 +110,23 @@ impl<D: NodeApi> Executor<D> {
             interfaces = self.wait_for_addresses(op_id, vmid, has_net).await;
         }
         ok("created", self.observed_with(vmid, interfaces).await)
+    }
+
+    /// `state: template`: the container is stopped (cleanly, then hard when it does not stop in time) and made a
+    /// template with `pct template`; one that already is one is left as it is.
+    pub(super) async fn make_template(&self, op_id: &str, vmid: u32) -> Result<(), OpFailure> {
+        let d = &*self.inner.node;
+        if self.existing(vmid).await?.template {
+            return Ok(());
+        }
+        if self.status(vmid).await? == "running" {
+            self.progress(op_id, format!("stopping CT {vmid} to make it a template"));
+            if !d.shutdown(vmid, TEMPLATE_SHUTDOWN_SECS).await? {
+                d.stop(vmid).await?;
+            }
+        }
+        self.progress(op_id, format!("pct template {vmid}"));
+        Ok(d.make_template(vmid).await?)
     }
 
     /// lxc.idmap and env are no `pct create` options (env's NUL separator cannot be in an argument): written into

@@ -16,6 +16,7 @@ impl<D: NodeApi> Executor<D> {
             description,
             restart,
             adopt,
+            make_template,
         } = &op.kind
         else {
             unreachable!("perform dispatches updates here");
@@ -95,6 +96,12 @@ impl<D: NodeApi> Executor<D> {
             if idmap.is_some() {
                 keys.push("lxc.idmap");
             }
+        }
+        // `state: template`: what changed is in the config; the container is stopped and made a template (PVE
+        // starts no template, so nothing stays pending).
+        if *make_template && !cfg.template {
+            self.make_template(&op.id, *vmid).await?;
+            return ok("updated and made a template", self.observed(*vmid).await);
         }
         let message = match (keys.is_empty(), *restart) {
             (true, _)

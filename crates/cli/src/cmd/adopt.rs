@@ -304,7 +304,9 @@ pub fn entry_fields(
     if c.start_on_boot {
         m.insert("start_on_boot".into(), json!(true));
     }
-    if !running {
+    if c.is_template {
+        m.insert("state".into(), json!("template"));
+    } else if !running {
         m.insert("state".into(), json!("stopped"));
     }
     if c.protection {
@@ -534,5 +536,10 @@ mod tests {
              bridge: vmbr0, mac_address: BC:24:11:00:00:01, ip_address: 10.0.0.5/24, gateway: 10.0.0.1, \
              state: stopped, ostype: debian, tags: [web]}"
         );
+        // A template made by hand is adopted as one (never started, never converted back).
+        let mut t = c.clone();
+        t.is_template = true;
+        let (m, _) = entry_fields("pve1", 9000, false, "gold", &t);
+        assert_eq!(m["state"], json!("template"));
     }
 }

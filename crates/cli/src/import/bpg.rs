@@ -144,9 +144,18 @@ pub fn container(
                 "hook_script_file_id" => set(&mut ev, &path, a, "hookscript", Value::is_string),
                 "started" => {
                     if let Some(false) = ev.value(&path, a).as_ref().and_then(as_bool) {
-                        ev.ct.set("state", json!("stopped"));
+                        // a template does not run either; `template = true` says more
+                        if ev.ct.get("state") != Some(&json!("template")) {
+                            ev.ct.set("state", json!("stopped"));
+                        }
                     }
                 }
+                // `pct template` after the create: the source its clones name
+                "template" => match ev.value(&path, a).as_ref().map(as_bool) {
+                    Some(Some(true)) => ev.ct.set("state", json!("template")),
+                    Some(Some(false)) | None => {}
+                    Some(None) => ev.unmapped(&path, a, "not a boolean"),
+                },
                 _ => ev.unmapped(&path, a, "no pxfleet field"),
             }
         }

@@ -129,6 +129,8 @@ pub struct Scope {
     pub vars: Map<String, Value>,
     pub locals: Map<String, Value>,
     pub each: Option<(Value, Value)>,
+    /// Other resources' literal attributes, by type and label (`proxmox_virtual_environment_container.gold.id`).
+    pub resources: Map<String, Value>,
 }
 
 impl Scope {
@@ -136,6 +138,9 @@ impl Scope {
         let mut cx = Context::new();
         cx.declare_var("var", Value::Object(self.vars.clone()));
         cx.declare_var("local", Value::Object(self.locals.clone()));
+        for (kind, by_label) in &self.resources {
+            cx.declare_var(kind.clone(), by_label.clone());
+        }
         if let Some((k, v)) = &self.each {
             let mut each = Map::new();
             each.insert("key".to_string(), k.clone());

@@ -17,6 +17,7 @@ pub(super) fn collect(
     out: &mut Vec<Ct>,
     privileged: &mut bool,
 ) {
+    let scope = &with_container_ids(files, scope);
     for (f, r) in blocks(files, "resource") {
         let kind = label(r, 0);
         let rname = label(r, 1);
@@ -81,4 +82,49 @@ pub(super) fn collect(
             out.push(ct);
         }
     }
+}
+
+/// `scope` with each single container resource's static `vm_id` (as `id`, a string as the provider has it, and
+/// `vm_id`) and `node_name`, so that another container's `clone { vm_id = proxmox_virtual_environment_container.gold.id }`
+/// evaluates to the template declared next to it. A resource with `count` or `for_each`, or whose vm_id is not
+/// static, is left out (a reference to it stays "not static").
+fn with_container_ids(files: &[TfFile], scope: &Scope) -> Scope {
+    let mut by_label = ::hcl::Map::new();
+    for (_, r) in blocks(files, "resource") {
+        if label(r, 0) != bpg::CONTAINER
+            || r.body.get_attribute("count").is_some()
+            || r.body.get_attribute("for_each").is_some()
+        {
+            continue;
+        }
+        let Some(vm_id) = r
+            .body
+            .get_attribute("vm_id")
+            .and_then(|a| scope.eval(&a.value).ok())
+            .and_then(|v| match v {
+                HclValue::Number(n) => n.as_u64(),
+                HclValue::String(s) => s.trim().parse().ok(),
+                _ => None,
+            })
+        else {
+            continue;
+        };
+        let mut attrs = ::hcl::Map::new();
+        attrs.insert("id".into(), HclValue::from(vm_id.to_string()));
+        attrs.insert("vm_id".into(), HclValue::from(vm_id));
+        if let Some(HclValue::String(n)) = r
+            .body
+            .get_attribute("node_name")
+            .and_then(|a| scope.eval(&a.value).ok())
+        {
+            attrs.insert("node_name".into(), HclValue::from(n));
+        }
+        by_label.insert(label(r, 1).to_string(), HclValue::Object(attrs));
+    }
+    let mut s = scope.clone();
+    if !by_label.is_empty() {
+        s.resources
+            .insert(bpg::CONTAINER.to_string(), HclValue::Object(by_label));
+    }
+    s
 }

@@ -67,6 +67,9 @@ pub struct ContainerRecord {
     pub revision: u64,
     /// Error of the last failed operation, or null.
     pub error: Option<String>,
+    /// Why a container not created yet waits (its clone source is not ready); left out when it does not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<String>,
 }
 
 /// A node as `get nodes -o json` prints it.
@@ -275,6 +278,7 @@ impl From<&pb::ContainerInfo> for ContainerRecord {
             pending_restart: c.pending_restart.clone(),
             revision: c.revision,
             error: some(&c.last_error),
+            waiting: some(&c.waiting),
         }
     }
 }
@@ -387,6 +391,8 @@ fn containers_table(rs: &[ContainerRecord]) -> Table {
                 "running (pending restart: {})",
                 r.pending_restart.join(", ")
             )
+        } else if let Some(why) = &r.waiting {
+            format!("{} ({why})", r.status)
         } else {
             r.status.to_string()
         };

@@ -89,6 +89,30 @@ pub(super) fn linked_clone_datastores(fleet: &mut Fleet, snap: &Snapshot) {
     }
 }
 
+/// A linked clone of a container of the same fleet (`state: template` in the file) gets its source's placed
+/// datastore: the source may not exist yet, so no node reports where its disk is.
+pub(super) fn linked_clones_follow_fleet_sources(fleet: &mut Fleet) {
+    let sources: BTreeMap<(String, u32), Option<String>> = fleet
+        .containers
+        .values()
+        .filter_map(|c| Some(((c.node.clone()?, c.vm_id?), c.datastore_id.clone())))
+        .collect();
+    for c in fleet.containers.values_mut() {
+        let Some(pxfleet_spec::TemplateSource::Clone {
+            vm_id,
+            node,
+            full: false,
+            ..
+        }) = fleet.templates.get(&c.template).map(|t| &t.source)
+        else {
+            continue;
+        };
+        if let Some(Some(ds)) = sources.get(&(node.clone(), *vm_id)) {
+            c.datastore_id = Some(ds.clone());
+        }
+    }
+}
+
 /// Gives every container of `fleet` a vm_id in `range` and returns them as a list for the scheduler.
 /// `others` is the snapshot without this fleet's desired containers.
 pub(super) fn vm_ids(

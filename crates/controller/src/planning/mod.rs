@@ -88,6 +88,7 @@ pub fn prepare(
     for c in list {
         fleet.containers.insert(c.name.clone(), c);
     }
+    allocate::linked_clones_follow_fleet_sources(&mut fleet);
     let plan = plan_against(file, &fleet, snap)?;
     let desired = desired_of(&fleet, revision, &pinned);
     Ok(Prepared {

@@ -135,6 +135,7 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
             v.retain(|k, _| w.desired.contains_key(k));
         }
     }
+    let clone_sources = w.clone_sources();
     for k in &w.keys {
         let d = w.desired(k);
         let a = w.applied(k);
@@ -142,6 +143,14 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
         let latest = w.latest(k);
         if latest.is_some_and(|op| op.state.is_active()) {
             continue;
+        }
+        // A clone of a container another entry is to make (a fleet's `state: template`) waits until that one is
+        // there as its file says; `pxctl get` shows why (query.rs). The source's result wakes the loop.
+        if let (Some(d), None, false) = (d, o, clone_sources.is_empty()) {
+            if let Some(why) = w.clone_source_wait(d, &clone_sources) {
+                tracing::debug!(fleet = %d.fleet, container = %d.name, %why, "not cloned yet");
+                continue;
+            }
         }
         // Not created yet, from a template without checksum whose file on this node differs from another
         // node's: failed (with both digests) instead of creating from an unknown file.

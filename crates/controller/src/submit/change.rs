@@ -48,11 +48,24 @@ fn set_power_locked(
     } else {
         pxfleet_spec::DesiredState::Running
     };
+    // A template never runs (and stays one when stopped): named, it is an error; in "all", it is left out.
+    if let Some(t) = containers.iter().find(|c| {
+        fleet
+            .containers
+            .get(*c)
+            .is_some_and(|c| c.state.is_template())
+    }) {
+        return Err(Error::FailedPrecondition(format!(
+            "container {t} of fleet {fleet_name} is a template (state: template): PVE cannot start or stop a template"
+        )));
+    }
     let chosen: Vec<String> = fleet
         .containers
-        .keys()
-        .filter(|k| containers.is_empty() || containers.contains(k))
-        .cloned()
+        .iter()
+        .filter(|(k, c)| {
+            !c.state.is_template() && (containers.is_empty() || containers.contains(k))
+        })
+        .map(|(k, _)| k.clone())
         .collect();
     for k in &chosen {
         if let Some(c) = fleet.containers.get_mut(k) {

@@ -243,11 +243,14 @@ impl Cx<'_> {
                 "state" => match self.string(n, &p).as_deref() {
                     Some("running") => c.state = Some(DesiredState::Running),
                     Some("stopped") => c.state = Some(DesiredState::Stopped),
+                    Some("template") => c.state = Some(DesiredState::Template),
                     Some(other) => self.err(
                         n.span,
                         &p,
-                        format!("state {} is not running or stopped", quote(other)),
-                        Some("`state: running` (the default) or `state: stopped`"),
+                        format!("state {} is not running, stopped or template", quote(other)),
+                        Some(
+                            "`state: running` (the default), `state: stopped` or `state: template`",
+                        ),
                     ),
                     None => {}
                 },

@@ -13,7 +13,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::types::FieldChange;
-use crate::model::{Container, Interface};
+use crate::model::{Container, DesiredState, Interface};
 use crate::observed::{ObservedContainer, PowerState};
 
 mod attributes;
@@ -136,6 +136,14 @@ pub(crate) fn existing(d: &Container, a: Option<&Container>, o: &ObservedContain
         ));
     }
 
+    // PVE cannot turn a template back into a container: only a new one is what the file says.
+    if oc.is_template && !d.state.is_template() {
+        replace.push(FieldChange {
+            why: Some("PVE cannot turn a template back into a container".into()),
+            ..change(field::STATE, json(&DesiredState::Template), json(&d.state))
+        });
+    }
+
     let move_to = d.node.as_ref().filter(|n| **n != o.node).cloned();
     let start = o.status == PowerState::Stopped && d.state.is_running();
     let stop = o.status == PowerState::Running && !d.state.is_running();
@@ -151,6 +159,22 @@ pub(crate) fn existing(d: &Container, a: Option<&Container>, o: &ObservedContain
 
     let running = o.status == PowerState::Running;
     let mut df = Differ::new(running, a.is_some());
+    // A container becomes a template in place (`pct template`, after a stop when it runs): its disks are kept.
+    if d.state.is_template() && !oc.is_template {
+        let now = if running {
+            DesiredState::Running
+        } else {
+            DesiredState::Stopped
+        };
+        df.updates.push(FieldChange {
+            field: field::STATE.to_owned(),
+            from: Some(json(&now)),
+            to: Some(json(&DesiredState::Template)),
+            live: true,
+            sensitive: false,
+            why: None,
+        });
+    }
     df.cmp(
         s(field::HOSTNAME),
         oc.hostname.as_str(),

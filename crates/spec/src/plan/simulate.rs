@@ -176,6 +176,7 @@ fn adopt(cfg: &mut ObservedConfig, name: &str, d: &Container, vm_id: u32) {
         field::DNS_DOMAIN => cfg.dns.domain = d.dns.domain.clone(),
         field::STARTUP => cfg.startup = d.startup.clone(),
         field::START_ON_BOOT => cfg.start_on_boot = d.start_on_boot,
+        field::STATE => cfg.is_template = d.state.is_template(),
         field::PROTECTION => cfg.protection = d.protection,
         field::TAGS => cfg.tags = normalise_tags(&d.tags),
         field::IDMAP => cfg.idmap = d.idmap.clone(),
