@@ -274,6 +274,7 @@ mod tests {
                 password: Some(Secret("supersecret".into())),
                 start: true,
                 make_template: false,
+                wait_for: Default::default(),
                 clone: None,
             }),
         }

@@ -127,9 +127,28 @@ pub struct CreateOp {
     /// fleet.yaml `state: template`: made a template (`pct template`) once created, never started.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub make_template: bool,
+    /// fleet.yaml `wait_for_ip`: the address families the started container must have before the create is done.
+    #[serde(default, skip_serializing_if = "WaitFor::is_any")]
+    pub wait_for: WaitFor,
     /// Made as a copy of another container on this node (`pct clone`) instead of from `template`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clone: Option<CloneFrom>,
+}
+
+/// Which addresses a create waits for after the start: at least one IPv4 / IPv6 address (neither loopback nor
+/// link-local). Neither: any one address, and the create is done without one when none comes in time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WaitFor {
+    #[serde(default)]
+    pub ipv4: bool,
+    #[serde(default)]
+    pub ipv6: bool,
+}
+
+impl WaitFor {
+    pub fn is_any(&self) -> bool {
+        !self.ipv4 && !self.ipv6
+    }
 }
 
 /// A fleet.yaml `clone:` template: the container to copy.

@@ -50,6 +50,7 @@ fn create(id: &str, vmid: u32, name: &str) -> Operation {
             password: Some(Secret("pw-123456".into())),
             start: true,
             make_template: false,
+            wait_for: Default::default(),
             clone: None,
         }),
     }
@@ -834,4 +835,31 @@ async fn a_template_is_created_without_a_start_and_a_running_container_is_conver
     assert_eq!(cfg["template"], "1");
     assert_eq!(cfg["memory"], "2048");
     assert_eq!(cfg["rootfs"], disk, "converted in place");
+}
+
+/// `wait_for_ip`: a create that asks for a family the container never gets fails after the address wait and says
+/// which one and what it has; the container stays. One that asks for what comes is done with it.
+#[tokio::test]
+async fn wait_for_ip_fails_a_create_whose_family_never_comes() {
+    let r = rig(4, Duration::ZERO);
+    let mut op = create("w-1", 130, "dev-w6");
+    if let OpKind::Create(c) = &mut op.kind {
+        c.wait_for = pxfleet_agent::ops::WaitFor {
+            ipv4: true,
+            ipv6: true,
+        };
+    }
+    let why = failed(&r.exec.execute(op).await);
+    assert!(
+        why.contains("has no IPv6 address after 2s (wait_for_ip)") && why.contains("10.0.0.130/8"),
+        "{why}"
+    );
+    assert!(r.node.get(130).is_some(), "the container is kept");
+    let mut op = create("w-2", 131, "dev-w4");
+    if let OpKind::Create(c) = &mut op.kind {
+        c.wait_for.ipv4 = true;
+    }
+    let res = r.exec.execute(op).await;
+    let ct = succeeded(&res).container.as_ref().expect("observed");
+    assert_eq!(ct.addresses, vec!["10.0.0.131/8".to_string()]);
 }

@@ -224,6 +224,7 @@ async fn join_then_stream_executes_heartbeats_and_resyncs() {
             kind: Some(v1::operation::Kind::Create(v1::CreateContainer {
                 spec: Some(spec),
                 start: true,
+                ..Default::default()
             })),
             ..Default::default()
         }),

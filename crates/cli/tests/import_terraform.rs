@@ -725,6 +725,15 @@ resource "proxmox_virtual_environment_container" "test_container_clone" {
 
   initialization {
     hostname = "test-clone"
+    ip_config {
+      ipv4 {
+        address = "dhcp"
+      }
+    }
+  }
+  wait_for_ip {
+    ipv4 = true
+    ipv6 = false
   }
 }
 "#,
@@ -753,4 +762,5 @@ resource "proxmox_virtual_environment_container" "test_container_clone" {
         "{warnings:?}"
     );
     assert!(yaml.contains("state: template"), "{yaml}");
+    assert!(clone.wait_for_ip.ipv4 && !clone.wait_for_ip.ipv6, "{yaml}");
 }

@@ -540,6 +540,8 @@ pub fn operation_pb(op: &Operation, password: Option<&str>) -> pb::Operation {
                 &op.fleet, container, op.vm_id, template, password,
             )),
             start: container.state.is_running(),
+            wait_ipv4: container.wait_for_ip.ipv4,
+            wait_ipv6: container.wait_for_ip.ipv6,
         }),
         OperationKind::Update {
             container,

@@ -77,6 +77,7 @@ pub fn container(name: &str) -> Container {
         console: Default::default(),
         rootfs: Default::default(),
         hookscript: None,
+        wait_for_ip: Default::default(),
         protection: false,
         tags: vec![],
         description: None,

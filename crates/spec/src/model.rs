@@ -301,6 +301,29 @@ pub struct Container {
     /// `None`: no hook script (one set on the node is removed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hookscript: Option<String>,
+    /// `wait_for_ip:` (bpg's `wait_for_ip { ipv4, ipv6 }`): which addresses a create that starts the container
+    /// waits for. Not a PVE option: nothing on the node changes, so it is never compared.
+    #[serde(default, skip_serializing_if = "WaitForIp::is_any")]
+    pub wait_for_ip: WaitForIp,
+}
+
+/// `wait_for_ip:` which addresses the create of a running container waits for before it is done: `ipv4` at least
+/// one IPv4 address, `ipv6` at least one IPv6 address (neither loopback nor link-local), both: both. Neither (the
+/// default): any one address, and the create is done without one when none comes in time; a required one that does
+/// not come in time fails the create (the container is kept, and the retry waits again).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WaitForIp {
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ipv4: bool,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ipv6: bool,
+}
+
+impl WaitForIp {
+    /// Neither family required: any address will do.
+    pub fn is_any(&self) -> bool {
+        !self.ipv4 && !self.ipv6
+    }
 }
 
 /// `console:` of a container: PVE's `console` (a `/dev/console` device), `tty` (how many ttys) and `cmode` (what

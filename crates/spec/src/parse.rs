@@ -96,11 +96,13 @@ pub(crate) const CONTAINER_FIELDS: &[&str] = &[
     "console",
     "rootfs",
     "hookscript",
+    "wait_for_ip",
     "interface_name",
     "host_managed",
 ];
 const ROOTFS_FIELDS: &[&str] = &["mount_options", "acl", "quota", "replicate"];
 const CONSOLE_FIELDS: &[&str] = &["enabled", "tty_count", "type"];
+const WAIT_FOR_IP_FIELDS: &[&str] = &["ipv4", "ipv6"];
 const FEATURE_FIELDS: &[&str] = &[
     "nesting",
     "fuse",

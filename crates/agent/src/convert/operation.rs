@@ -107,6 +107,10 @@ pub fn operation_from_proto(op: v1::Operation) -> Result<Operation, ConvertError
                     .map(|p| Secret(p.value.clone())),
                 start: c.start && !spec.template_flag,
                 make_template: spec.template_flag,
+                wait_for: crate::ops::WaitFor {
+                    ipv4: c.wait_ipv4,
+                    ipv6: c.wait_ipv6,
+                },
                 clone,
             })
         }

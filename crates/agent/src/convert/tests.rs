@@ -158,6 +158,7 @@ fn create_operation_converts_and_keeps_the_password_out_of_debug() {
         kind: Some(v1::operation::Kind::Create(v1::CreateContainer {
             spec: Some(spec()),
             start: true,
+            ..Default::default()
         })),
         ..Default::default()
     };
@@ -183,6 +184,7 @@ fn a_clone_create_carries_its_source_and_needs_no_template_file() {
             kind: Some(v1::operation::Kind::Create(v1::CreateContainer {
                 spec: Some(spec),
                 start: true,
+                ..Default::default()
             })),
             ..Default::default()
         })

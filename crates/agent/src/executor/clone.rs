@@ -111,8 +111,8 @@ impl<D: NodeApi> Executor<D> {
                 // Started by an earlier attempt before this one's changes: they take effect at the next start.
                 d.reboot(vmid, REBOOT_TIMEOUT_SECS).await?;
             }
-            self.wait_for_addresses(op_id, vmid, !want.nets.is_empty())
-                .await;
+            self.wait_for_ip(op_id, vmid, !want.nets.is_empty(), c.wait_for)
+                .await?;
         }
         let message = if exists {
             "cloned (continued)"

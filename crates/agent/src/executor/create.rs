@@ -35,8 +35,8 @@ impl<D: NodeApi> Executor<D> {
                             }
                         }
                         if c.start {
-                            self.wait_for_addresses(op_id, vmid, !cfg.nets.is_empty())
-                                .await;
+                            self.wait_for_ip(op_id, vmid, !cfg.nets.is_empty(), c.wait_for)
+                                .await?;
                         }
                         return ok("already created", self.observed(vmid).await);
                     }
@@ -107,7 +107,7 @@ impl<D: NodeApi> Executor<D> {
         if c.start {
             self.progress(op_id, format!("starting CT {vmid}"));
             d.start(vmid).await?;
-            interfaces = self.wait_for_addresses(op_id, vmid, has_net).await;
+            interfaces = self.wait_for_ip(op_id, vmid, has_net, c.wait_for).await?;
         }
         ok("created", self.observed_with(vmid, interfaces).await)
     }

@@ -29,6 +29,7 @@ use crate::node::{ContainerConfig, Interface, ManagedMark, NodeApi, PveError, MA
 use crate::observe::{self, Delta, ObservedContainer, Snapshot};
 use crate::ops::{
     CreateOp, OpFailure, OpKind, OpResult, OpUpdate, Operation, TemplateSource, TemplateSpec,
+    WaitFor,
 };
 use crate::seed::{SeedError, Seeder};
 
@@ -535,26 +536,88 @@ impl<D: NodeApi> Executor<D> {
         vmid: u32,
         has_net: bool,
     ) -> Option<Vec<Interface>> {
+        // Any one address: never fails.
+        self.wait_for_ip(op_id, vmid, has_net, WaitFor::default())
+            .await
+            .unwrap_or(None)
+    }
+
+    /// Waits (up to `address_wait`) until the running container has the addresses `want` asks for: at least one
+    /// IPv4 / IPv6 address that is neither loopback nor link-local, or any one when it asks for neither. Without
+    /// one in time: done without addresses when any would have done, else the operation fails and says which
+    /// family is missing and what the container has.
+    async fn wait_for_ip(
+        &self,
+        op_id: &str,
+        vmid: u32,
+        has_net: bool,
+        want: WaitFor,
+    ) -> Result<Option<Vec<Interface>>, OpFailure> {
         if !has_net {
-            return None;
+            return Ok(None);
         }
-        self.progress(op_id, "waiting for addresses");
-        let deadline = self.inner.settings.clock.instant() + self.inner.settings.address_wait;
+        let families = |addrs: &[String]| {
+            (
+                addrs.iter().any(|a| !a.contains(':')),
+                addrs.iter().any(|a| a.contains(':')),
+            )
+        };
+        let enough = |addrs: &[String]| {
+            let (v4, v6) = families(addrs);
+            if want.is_any() {
+                v4 || v6
+            } else {
+                (!want.ipv4 || v4) && (!want.ipv6 || v6)
+            }
+        };
+        let what = match (want.ipv4, want.ipv6) {
+            (true, true) => "an IPv4 and an IPv6 address",
+            (true, false) => "an IPv4 address",
+            (false, true) => "an IPv6 address",
+            (false, false) => "addresses",
+        };
+        self.progress(op_id, format!("waiting for {what}"));
+        let wait = self.inner.settings.address_wait;
+        let deadline = self.inner.settings.clock.instant() + wait;
+        let mut seen: Vec<String> = Vec::new();
         loop {
             if let Ok(Some(ifaces)) = self.inner.node.interfaces(vmid).await {
-                if !observe::useful_addresses(&ifaces).is_empty() {
-                    return Some(ifaces);
+                seen = observe::useful_addresses(&ifaces);
+                if enough(&seen) {
+                    return Ok(Some(ifaces));
                 }
             }
             if self.inner.settings.clock.instant() >= deadline {
-                self.progress(
-                    op_id,
-                    format!(
-                        "no address after {}s; reporting without one",
-                        self.inner.settings.address_wait.as_secs()
-                    ),
-                );
-                return None;
+                if want.is_any() {
+                    self.progress(
+                        op_id,
+                        format!(
+                            "no address after {}s; reporting without one",
+                            wait.as_secs()
+                        ),
+                    );
+                    return Ok(None);
+                }
+                let has = if seen.is_empty() {
+                    "none".to_string()
+                } else {
+                    seen.join(", ")
+                };
+                let (v4, v6) = families(&seen);
+                let mut missing = Vec::new();
+                if want.ipv4 && !v4 {
+                    missing.push("IPv4");
+                }
+                if want.ipv6 && !v6 {
+                    missing.push("IPv6");
+                }
+                return Err(fail(format!(
+                    "CT {vmid} has no {} address after {}s (wait_for_ip); it has {has}: the container was \
+                     created and is kept; check the bridge's DHCP server or router advertisements, or remove \
+                     wait_for_ip",
+                    missing.join(" and no "),
+                    wait.as_secs()
+                )));
             }
             tokio::time::sleep(self.inner.settings.address_poll).await;
         }

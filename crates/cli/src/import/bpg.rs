@@ -285,6 +285,26 @@ pub fn container(
                         ev.ct.set("console", Value::Object(s));
                     }
                 }
+                "wait_for_ip" => {
+                    // which addresses a create waits for; false is pxfleet's default (left out)
+                    let mut w = serde_json::Map::new();
+                    for (path, a) in ev.attrs("wait_for_ip.", &b.body) {
+                        let k = a.key.as_str();
+                        match (k, ev.value(&path, a).as_ref().map(as_bool)) {
+                            (_, None) => {}
+                            ("ipv4" | "ipv6", Some(Some(v))) => {
+                                if v {
+                                    w.insert(k.to_string(), json!(true));
+                                }
+                            }
+                            ("ipv4" | "ipv6", Some(None)) => ev.unmapped(&path, a, "not a boolean"),
+                            _ => ev.unmapped(&path, a, "no pxfleet field"),
+                        }
+                    }
+                    if !w.is_empty() {
+                        ev.ct.set("wait_for_ip", Value::Object(w));
+                    }
+                }
                 "mount_point" => mount_point(&mut ev, b),
                 "device_passthrough" => device_passthrough(&mut ev, b),
                 "idmap" => idmap(&mut ev, b),

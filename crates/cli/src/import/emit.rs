@@ -62,6 +62,7 @@ const ORDER: &[&str] = &[
     "startup",
     "start_on_boot",
     "state",
+    "wait_for_ip",
     "protection",
     "tags",
     "description",

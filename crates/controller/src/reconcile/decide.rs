@@ -73,6 +73,14 @@ pub fn container_status(
         if op.state == OpState::Failed && op.attempt >= max_attempts {
             return ContainerStatus::Failed;
         }
+        // A create that failed after it made the container (e.g. `wait_for_ip`'s address never came) is not
+        // retried (the container exists); unless a start follows, it stays what it was: failed, with its error.
+        if op.state == OpState::Failed
+            && matches!(op.kind, OperationKind::Create { .. })
+            && observed.is_some_and(|o| o.lock.is_none())
+        {
+            return ContainerStatus::Failed;
+        }
     }
     match observed {
         Some(o) if o.lock.is_some() => ContainerStatus::Updating,
@@ -298,7 +306,12 @@ mod tests {
             ContainerStatus::Pending
         );
         assert_eq!(
-            container_status(Some(&op(create, OpState::Failed, 3)), None, 3),
+            container_status(Some(&op(create.clone(), OpState::Failed, 3)), None, 3),
+            ContainerStatus::Failed
+        );
+        // a create that failed after it made the container (wait_for_ip): nothing retries it, so failed
+        assert_eq!(
+            container_status(Some(&op(create, OpState::Failed, 1)), Some(&o), 3),
             ContainerStatus::Failed
         );
         let stopped = ObservedContainer {

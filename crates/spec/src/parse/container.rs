@@ -117,6 +117,7 @@ impl Cx<'_> {
                 "arch" => c.arch = self.arch(n, &p).or(c.arch.take()),
                 "timezone" => c.timezone = self.timezone(n, &p).or(c.timezone.take()),
                 "console" => self.console(n, &p, &mut c.console),
+                "wait_for_ip" => self.wait_for_ip(n, &p, &mut c.wait_for_ip),
                 "rootfs" => self.rootfs(n, &p, &mut c.rootfs),
                 "hookscript" => c.hookscript = self.hookscript(n, &p).or(c.hookscript.take()),
                 "features" => self.features(&mut c.features, n, &p),

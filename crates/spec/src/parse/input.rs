@@ -125,6 +125,8 @@ pub(super) struct ContainerInput {
     pub(super) arch: Option<String>,
     pub(super) timezone: Option<String>,
     pub(super) console: Console,
+    /// `wait_for_ip:` ipv4, ipv6, each merged from `defaults` on its own.
+    pub(super) wait_for_ip: (Option<bool>, Option<bool>),
     pub(super) rootfs: RootfsInput,
     pub(super) hookscript: Option<String>,
     pub(super) tags: Option<Vec<String>>,
@@ -218,6 +220,10 @@ impl ContainerInput {
                 mode: or(self.console.mode, &d.console.mode),
             },
             hookscript: or(self.hookscript, &d.hookscript),
+            wait_for_ip: (
+                or(self.wait_for_ip.0, &d.wait_for_ip.0),
+                or(self.wait_for_ip.1, &d.wait_for_ip.1),
+            ),
             rootfs: RootfsInput {
                 mount_options: or(self.rootfs.mount_options, &d.rootfs.mount_options),
                 acl: or(self.rootfs.acl, &d.rootfs.acl),

@@ -219,6 +219,22 @@ impl Cx<'_> {
                 );
             }
         }
+        // Waiting for a family no interface is configured with would never end.
+        let (want4, want6) = c.wait_for_ip;
+        if want4 == Some(true) && interfaces.iter().all(|i| i.ipv4 == Ipv4Config::None) {
+            self.err_at(
+                &join(path, "wait_for_ip.ipv4"),
+                "wait_for_ip.ipv4 waits for an IPv4 address, but no interface has one (ip_address: none everywhere)",
+                Some("give an interface `ip_address: dhcp` or a static address, or remove `ipv4: true`"),
+            );
+        }
+        if want6 == Some(true) && interfaces.iter().all(|i| i.ipv6 == Ipv6Config::None) {
+            self.err_at(
+                &join(path, "wait_for_ip.ipv6"),
+                "wait_for_ip.ipv6 waits for an IPv6 address, but no interface has IPv6 (no `ipv6:`)",
+                Some("give an interface `ipv6: auto`, `dhcp` or a static address, or remove `ipv6: true`"),
+            );
+        }
         if self.diags.len() > errors_before {
             return None;
         }
@@ -266,6 +282,10 @@ impl Cx<'_> {
             timezone: c.timezone,
             console: c.console,
             hookscript: c.hookscript,
+            wait_for_ip: WaitForIp {
+                ipv4: c.wait_for_ip.0.unwrap_or(false),
+                ipv6: c.wait_for_ip.1.unwrap_or(false),
+            },
             rootfs: MountFlags {
                 mount_options: c.rootfs.mount_options.clone().unwrap_or_default(),
                 acl: c.rootfs.acl,

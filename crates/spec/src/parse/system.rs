@@ -2,7 +2,7 @@
 //! `cmode`; bpg's `console { enabled, tty_count, type }`), checked as PVE's schema checks them.
 
 use super::input::RootfsInput;
-use super::{quote, Cx, CONSOLE_FIELDS, ROOTFS_FIELDS};
+use super::{quote, Cx, CONSOLE_FIELDS, ROOTFS_FIELDS, WAIT_FOR_IP_FIELDS};
 use crate::model::Console;
 use crate::yaml::Node;
 
@@ -93,6 +93,31 @@ impl Cx<'_> {
                     }
                 }
                 _ => self.unknown_field(e, path, CONSOLE_FIELDS),
+            }
+        }
+    }
+
+    /// `wait_for_ip:` a mapping of `ipv4` and `ipv6` (booleans); each sub-field given replaces the one from
+    /// `defaults`.
+    pub(super) fn wait_for_ip(
+        &mut self,
+        n: &Node,
+        path: &str,
+        into: &mut (Option<bool>, Option<bool>),
+    ) {
+        let Some(es) = self.map(n, path) else {
+            return;
+        };
+        for e in es {
+            let p = super::join(path, &e.key);
+            self.record(&p, e.value.span);
+            if Self::given_empty(e, WAIT_FOR_IP_FIELDS) {
+                continue;
+            }
+            match e.key.as_str() {
+                "ipv4" => into.0 = self.boolean(&e.value, &p).or(into.0),
+                "ipv6" => into.1 = self.boolean(&e.value, &p).or(into.1),
+                _ => self.unknown_field(e, path, WAIT_FOR_IP_FIELDS),
             }
         }
     }

@@ -72,6 +72,7 @@ pub fn container(name: &str, vm_id: Option<u32>) -> Container {
         console: Default::default(),
         rootfs: Default::default(),
         hookscript: None,
+        wait_for_ip: Default::default(),
         protection: false,
         tags: vec![],
         description: None,
