@@ -443,3 +443,96 @@ async fn a_mount_point_s_keepattrs_is_created_and_changed_with_a_restart() {
         "restarted to apply it"
     );
 }
+
+/// A mount point's own `idmap` (PVE 9.2): refused at plan time on a node that reports an older PVE, naming the
+/// field and the node's version; on a 9.2 node created, changed with the restart it needs, and removed, with an
+/// empty plan after each submit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mount_point_s_idmap_needs_pve_9_2_and_goes_through_its_lifecycle_there() {
+    let mut c = Cluster::start(0).await.expect("cluster");
+    c.add_node_with("mk33", &pxfleet_tests::NodeSetup::default())
+        .await
+        .unwrap();
+    c.add_node_with(
+        "mk34",
+        &pxfleet_tests::NodeSetup {
+            overrides: "pve_version = \"9.2.0\"\n".into(),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let body = |node: &str, opts: &str| {
+        fleet_yaml(
+            "mpi",
+            &format!(
+                "  m:\n    node: {node}\n    vm_id: 2617\n    memory: 512\n    disk_size: 4\n    \
+                 mount_points:\n      - {{datastore_id: local-lvm, size: 1, path: /data{opts}}}\n"
+            ),
+        )
+    };
+    let mapped = ", idmap: [{type: uid, container_id: 1000, disk_id: 1000, size: 1}]";
+    wait_until("mk33 reports its version", UP, || async {
+        let nodes = c.pxctl_json(&["get", "nodes"]).await;
+        let ok = nodes
+            .as_array()
+            .is_some_and(|ns| ns.iter().all(|n| n["pve_version"] != ""));
+        if ok {
+            Ok(())
+        } else {
+            Err(nodes.to_string())
+        }
+    })
+    .await;
+    let (code, out, err) = c
+        .pxctl(&[
+            "plan",
+            c.write_fleet("old.yaml", &body("mk33", mapped))
+                .to_str()
+                .unwrap(),
+        ])
+        .await;
+    assert_ne!(code, 0, "{out}");
+    assert!(
+        err.contains("containers.m.mount_points.0.idmap")
+            && err.contains("node mk33 runs PVE 9.1.2; a mount point's idmap needs PVE 9.2"),
+        "{err}"
+    );
+
+    let mp0 = |c: &Cluster| c.pct_config("mk34", 2617)["mp0"].clone();
+    let path = submit(&c, "mpi.yaml", &body("mk34", mapped)).await;
+    c.wait_running("mpi", &["m"], UP).await;
+    assert_eq!(
+        mp0(&c),
+        "local-lvm:vm-2617-disk-1,mp=/data,idmap=u:1000:1000:1,size=1G"
+    );
+    plan_is_empty(&c, &path).await;
+    let path = submit(&c, "mpi.yaml", &body("mk34", ", idmap: passthrough")).await;
+    wait_until("idmap passthrough", UP, || async {
+        let now = mp0(&c);
+        if now == "local-lvm:vm-2617-disk-1,mp=/data,idmap=passthrough,size=1G"
+            && pending(&c, "mk34", 2617).is_empty()
+        {
+            Ok(())
+        } else {
+            Err(now)
+        }
+    })
+    .await;
+    c.wait_running("mpi", &["m"], UP).await;
+    plan_is_empty(&c, &path).await;
+    let path = submit(&c, "mpi.yaml", &body("mk34", "")).await;
+    wait_until("idmap removed", UP, || async {
+        let now = mp0(&c);
+        if now == "local-lvm:vm-2617-disk-1,mp=/data,size=1G"
+            && pending(&c, "mk34", 2617).is_empty()
+        {
+            Ok(())
+        } else {
+            Err(now)
+        }
+    })
+    .await;
+    c.wait_running("mpi", &["m"], UP).await;
+    plan_is_empty(&c, &path).await;
+}

@@ -254,6 +254,17 @@ pub struct NodeCfg {
     /// Settings of the lxc backend.
     #[serde(default)]
     pub lxc: LxcCfg,
+    /// The PVE version the node acts as (`pvesh get /version`, the node status' `pveversion`). From 9.2 on, a
+    /// mount point's (and the root disk's) `idmap` key is accepted, as pve-container 9.2's schema has it.
+    #[serde(default = "default_pve_version")]
+    pub pve_version: String,
+}
+
+/// The release the shared schema (../shared/pve/schema) was taken from.
+pub const DEFAULT_PVE_VERSION: &str = "9.1.2";
+
+fn default_pve_version() -> String {
+    DEFAULT_PVE_VERSION.to_string()
 }
 
 /// The overrides file given to `pvesim init --config FILE` (every field optional).
@@ -274,6 +285,8 @@ pub struct Overrides {
     pub template_index: Option<PathBuf>,
     pub backend: Option<Backend>,
     pub lxc: Option<LxcCfg>,
+    /// `pve_version = "9.2.0"`: act as that PVE release (major.minor.patch).
+    pub pve_version: Option<String>,
 }
 
 /// A storage entry in the overrides file; sizes in GiB.
@@ -405,6 +418,15 @@ pub fn apply_overrides(cfg: &mut NodeCfg, state: &Path, ov: Overrides) -> Result
     if let Some(f) = ov.faults {
         cfg.faults = f;
     }
+    if let Some(v) = ov.pve_version {
+        if crate::schema::release_of(&v).is_none() {
+            return Err(SimError::state(
+                state.join("node.toml"),
+                format!("pve_version {v:?} is not MAJOR.MINOR.PATCH, e.g. 9.2.0"),
+            ));
+        }
+        cfg.pve_version = v;
+    }
     if let Some(t) = ov.template_index {
         cfg.template_index = Some(t);
     }
@@ -507,6 +529,7 @@ pub fn init(opts: &InitOptions) -> Result<Node> {
         template_index: None,
         backend: Backend::Memory,
         lxc: LxcCfg::default(),
+        pve_version: default_pve_version(),
     };
     if let Some(c) = &opts.config {
         let ov = read_overrides(c)?;
@@ -555,6 +578,7 @@ impl Node {
         let text = fs::read_to_string(&path).map_err(|e| SimError::io(&path, e))?;
         let cfg: NodeCfg =
             toml::from_str(&text).map_err(|e| SimError::state(&path, e.to_string()))?;
+        crate::schema::set_release(&cfg.pve_version);
         Ok(Node {
             cfg,
             state: state.to_path_buf(),

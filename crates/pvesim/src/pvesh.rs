@@ -204,7 +204,7 @@ fn node_status(node: &Node) -> Value {
             "available": node.cfg.memory.saturating_sub(used)},
         "ksm": {"shared": 0},
         "swap": {"free": 8589930496u64, "total": 8589930496u64, "used": 0},
-        "pveversion": "pve-manager/9.1.2/9e1e0a7c2b3d4f56",
+        "pveversion": format!("pve-manager/{}/9e1e0a7c2b3d4f56", node.cfg.pve_version),
         "rootfs": {"total": 100861726720u64, "avail": 83343413248u64, "used": 12345678848u64, "free": 88516047872u64},
     })
 }
@@ -236,7 +236,11 @@ fn handle(
 ) -> Result<Reply> {
     let id = vmid(p);
     Ok(match (method, tmpl) {
-        ("GET", "/version") => Reply::Data(json!({"version": "9.1.2", "release": "9.1", "repoid": "9e1e0a7c2b3d4f56"})),
+        ("GET", "/version") => {
+            let v = &node.cfg.pve_version;
+            let release = v.rsplit_once('.').map_or(v.as_str(), |(r, _)| r);
+            Reply::Data(json!({"version": v, "release": release, "repoid": "9e1e0a7c2b3d4f56"}))
+        }
         ("GET", "/nodes") => Reply::Data(Value::Array(
             node.cluster_nodes()
                 .iter()

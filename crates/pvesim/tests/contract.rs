@@ -2152,3 +2152,62 @@ async fn keepattrs_is_stored_and_a_9_1_node_refuses_a_mount_point_idmap() {
     let cfg = n.config(100).await.expect("config");
     assert_eq!(cfg.mount_points[&0].keepattrs, Some(true));
 }
+
+#[tokio::test]
+async fn a_9_2_node_takes_a_mount_point_idmap_and_checks_its_pattern() {
+    let (s, n) = seeded(Some("pve_version = \"9.2.0\"\n")).await;
+    let v = s.cli(
+        "pve1",
+        "pvesh",
+        &["get", "/version", "--output-format", "json"],
+    );
+    assert!(v.stdout.contains("\"version\":\"9.2.0\""), "{}", v.stdout);
+    assert!(v.stdout.contains("\"release\":\"9.2\""), "{}", v.stdout);
+    let create = |vmid: &str, mp0: &str| {
+        s.cli(
+            "pve1",
+            "pct",
+            &[
+                "create",
+                vmid,
+                TMPL,
+                "--rootfs",
+                "local-lvm:1",
+                "--mp0",
+                mp0,
+            ],
+        )
+    };
+    let o = create(
+        "100",
+        "local-lvm:1,mp=/data,idmap=u:1000:1000:1;g:1000:1000:1",
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let cfg = n.config(100).await.expect("config");
+    assert_eq!(
+        cfg.mount_points[&0].idmap.as_deref(),
+        Some("u:1000:1000:1;g:1000:1000:1")
+    );
+    let o = create("101", "local-lvm:1,mp=/data,idmap=passthrough");
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    // PVE's pattern: a range of 0, or a type other than u and g, is refused
+    let o = create("102", "local-lvm:1,mp=/data,idmap=u:1000:1000:0");
+    assert_eq!(o.code, 255, "{}", o.stderr);
+    assert!(
+        o.stderr
+            .starts_with("400 Parameter verification failed.\nmp0: invalid format - "),
+        "{}",
+        o.stderr
+    );
+    let o = s.cli(
+        "pve1",
+        "pct",
+        &[
+            "set",
+            "100",
+            "--mp0",
+            "local-lvm:vm-100-disk-1,mp=/data,idmap=x:1:1:1",
+        ],
+    );
+    assert_eq!(o.code, 255, "{}", o.stderr);
+}

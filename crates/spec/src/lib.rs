@@ -32,5 +32,6 @@ pub use model::*;
 pub use parse::{parse_fleet, parse_hook_definitions, MAX_INTERFACES, MAX_MOUNT_POINTS};
 pub use policies::{read_policies, PolicyFile};
 pub use world::{
-    check_against_world, DatastoreFacts, EmptyWorld, Holder, MemoryWorld, NodeFacts, WorldFacts,
+    check_against_world, pve_at_least, DatastoreFacts, EmptyWorld, Holder, MemoryWorld, NodeFacts,
+    WorldFacts,
 };

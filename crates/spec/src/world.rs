@@ -28,6 +28,20 @@ pub struct NodeFacts {
     /// The PVE cluster the node is in; `None` for a standalone node. Containers migrate only within a cluster.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<String>,
+    /// The node's PVE version (`9.1.2`), when it reported one: options of newer releases are refused at plan time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pve_version: Option<String>,
+}
+
+/// Whether PVE version `have` (`9.1.2`, `pve-manager/9.2.0/...`) is at least `major.minor`; an unreadable version
+/// counts as new enough (PVE itself then says what it refuses).
+pub fn pve_at_least(have: &str, major: u32, minor: u32) -> bool {
+    let v = have.rsplit_once("pve-manager/").map_or(have, |(_, v)| v);
+    let mut parts = v.split(['.', '/', '-']).map(|p| p.parse::<u32>());
+    match (parts.next(), parts.next()) {
+        (Some(Ok(ma)), Some(Ok(mi))) => (ma, mi) >= (major, minor),
+        _ => true,
+    }
 }
 
 /// Who holds a vm_id, hostname or address already.
@@ -129,6 +143,7 @@ impl MemoryWorld {
                 .collect(),
             bridges: bridges.iter().map(|b| (*b).to_owned()).collect(),
             cluster: None,
+            pve_version: None,
         };
         self.nodes.insert(name.to_owned(), facts);
         self
@@ -308,6 +323,18 @@ pub fn check_against_world(file: &str, fleet: &Fleet, facts: &dyn WorldFacts) ->
                             format!("node {node} has no storage with rootdir content"),
                             Some("set datastore_id to a storage that holds containers".into()),
                         );
+                    }
+                    // A mount point's own idmap is new in PVE 9.2: an older node refuses the key.
+                    if let Some(v) = nf.pve_version.as_deref().filter(|v| !pve_at_least(v, 9, 2)) {
+                        for (i, mp) in c.mount_points.iter().enumerate() {
+                            if mp.flags().idmap.is_some() {
+                                push(
+                                    format!("{cpath}.mount_points.{i}.idmap"),
+                                    format!("node {node} runs PVE {v}; a mount point's idmap needs PVE 9.2 or later"),
+                                    Some("upgrade the node to PVE 9.2, or remove idmap from the mount point".into()),
+                                );
+                            }
+                        }
                     }
                     for (i, iface) in c.interfaces.iter().enumerate() {
                         if !nf.bridges.contains(&iface.bridge) {

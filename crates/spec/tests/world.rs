@@ -154,3 +154,40 @@ fn an_enrolled_node_without_inventory_gets_one_clear_message() {
         "no per-field 'does not exist' for a silent node: {text}"
     );
 }
+
+#[test]
+fn a_mount_point_idmap_is_refused_on_a_node_older_than_pve_9_2() {
+    let yaml = "fleet: dev
+templates:
+  deb: {pveam: debian-12-standard_12.7-1_amd64.tar.zst}
+containers:
+  m:
+    template: deb
+    node: mk33
+    mount_points:
+      - {datastore_id: local-zfs, size: 1, path: /a}
+      - {datastore_id: local-zfs, size: 1, path: /b, idmap: passthrough}
+";
+    let f = parse_fleet("fleet.yaml", yaml, &NoFiles).expect("valid");
+    let mut w = world();
+    for (version, refused) in [
+        (None, false),
+        (Some("9.1.2"), true),
+        (Some("9.2.0"), false),
+        (Some("10.0.1"), false),
+    ] {
+        w.nodes.get_mut("mk33").unwrap().pve_version = version.map(String::from);
+        let d = check_against_world("fleet.yaml", &f, &w);
+        let hit = d
+            .iter()
+            .find(|d| d.path == "containers.m.mount_points.1.idmap");
+        assert_eq!(hit.is_some(), refused, "{version:?}: {d:?}");
+        if let Some(d) = hit {
+            assert!(d.message.contains("runs PVE 9.1.2"), "{d:?}");
+            assert_eq!(d.span().line, 10);
+        }
+    }
+    assert!(pve_at_least("pve-manager/9.2.1/abc", 9, 2));
+    assert!(!pve_at_least("9.1.9", 9, 2));
+    assert!(pve_at_least("unknown", 9, 2));
+}

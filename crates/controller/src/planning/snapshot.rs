@@ -87,6 +87,7 @@ pub fn node_facts(n: &NodeRecord) -> NodeFacts {
             .collect(),
         bridges: n.inventory.bridges.iter().cloned().collect(),
         cluster: Some(n.inventory.cluster_name.clone()).filter(|c| !c.is_empty()),
+        pve_version: Some(n.inventory.pve_version.clone()).filter(|v| !v.is_empty()),
     }
 }
 

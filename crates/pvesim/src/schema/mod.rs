@@ -69,6 +69,67 @@ fn split_top_level(text: &'static str) -> BTreeMap<&'static str, &'static str> {
     out
 }
 
+/// The PVE release this process acts as (`(9, 1)` unless the node says otherwise, see [`set_release`]).
+static RELEASE: OnceLock<(u32, u32)> = OnceLock::new();
+
+/// `9.2.0` -> `(9, 2)`; `None` for anything else.
+pub fn release_of(version: &str) -> Option<(u32, u32)> {
+    let mut p = version.trim().split('.');
+    let major = p.next()?.parse().ok()?;
+    let minor = p.next()?.parse().ok()?;
+    p.next()?.parse::<u32>().ok()?;
+    Some((major, minor))
+}
+
+/// Sets the release the node acts as, once per process (every pvesim invocation loads one node); an unreadable
+/// version leaves the schema's own (9.1).
+pub fn set_release(version: &str) {
+    if let Some(r) = release_of(version) {
+        let _ = RELEASE.set(r);
+    }
+}
+
+fn release() -> (u32, u32) {
+    RELEASE.get().copied().unwrap_or((9, 1))
+}
+
+/// What a later release added to the schema (../shared/pve/schema is 9.1's): from 9.2, pve-container's
+/// `$rootfs_desc` (and so every `mpN`) has `idmap`, a `passthrough` or `type:container:disk:range-size[;...]` list.
+fn add_release_keys(v: &mut Value) {
+    if release() < (9, 2) {
+        return;
+    }
+    let idmap = serde_json::json!({
+        "type": "string",
+        "optional": 1,
+        "description": "Map specific container UIDs/GIDs to underlying disk UIDs/GIDs for this mount point",
+        "format_description": "type:container:disk:range-size[;type:container:disk:range-size;...]",
+        "pattern": "^(?:passthrough|[ug]:[0-9]+:[0-9]+:[1-9][0-9]*(?:;[ug]:[0-9]+:[0-9]+:[1-9][0-9]*)*)$"
+    });
+    let Some(methods) = v.as_object_mut() else {
+        return;
+    };
+    for m in methods.values_mut() {
+        for section in ["parameters", "returns"] {
+            let Some(props) = m
+                .get_mut(section)
+                .and_then(|p| p.get_mut("properties"))
+                .and_then(Value::as_object_mut)
+            else {
+                continue;
+            };
+            for (k, p) in props.iter_mut() {
+                if k != "rootfs" && k != "mp[n]" {
+                    continue;
+                }
+                if let Some(f) = p.get_mut("format").and_then(Value::as_object_mut) {
+                    f.entry("idmap").or_insert_with(|| idmap.clone());
+                }
+            }
+        }
+    }
+}
+
 /// One path of the schema (its methods), decoded on first use and kept for the process's life.
 fn path_schema(path: &str) -> Option<&'static Value> {
     static DECODED: OnceLock<Mutex<HashMap<&'static str, &'static Value>>> = OnceLock::new();
@@ -78,7 +139,9 @@ fn path_schema(path: &str) -> Option<&'static Value> {
     if let Some(v) = cache.get(key) {
         return Some(v);
     }
-    let value: &'static Value = Box::leak(Box::new(serde_json::from_str(text).ok()?));
+    let mut decoded: Value = serde_json::from_str(text).ok()?;
+    add_release_keys(&mut decoded);
+    let value: &'static Value = Box::leak(Box::new(decoded));
     cache.insert(key, value);
     Some(value)
 }
