@@ -59,6 +59,8 @@ fn operation_round_trips_through_the_wire_format() {
             kind: Some(operation::Kind::Create(v1::CreateContainer {
                 spec: Some(spec()),
                 start: true,
+                wait_ipv4: true,
+                wait_ipv6: false,
             })),
         })),
     };
