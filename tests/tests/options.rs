@@ -536,3 +536,21 @@ async fn a_mount_point_s_idmap_needs_pve_9_2_and_goes_through_its_lifecycle_ther
     c.wait_running("mpi", &["m"], UP).await;
     plan_is_empty(&c, &path).await;
 }
+
+/// A mount path relative to the container's root (`mnt/local`, as bpg's acceptance tests write it): PVE takes it as
+/// written, so pxfleet passes it as written, and the plan is empty afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relative_mount_path_reaches_the_node_as_written() {
+    let c = Cluster::start(1).await.expect("cluster");
+    let yaml = fleet_yaml(
+        "rel",
+        "  r:\n    node: mk33\n    vm_id: 2618\n    mount_points:\n      - {datastore_id: local-lvm, size: 1, path: mnt/local}\n",
+    );
+    let path = submit(&c, "rel.yaml", &yaml).await;
+    c.wait_running("rel", &["r"], UP).await;
+    assert_eq!(
+        c.pct_config("mk33", 2618)["mp0"],
+        "local-lvm:vm-2618-disk-1,mp=mnt/local,size=1G"
+    );
+    plan_is_empty(&c, &path).await;
+}

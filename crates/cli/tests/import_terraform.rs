@@ -503,7 +503,8 @@ resource "proxmox_virtual_environment_container" "app" {
     size         = 8
   }
   initialization {
-    hostname = "app"
+    hostname   = "app"
+    entrypoint = "/usr/local/bin/app --serve"
   }
   operating_system {
     template_file_id = "local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst"
@@ -513,7 +514,6 @@ resource "proxmox_virtual_environment_container" "app" {
     DB_URL   = "postgres://db:5432/app?sslmode=require"
     LOG      = ""
   }
-  entrypoint = "/usr/local/bin/app --serve"
 }
 "#,
         "app",
@@ -763,4 +763,43 @@ resource "proxmox_virtual_environment_container" "test_container_clone" {
     );
     assert!(yaml.contains("state: template"), "{yaml}");
     assert!(clone.wait_for_ip.ipv4 && !clone.wait_for_ip.ipv6, "{yaml}");
+}
+
+/// From bpg's acceptance tests: an empty DNS server or search domain is the provider's "none given" (the node's
+/// own), and a mount path relative to the container's root (`mnt/local`) is one PVE takes as it is.
+#[test]
+fn blank_dns_values_are_left_out_and_a_relative_mount_path_is_kept() {
+    let (fleet, yaml, _) = import_main_tf(
+        r#"
+resource "proxmox_virtual_environment_container" "test_container" {
+  node_name    = "pve"
+  vm_id        = 9000
+  unprivileged = true
+  disk {
+    datastore_id = "local-lvm"
+    size         = 4
+  }
+  mount_point {
+    volume = "local-lvm"
+    size   = "4G"
+    path   = "mnt/local"
+  }
+  initialization {
+    hostname = "test-dns"
+    dns {
+      domain  = " "
+      server  = ""
+      servers = null
+    }
+  }
+  operating_system {
+    template_file_id = "local:vztmpl/alpine-3.22-default_20250617_amd64.tar.xz"
+  }
+}
+"#,
+        "acc",
+    );
+    let c = &fleet.containers["test-container"];
+    assert!(c.dns.servers.is_empty() && c.dns.domain.is_none(), "{yaml}");
+    assert_eq!(c.mount_points[0].path(), "mnt/local", "{yaml}");
 }

@@ -96,12 +96,12 @@ fn check_cidr(s: &str, v6: bool) -> bool {
     }
 }
 
+/// A mount path inside the container as PVE's `verify_lxc_mp_string` takes it: no `.` or `..` component (PVE:
+/// `/./`, `/../`, a trailing `/.` or `/..`, a leading `../`), no `,` (the property string's separator); relative
+/// to the container's root when it does not start with `/` (bpg's own tests mount `mnt/local`).
 pub(crate) fn check_mp_path(p: &str) -> bool {
-    p.starts_with('/')
-        && !p.contains("/./")
-        && !p.contains("/../")
-        && !p.ends_with("/.")
-        && !p.ends_with("/..")
+    !p.trim_matches('/').is_empty()
+        && !p.split('/').any(|c| c == "." || c == "..")
         && !p.contains(',')
 }
 
@@ -699,7 +699,13 @@ mod tests {
         assert!(!is_storage_id("Local"));
         assert!(check_mp_path("/var/lib/x"));
         assert!(!check_mp_path("/var/../etc"));
-        assert!(!check_mp_path("relative"));
+        assert!(
+            check_mp_path("mnt/local"),
+            "relative to the container's root, as PVE takes it"
+        );
+        assert!(!check_mp_path("../etc"));
+        assert!(!check_mp_path("/"));
+        assert!(!check_mp_path("/a/."));
     }
 
     #[test]

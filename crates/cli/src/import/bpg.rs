@@ -368,6 +368,8 @@ fn initialization(ev: &mut Eval<'_>, b: &Block) {
     for (path, a) in ev.attrs("initialization.", &b.body) {
         match a.key.as_str() {
             "hostname" => set(ev, &path, a, "hostname", Value::is_string),
+            // where the provider has it (PVE's `entrypoint`, the command run as init)
+            "entrypoint" => set(ev, &path, a, "entrypoint", Value::is_string),
             _ => ev.unmapped(&path, a, "no pxfleet field"),
         }
     }
@@ -378,21 +380,33 @@ fn initialization(ev: &mut Eval<'_>, b: &Block) {
                 let mut dns = serde_json::Map::new();
                 for (path, a) in ev.attrs("initialization.dns.", &inner.body) {
                     match a.key.as_str() {
-                        "domain" => {
-                            if let Some(v) = ev.value(&path, a) {
+                        // The provider sends no search domain and no server for an empty (or blank) value: the
+                        // node's own, which is what leaving them out of fleet.yaml means too.
+                        "domain" => match ev.value(&path, a) {
+                            Some(Value::String(d)) if d.trim().is_empty() => {}
+                            Some(v) => {
                                 dns.insert("domain".into(), v);
                             }
-                        }
+                            None => {}
+                        },
                         "servers" => {
-                            if let Some(v) = ev.value(&path, a) {
-                                dns.insert("servers".into(), v);
+                            if let Some(Value::Array(list)) = ev.value(&path, a) {
+                                let list: Vec<Value> = list
+                                    .into_iter()
+                                    .filter(|s| s.as_str().is_none_or(|s| !s.trim().is_empty()))
+                                    .collect();
+                                if !list.is_empty() {
+                                    dns.insert("servers".into(), Value::Array(list));
+                                }
                             }
                         }
-                        "server" => {
-                            if let Some(v) = ev.value(&path, a) {
+                        "server" => match ev.value(&path, a) {
+                            Some(Value::String(s)) if s.trim().is_empty() => {}
+                            Some(v) => {
                                 dns.insert("servers".into(), json!([v]));
                             }
-                        }
+                            None => {}
+                        },
                         _ => ev.unmapped(&path, a, "no pxfleet field"),
                     }
                 }

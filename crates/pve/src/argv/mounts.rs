@@ -80,7 +80,7 @@ pub fn mount_point_value(vmid: u32, index: u32, m: &MountPointSpec) -> R<String>
             format!("{storage}:{size_gib}")
         }
         MountVolume::Bind { host_path } => {
-            if !check_mp_path(host_path) {
+            if !host_path.starts_with('/') || !check_mp_path(host_path) {
                 return Err(PveError::invalid(
                     v,
                     &format!("mp{index}.volume"),

@@ -227,19 +227,27 @@ impl Cx<'_> {
                             ok = false;
                             continue;
                         };
-                        if !s.starts_with('/')
-                            || s.contains(',')
-                            || s.contains("/../")
-                            || s.ends_with("/..")
+                        // PVE's verify_lxc_mp_string: no `.`/`..` component; a container path may be
+                        // relative to the container's root (`mnt/data` is mounted at /mnt/data), a host path not.
+                        let dots = s.split('/').any(|c| c == "." || c == "..");
+                        if e.key == "host_path" && (!s.starts_with('/') || s.contains(',') || dots)
                         {
                             self.err(
                                 e.value.span,
                                 &p,
                                 format!("{} {} must be an absolute path", e.key, quote(&s)),
-                                Some("e.g. /srv/data (no ',' and no '..')"),
+                                Some("e.g. /srv/data (no ',' and no '.' or '..' component)"),
                             );
                             ok = false;
-                        } else if e.key == "path" && s == "/" {
+                        } else if e.key == "path" && (s.is_empty() || s.contains(',') || dots) {
+                            self.err(
+                                e.value.span,
+                                &p,
+                                format!("path {} is not a mount path PVE accepts", quote(&s)),
+                                Some("e.g. /srv/data (no ',' and no '.' or '..' component; PVE takes it relative to the container's root when it does not start with '/')"),
+                            );
+                            ok = false;
+                        } else if e.key == "path" && s.trim_matches('/').is_empty() {
                             self.err(
                                 e.value.span,
                                 &p,
@@ -300,7 +308,8 @@ impl Cx<'_> {
                 );
                 continue;
             };
-            if let Some(first) = seen.insert(mpath.clone(), i) {
+            // `mnt/data` and `/mnt/data` are one place in the container.
+            if let Some(first) = seen.insert(format!("/{}", mpath.trim_start_matches('/')), i) {
                 self.err(
                     mspan,
                     &join(&ip, "path"),
