@@ -70,3 +70,20 @@ fn a_pinned_template_gives_no_warning() {
     assert!(!json::render(&p).contains("warnings"));
     assert!(!text::render(&p, false).contains("Warning"));
 }
+
+#[test]
+fn a_template_without_checksum_used_by_many_names_a_few_and_counts_the_rest() {
+    let mut yaml = String::from("fleet: dev\ndefaults:\n  template_url: https://images.example.org/ubuntu-25.04.tar.xz\ncontainers:\n");
+    for i in 0..300 {
+        yaml.push_str(&format!("  web-{i:03}: {{}}\n"));
+    }
+    let fleet = parse_fleet("fleet.yaml", &yaml, &NoFiles).unwrap();
+    let p = plan(&fleet, None, &[]).unwrap();
+    assert_eq!(p.warnings.len(), 1, "{:?}", p.warnings);
+    let w = &p.warnings[0];
+    assert!(
+        w.contains("used by web-000, web-001, web-002, web-003, web-004 and 295 more"),
+        "{w}"
+    );
+    assert!(w.len() < 600, "one short line: {} bytes", w.len());
+}

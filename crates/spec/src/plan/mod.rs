@@ -435,11 +435,21 @@ pub fn template_warnings(fleet: &Fleet) -> Vec<String> {
                     .map(|s| format!("{p} at line:column {s}"))
             })
             .unwrap_or(own);
-        out.push(format!(
-            "template {name} ({url}, used by {}) has no checksum ({at}): each node keeps whatever the URL serves \
-             and the controller only compares what the nodes got; pin it: `templates: {name}: {{url: {url}, sha256: <hex>}}` \
-             and use `template: {name}`",
+        // A few names, then how many more: one warning line, however large the fleet.
+        const SHOWN: usize = 5;
+        let used_by = if users.len() > SHOWN {
+            format!(
+                "{} and {} more",
+                users[..SHOWN].join(", "),
+                users.len() - SHOWN
+            )
+        } else {
             users.join(", ")
+        };
+        out.push(format!(
+            "template {name} ({url}, used by {used_by}) has no checksum ({at}): each node keeps whatever the URL serves \
+             and the controller only compares what the nodes got; pin it: `templates: {name}: {{url: {url}, sha256: <hex>}}` \
+             and use `template: {name}`"
         ));
     }
     out
