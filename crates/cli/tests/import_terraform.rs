@@ -803,3 +803,58 @@ resource "proxmox_virtual_environment_container" "test_container" {
     assert!(c.dns.servers.is_empty() && c.dns.domain.is_none(), "{yaml}");
     assert_eq!(c.mount_points[0].path(), "mnt/local", "{yaml}");
 }
+
+/// bpg's volume reference test: a mount point whose volume is another container's computed
+/// `mount_point[0].path_in_datastore` cannot be evaluated, so the whole mount point is left out (never a new empty
+/// volume of its `size`), the fleet validates, and the warning says what to write instead.
+#[test]
+fn a_mount_point_whose_volume_is_not_static_is_left_out_whole() {
+    let (fleet, yaml, warnings) = import_main_tf(
+        r#"
+resource "proxmox_virtual_environment_container" "source" {
+  node_name    = "pve"
+  vm_id        = 9000
+  unprivileged = true
+  disk {
+    datastore_id = "local-lvm"
+    size         = 4
+  }
+  mount_point {
+    volume = "local-lvm"
+    size   = "4G"
+    path   = "/mnt/data"
+  }
+  operating_system {
+    template_file_id = "local:vztmpl/alpine-3.22-default_20250617_amd64.tar.xz"
+  }
+}
+
+resource "proxmox_virtual_environment_container" "target" {
+  node_name    = "pve"
+  vm_id        = 9001
+  unprivileged = true
+  disk {
+    datastore_id = "local-lvm"
+    size         = 4
+  }
+  mount_point {
+    volume = proxmox_virtual_environment_container.source.mount_point[0].path_in_datastore
+    size   = "4G"
+    path   = "/mnt/shared"
+  }
+  operating_system {
+    template_file_id = "local:vztmpl/alpine-3.22-default_20250617_amd64.tar.xz"
+  }
+}
+"#,
+        "acc",
+    );
+    assert_eq!(fleet.containers["source"].mount_points.len(), 1, "{yaml}");
+    assert!(fleet.containers["target"].mount_points.is_empty(), "{yaml}");
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("main.tf:") && w.contains("whole mount point is left out")),
+        "{warnings:#?}"
+    );
+}

@@ -697,6 +697,20 @@ fn mount_point(ev: &mut Eval<'_>, b: &Block) {
     if mp.contains_key("volume") {
         mp.remove("size");
     }
+    // Without its volume (an expression that is not static, such as another container's
+    // `mount_point[0].path_in_datastore`) the mount point would be a different one, or none: left out whole.
+    if !["volume", "datastore_id", "host_path"]
+        .iter()
+        .any(|k| mp.contains_key(*k))
+    {
+        ev.unmapped(
+            "mount_point",
+            b,
+            "its volume is not known, so the whole mount point is left out; write it with the volume id \
+             `pxctl output` shows for the other container (mount_points: [{volume: STORAGE:NAME, path: ...}])",
+        );
+        return;
+    }
     let mut all = match ev.ct.remove("mount_points") {
         Some(Value::Array(a)) => a,
         _ => Vec::new(),
