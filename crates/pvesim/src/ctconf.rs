@@ -19,8 +19,25 @@ pub struct CtConf {
     pub lxc: Vec<(String, String)>,
     pub pending: BTreeMap<String, String>,
     pub pending_delete: Vec<String>,
-    /// Snapshot sections, kept verbatim.
-    pub snapshots: String,
+    /// Snapshot sections (`[name]`) in file order, each a config of its own (with `snaptime`, `parent`, and its
+    /// description as comment lines), as `write_pct_config` writes them.
+    pub snapshots: Vec<(String, CtConf)>,
+}
+
+/// The `[name]` sections from a section header on: each parsed like a main section (description comments, keys).
+fn parse_snapshots(lines: &[&str]) -> Vec<(String, CtConf)> {
+    let mut out: Vec<(String, Vec<&str>)> = Vec::new();
+    for line in lines {
+        let t = line.trim();
+        if t.starts_with('[') && t.ends_with(']') {
+            out.push((t[1..t.len() - 1].to_string(), Vec::new()));
+        } else if let Some((_, body)) = out.last_mut() {
+            body.push(line);
+        }
+    }
+    out.into_iter()
+        .map(|(name, body)| (name, CtConf::parse(&body.join("\n"))))
+        .collect()
 }
 
 /// `PVE::Tools::encode_text`: control characters, `%` and `:` become `%XX`.
@@ -90,8 +107,9 @@ impl CtConf {
             if t.starts_with('[') && t.ends_with(']') {
                 section = t[1..t.len() - 1].to_string();
                 if section != "pve:pending" {
-                    c.snapshots = text.lines().skip(idx).collect::<Vec<_>>().join("\n");
-                    c.snapshots.push('\n');
+                    // Snapshot sections follow the main one (and its pending section) to the end of the file.
+                    let rest: Vec<&str> = text.lines().skip(idx).collect();
+                    c.snapshots = parse_snapshots(&rest);
                     break;
                 }
                 continue;
@@ -150,11 +168,19 @@ impl CtConf {
                 raw.push_str(&format!("delete: {}\n", self.pending_delete.join(",")));
             }
         }
-        if !self.snapshots.is_empty() {
-            raw.push('\n');
-            raw.push_str(&self.snapshots);
+        for (name, snap) in &self.snapshots {
+            raw.push_str(&format!("\n[{name}]\n"));
+            raw.push_str(&snap.write());
         }
         raw
+    }
+
+    /// The snapshot `name`, if there is one.
+    pub fn snapshot(&self, name: &str) -> Option<&CtConf> {
+        self.snapshots
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, s)| s)
     }
 
     /// The values `pct config` shows: pending merged in unless `current`.

@@ -49,6 +49,21 @@ fn spec(cmd: &str) -> Option<Spec> {
         ),
         "clone" => s("/nodes/{node}/lxc/{vmid}/clone", "POST", &["vmid", "newid"]),
         "template" => s("/nodes/{node}/lxc/{vmid}/template", "POST", &["vmid"]),
+        "snapshot" => s(
+            "/nodes/{node}/lxc/{vmid}/snapshot",
+            "POST",
+            &["vmid", "snapname"],
+        ),
+        "delsnapshot" => s(
+            "/nodes/{node}/lxc/{vmid}/snapshot/{snapname}",
+            "DELETE",
+            &["vmid", "snapname"],
+        ),
+        "rollback" => s(
+            "/nodes/{node}/lxc/{vmid}/snapshot/{snapname}/rollback",
+            "POST",
+            &["vmid", "snapname"],
+        ),
         "status" => s("local:status", "", &["vmid"]),
         "list" => s("local:list", "", &[]),
         "exec" => s("local:exec", "", &["vmid", "extra-args"]),
@@ -271,6 +286,25 @@ fn dispatch(
             task(t, out, err)
         }
         "template" => ct::template(node, vmid, err).map(|_| None),
+        "snapshot" => {
+            let t = ct::snapshot(
+                node,
+                vmid,
+                &p["snapname"],
+                p.get("description").map(String::as_str),
+                out,
+                err,
+            )?;
+            task(t, out, err)
+        }
+        "delsnapshot" => {
+            let t = ct::delsnapshot(node, vmid, &p["snapname"], out, err)?;
+            task(t, out, err)
+        }
+        "rollback" => {
+            let t = ct::rollback(node, vmid, &p["snapname"], flag("start"), out, err)?;
+            task(t, out, err)
+        }
         "set" => ct::set(node, vmid, p, err).map(|_| None),
         "unlock" => ct::unlock(node, vmid, err).map(|_| None),
         "list" => {

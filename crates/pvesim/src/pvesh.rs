@@ -303,6 +303,21 @@ fn handle(
             out,
             err,
         )?),
+        ("GET", "/nodes/{node}/lxc/{vmid}/snapshot") => Reply::Data(ct::snapshots(node, id)?),
+        ("POST", "/nodes/{node}/lxc/{vmid}/snapshot") => Reply::Task(ct::snapshot(
+            node,
+            id,
+            &p["snapname"],
+            p.get("description").map(String::as_str),
+            out,
+            err,
+        )?),
+        ("DELETE", "/nodes/{node}/lxc/{vmid}/snapshot/{snapname}") => {
+            Reply::Task(ct::delsnapshot(node, id, &p["snapname"], out, err)?)
+        }
+        ("POST", "/nodes/{node}/lxc/{vmid}/snapshot/{snapname}/rollback") => {
+            Reply::Task(ct::rollback(node, id, &p["snapname"], flag(p, "start"), out, err)?)
+        }
         ("PUT", "/nodes/{node}/lxc/{vmid}/resize") => Reply::Task(ct::resize(node, id, &p["disk"], &p["size"], out, err)?),
         ("POST", "/nodes/{node}/lxc/{vmid}/migrate") => {
             Reply::Task(ct::migrate(node, id, &p["target"], flag(p, "restart"), flag(p, "online"), out, err)?)

@@ -2211,3 +2211,105 @@ async fn a_9_2_node_takes_a_mount_point_idmap_and_checks_its_pattern() {
     );
     assert_eq!(o.code, 255, "{}", o.stderr);
 }
+
+// ----- snapshots: pct snapshot / delsnapshot / rollback and GET .../snapshot (AbstractConfig, Snapshot.pm) ---------
+
+#[tokio::test]
+async fn snapshots_are_taken_listed_rolled_back_and_deleted_as_pve_does() {
+    let (s, n) = seeded(None).await;
+    let mut sp = spec(100, "local-lvm", 1);
+    sp.memory = Some(512);
+    sp.description = Some("managed-by: pxfleet fleet=dev name=web\n".into());
+    n.create(&sp, None).await.expect("create");
+    n.snapshot(100, "before", Some("before the upgrade"))
+        .await
+        .expect("snapshot");
+    let change = ConfigChange {
+        memory: Some(1024),
+        ..ConfigChange::default()
+    };
+    n.set(100, &change).await.expect("set");
+    n.snapshot(100, "after", None)
+        .await
+        .expect("second snapshot");
+    let list = n.snapshots(100).await.expect("list");
+    let names: Vec<(&str, Option<&str>)> = list
+        .iter()
+        .map(|s| (s.name.as_str(), s.parent.as_deref()))
+        .collect();
+    assert_eq!(names, vec![("before", None), ("after", Some("before"))]);
+    assert_eq!(list[0].description, "before the upgrade");
+    assert!(list[0].snaptime > 0);
+    // A name in use, a reserved one, and one that is not there.
+    let o = s.cli("pve1", "pct", &["snapshot", "100", "before"]);
+    assert_ne!(o.code, 0);
+    assert!(
+        o.stderr.contains("snapshot name 'before' already used"),
+        "{}",
+        o.stderr
+    );
+    let o = s.cli("pve1", "pct", &["snapshot", "100", "current"]);
+    assert!(
+        o.stderr
+            .contains("unable to use snapshot name 'current' (reserved name)"),
+        "{}",
+        o.stderr
+    );
+    let o = s.cli("pve1", "pct", &["rollback", "100", "nope"]);
+    assert!(
+        o.stderr.contains("snapshot 'nope' does not exist"),
+        "{}",
+        o.stderr
+    );
+
+    // Rollback: a running container is stopped, the config is the snapshot's, the description stays the current one.
+    n.start(100).await.expect("start");
+    n.rollback(100, "before", false).await.expect("rollback");
+    let cfg = n.config(100).await.expect("config");
+    assert_eq!(cfg.memory, Some(512));
+    assert!(cfg
+        .description
+        .as_deref()
+        .is_some_and(|d| d.contains("pxfleet fleet=dev name=web")));
+    let st = s.cli("pve1", "pct", &["status", "100"]);
+    assert!(st.stdout.contains("stopped"), "{}", st.stdout);
+    let raw = s.cli("pve1", "pct", &["config", "100"]);
+    assert!(raw.stdout.contains("parent: before"), "{}", raw.stdout);
+    n.rollback(100, "after", true)
+        .await
+        .expect("rollback --start");
+    assert_eq!(n.config(100).await.unwrap().memory, Some(1024));
+    let st = s.cli("pve1", "pct", &["status", "100"]);
+    assert!(st.stdout.contains("running"), "{}", st.stdout);
+
+    // Deleting `before` makes `after` a root.
+    n.delete_snapshot(100, "before").await.expect("delsnapshot");
+    let list = n.snapshots(100).await.expect("list");
+    assert_eq!(list.len(), 1);
+    assert_eq!(
+        (list[0].name.as_str(), list[0].parent.as_deref()),
+        ("after", None)
+    );
+
+    // A storage that cannot snapshot (dir) and a template are refused.
+    n.create(&spec(101, "local", 1), None)
+        .await
+        .expect("create on dir");
+    let o = s.cli("pve1", "pct", &["snapshot", "101", "s1"]);
+    assert!(
+        o.stderr.contains("snapshot feature is not available"),
+        "{}",
+        o.stderr
+    );
+    n.create(&spec(102, "local-lvm", 1), None)
+        .await
+        .expect("create");
+    n.template(102).await.expect("template");
+    let o = s.cli("pve1", "pct", &["snapshot", "102", "s1"]);
+    assert!(
+        o.stderr
+            .contains("you can't take a snapshot if it's a template"),
+        "{}",
+        o.stderr
+    );
+}

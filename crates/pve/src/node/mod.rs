@@ -7,9 +7,11 @@
 
 mod changes;
 mod clone;
+mod snapshot;
 
 pub use changes::fill_hwaddrs;
 pub use clone::{clone_args, CloneSpec};
+pub use snapshot::{check_snapshot_name, Snapshot};
 
 use std::hash::{BuildHasher, Hasher};
 use std::io::Write as _;
