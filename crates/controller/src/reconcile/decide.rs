@@ -73,11 +73,16 @@ pub fn container_status(
         if op.state == OpState::Failed && op.attempt >= max_attempts {
             return ContainerStatus::Failed;
         }
-        // A create that failed after it made the container (e.g. `wait_for_ip`'s address never came) is not
+        // A create the agent failed after it made the container (e.g. `wait_for_ip`'s address never came) is not
         // retried (the container exists); unless a start follows, it stays what it was: failed, with its error.
+        // One whose deadline passed without a result may have been done by the agent: shown by observation.
         if op.state == OpState::Failed
             && matches!(op.kind, OperationKind::Create { .. })
             && observed.is_some_and(|o| o.lock.is_none())
+            && !op
+                .last_error
+                .as_deref()
+                .is_some_and(|e| e.starts_with(super::pass::NO_RESULT))
         {
             return ContainerStatus::Failed;
         }
@@ -310,9 +315,17 @@ mod tests {
             ContainerStatus::Failed
         );
         // a create that failed after it made the container (wait_for_ip): nothing retries it, so failed
+        let mut failed = op(create, OpState::Failed, 1);
+        failed.last_error = Some("CT 100 has no IPv6 address after 60s (wait_for_ip)".into());
         assert_eq!(
-            container_status(Some(&op(create, OpState::Failed, 1)), Some(&o), 3),
+            container_status(Some(&failed), Some(&o), 3),
             ContainerStatus::Failed
+        );
+        // one whose deadline passed without a result may have been done: the observation says
+        failed.last_error = Some(format!("{} 600 s", crate::reconcile::pass::NO_RESULT));
+        assert_eq!(
+            container_status(Some(&failed), Some(&o), 3),
+            ContainerStatus::Running
         );
         let stopped = ObservedContainer {
             running: false,

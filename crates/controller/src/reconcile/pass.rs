@@ -104,7 +104,7 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
             let mut op = (**op).clone();
             op.state = OpState::Failed;
             op.finished_ms = Some(now);
-            op.last_error = Some(format!("no result within {} s", rc.operation_deadline_secs));
+            op.last_error = Some(format!("{NO_RESULT} {} s", rc.operation_deadline_secs));
             state.store.put_op(&op)?;
             state.metrics.op_finished(op.kind.name(), "failed");
             tracing::warn!(op = %op.id, node = %op.node, vm_id = op.vm_id, "operation deadline exceeded");
@@ -366,6 +366,10 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
 /// counting): a repair undone within this time did not hold. Ten minutes covers an agent's observation interval
 /// (30 s) many times over, and something on the node that puts a value back on a timer.
 pub const REPAIR_HOLD_MS: Millis = 600_000;
+
+/// The start of the error of an operation whose deadline passed without a result from the agent (which may still
+/// have done it).
+pub const NO_RESULT: &str = "no result within";
 
 /// The start of the error of a repair that does not hold, as `pxctl get` and `describe` show it.
 pub const REPAIR_DOES_NOT_HOLD: &str = "drift: repair does not hold";
