@@ -488,6 +488,17 @@ pub fn create_args(spec: &CreateSpec, ssh_keys_file: Option<&Path>) -> R<Vec<Str
         check_hookscript(vmid, h)?;
         a.opt("hookscript", h.clone());
     }
+    if let Some(p) = &spec.pool {
+        if !crate::node::is_pool_id(p) {
+            return Err(PveError::invalid(
+                Some(vmid),
+                "pool",
+                p,
+                "a pool name: letters, digits, '.', '-', '_', starting with a letter (up to 3 levels with '/')",
+            ));
+        }
+        a.opt("pool", p.clone());
+    }
     system(
         &mut a,
         vmid,

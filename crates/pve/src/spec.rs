@@ -208,6 +208,9 @@ pub struct CreateSpec {
     /// `--hookscript STORAGE:snippets/FILE`: a script PVE runs as root on the node at the container's
     /// lifecycle events.
     pub hookscript: Option<String>,
+    /// `--pool`: the resource pool the new container goes into (it must exist). Create only: a pool is no
+    /// config key ([`crate::Node::set_pool`] moves a container).
+    pub pool: Option<String>,
     /// `env` (PVE 9.1+), any number of variables: not passed to `pct create` (a command line cannot carry PVE's
     /// NUL separator); written into the config file as `lxc.environment.runtime` lines after the create
     /// ([`crate::conffile::write_env`]). `None`: left as it is; `Some(empty)`: no variables.
@@ -251,6 +254,7 @@ impl CreateSpec {
             tty: None,
             cmode: None,
             hookscript: None,
+            pool: None,
             env: None,
             entrypoint: None,
         }

@@ -14,6 +14,7 @@ pub mod lock;
 pub mod lxc;
 pub mod node;
 pub mod pct;
+pub mod pools;
 pub mod pveam;
 pub mod pvesh;
 pub mod schema;

@@ -415,8 +415,22 @@ fn handle(
             }
         }
         ("GET", "/cluster/status") => Reply::Data(cluster_status(node)),
+        ("GET", "/pools") => Reply::Data(crate::pools::index(node, p.get("poolid").map(String::as_str))?),
+        ("POST", "/pools") => {
+            crate::pools::create(node, &p["poolid"], p.get("comment").map(String::as_str))?;
+            Reply::Null
+        }
+        ("PUT", "/pools") => {
+            crate::pools::update(node, p)?;
+            Reply::Null
+        }
+        ("DELETE", "/pools") => {
+            crate::pools::delete(node, &p["poolid"])?;
+            Reply::Null
+        }
         ("GET", "/cluster/resources") => {
             let want = p.get("type").map(String::as_str);
+            let pools = crate::pools::read(node);
             let mut items = Vec::new();
             for n in node.cluster_nodes() {
                 let Ok(peer) = node.peer(&n) else { continue };
@@ -437,6 +451,9 @@ fn handle(
                                 e[k] = v.clone();
                             }
                         }
+                        if let Some((pool, _)) = pools.iter().find(|(_, x)| x.vms.contains(&id)) {
+                            e["pool"] = json!(pool);
+                        }
                         items.push(e);
                     }
                 }
@@ -447,6 +464,15 @@ fn handle(
                             "type": "storage", "plugintype": st.kind, "content": sj["content"], "shared": sj["shared"],
                             "status": if st.enabled { "available" } else { "unknown" }, "maxdisk": sj["total"], "disk": sj["used"]}));
                     }
+                }
+            }
+            if matches!(want, None | Some("pool")) {
+                for (name, pool) in &pools {
+                    let mut e = json!({"id": format!("/pool/{name}"), "pool": name, "type": "pool"});
+                    if !pool.comment.is_empty() {
+                        e["comment"] = json!(pool.comment);
+                    }
+                    items.push(e);
                 }
             }
             Reply::Data(Value::Array(items))

@@ -2313,3 +2313,92 @@ async fn snapshots_are_taken_listed_rolled_back_and_deleted_as_pve_does() {
         o.stderr
     );
 }
+
+// ----- resource pools: user.cfg, /pools (pve-manager Pool.pm), pct create --pool, destroy --------------------------
+
+#[tokio::test]
+async fn pools_hold_guests_as_pve_keeps_them() {
+    let (s, n) = seeded(None).await;
+    // A create into a pool that does not exist is refused before anything is made.
+    let mut sp = spec(100, "local-lvm", 1);
+    sp.pool = Some("web".into());
+    let e = n.create(&sp, None).await.expect_err("no such pool");
+    assert!(e.to_string().contains("pool 'web' does not exist"), "{e}");
+    assert!(n.config(100).await.is_err(), "nothing created");
+    for pool in ["web", "db"] {
+        let o = s.cli("pve1", "pvesh", &["create", "/pools", "--poolid", pool]);
+        assert_eq!(o.code, 0, "{}", o.stderr);
+    }
+    let o = s.cli("pve1", "pvesh", &["create", "/pools", "--poolid", "web"]);
+    assert!(
+        o.stderr.contains("pool 'web' already exists"),
+        "{}",
+        o.stderr
+    );
+    assert_eq!(
+        n.pools().await.unwrap(),
+        vec!["db".to_string(), "web".to_string()]
+    );
+
+    n.create(&sp, None).await.expect("create into web");
+    let pool_of = |vmid: u64| {
+        let s = &s;
+        async move {
+            let o = s.cli(
+                "pve1",
+                "pvesh",
+                &[
+                    "get",
+                    "/cluster/resources",
+                    "--type",
+                    "vm",
+                    "--output-format",
+                    "json",
+                ],
+            );
+            let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+            v.as_array()
+                .unwrap()
+                .iter()
+                .find(|e| e["vmid"] == vmid)
+                .and_then(|e| e["pool"].as_str().map(String::from))
+        }
+    };
+    assert_eq!(pool_of(100).await.as_deref(), Some("web"));
+    // Into another pool only with allow-move (set_pool sends it); out of it with delete.
+    let o = s.cli(
+        "pve1",
+        "pvesh",
+        &["set", "/pools", "--poolid", "db", "--vms", "100"],
+    );
+    assert!(
+        o.stderr
+            .contains("VM 100 belongs already to pool 'web' and 'allow-move' is not set"),
+        "{}",
+        o.stderr
+    );
+    n.set_pool(100, Some("web"), Some("db"))
+        .await
+        .expect("move");
+    assert_eq!(pool_of(100).await.as_deref(), Some("db"));
+    n.set_pool(100, Some("db"), None).await.expect("out");
+    assert_eq!(pool_of(100).await, None);
+    let e = n
+        .set_pool(100, Some("db"), None)
+        .await
+        .expect_err("not a member");
+    assert!(e.to_string().contains("VM 100 is not a pool member"), "{e}");
+    // A pool with a guest cannot go; a destroy takes the guest out of its pool.
+    n.set_pool(100, None, Some("web")).await.expect("in again");
+    let o = s.cli("pve1", "pvesh", &["delete", "/pools", "--poolid", "web"]);
+    assert!(
+        o.stderr
+            .contains("pool 'web' is not empty (contains VM 100)"),
+        "{}",
+        o.stderr
+    );
+    n.destroy(100).await.expect("destroy");
+    let o = s.cli("pve1", "pvesh", &["delete", "/pools", "--poolid", "web"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(n.pools().await.unwrap(), vec!["db".to_string()]);
+}

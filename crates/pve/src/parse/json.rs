@@ -549,6 +549,9 @@ pub struct ClusterResource {
     pub maxmem: Option<u64>,
     #[serde(default, deserialize_with = "de_opt_u64")]
     pub mem: Option<u64>,
+    /// The resource pool the guest is in.
+    #[serde(default)]
+    pub pool: Option<String>,
 }
 
 /// One item of `GET /cluster/status` (pve-manager `PVE/API2/Cluster.pm` `get_status`): a `cluster` entry (only

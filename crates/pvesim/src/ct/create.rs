@@ -97,6 +97,9 @@ pub fn create(
         None => Vec::new(),
     };
     check_unused()?;
+    if let Some(pool) = p.get("pool") {
+        crate::pools::check_exists(node, pool)?;
+    }
     let ostemplate = p["ostemplate"].clone();
     let tmpl_path = if ostemplate.starts_with('/') {
         PathBuf::from(&ostemplate)
@@ -251,6 +254,10 @@ pub fn create(
                 .insert("root".into(), super::guest::password_hash(pw));
         }
         save_runtime(node, vmid, &rt)?;
+    }
+    // The API adds it to its pool after the create, before the start.
+    if let (true, Some(pool)) = (outcome.ok(), p.get("pool")) {
+        crate::pools::add_vm(node, vmid, pool)?;
     }
     if start_after && outcome.ok() {
         drop(_held);

@@ -112,6 +112,9 @@ pub fn destroy(
             }
         }
         let _ = fs::remove_file(runtime_path(node, vmid));
-        fs::remove_file(conf_path(node, vmid)).map_err(|e| SimError::io(conf_path(node, vmid), e))
+        fs::remove_file(conf_path(node, vmid))
+            .map_err(|e| SimError::io(conf_path(node, vmid), e))?;
+        // remove_vm_access: out of its pool (and its ACLs), with or without --purge
+        crate::pools::remove_vm(node, vmid)
     })
 }

@@ -1,0 +1,81 @@
+//! Resource pools (pve-manager `PVE/API2/Pool.pm`): which pool a guest is in is no container option but the
+//! cluster's `user.cfg`; `pct create --pool` puts a new container in one (the pool must exist), `PUT /pools` moves
+//! one in (`allow-move`: out of another) or out (`delete`), and `GET /cluster/resources` says where each guest is.
+
+use super::*;
+
+/// A pool name as `pve-poolid` takes it (`verify_poolname`): up to three `/`-separated levels of letters, digits,
+/// `.`, `-`, `_`, each starting with a letter (`create_pool`).
+pub fn is_pool_id(s: &str) -> bool {
+    let levels: Vec<&str> = s.split('/').collect();
+    levels.len() <= 3
+        && levels.iter().all(|l| {
+            l.starts_with(|c: char| c.is_ascii_alphabetic())
+                && l.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+        })
+}
+
+impl Node {
+    /// Puts container `vmid` into pool `to` (out of the one it is in, if any), or with `to` `None` takes it out of
+    /// `from`. Errors worth matching say the pool does not exist (`pool 'x' does not exist`).
+    pub async fn set_pool(
+        &self,
+        vmid: u32,
+        from: Option<&str>,
+        to: Option<&str>,
+    ) -> Result<(), PveError> {
+        argv::check_vmid(vmid)?;
+        let (pool, how) = match (from, to) {
+            (_, Some(to)) => (to, "--allow-move"),
+            (Some(from), None) => (from, "--delete"),
+            (None, None) => return Ok(()),
+        };
+        if !is_pool_id(pool) {
+            return Err(PveError::invalid(
+                Some(vmid),
+                "pool",
+                pool,
+                "a pool name: letters, digits, '.', '-', '_', starting with a letter (up to 3 levels with '/')",
+            ));
+        }
+        let cmd = Command::new("pvesh")
+            .args(["set", "/pools", "--poolid", pool, "--vms"])
+            .arg(vmid.to_string())
+            .args([how, "1"])
+            .timeout(self.timeouts.set);
+        self.exec(cmd, Some(vmid)).await?;
+        Ok(())
+    }
+
+    /// The pools of the cluster (`GET /pools`), by name.
+    pub async fn pools(&self) -> Result<Vec<String>, PveError> {
+        #[derive(serde::Deserialize)]
+        struct Entry {
+            poolid: String,
+        }
+        let list: Vec<Entry> = self
+            .get("/pools", &[], None, |s| {
+                crate::parse::parse_json("GET /pools", s)
+            })
+            .await?;
+        let mut names: Vec<String> = list.into_iter().map(|e| e.poolid).collect();
+        names.sort();
+        Ok(names)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pool_names_follow_pve_poolid() {
+        for ok in ["web", "prod/web", "a/b/c", "Team_1.x-y"] {
+            assert!(is_pool_id(ok), "{ok}");
+        }
+        for bad in ["", "1web", "a/b/c/d", "with space", "a:b", "prod/9"] {
+            assert!(!is_pool_id(bad), "{bad}");
+        }
+    }
+}
