@@ -554,3 +554,79 @@ async fn a_relative_mount_path_reaches_the_node_as_written() {
     );
     plan_is_empty(&c, &path).await;
 }
+
+/// `pool` (bpg `pool_id`): a container is created into an existing PVE pool (`pct create --pool`), moved to
+/// another by a submit (`pvesh set /pools --allow-move`), left where it is when the file stops giving one, and a
+/// pool that does not exist fails the create with PVE's words; an empty plan after each submit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_is_joined_at_create_changed_and_left_alone_when_dropped() {
+    let c = Cluster::start(1).await.expect("cluster");
+    for pool in ["web", "db"] {
+        let o = c.pve("mk33", "pvesh", &["create", "/pools", "--poolid", pool]);
+        assert_eq!(o.code, 0, "{}", o.stderr);
+    }
+    let pool_of = |c: &Cluster, vmid: u64| {
+        let o = c.pve(
+            "mk33",
+            "pvesh",
+            &[
+                "get",
+                "/cluster/resources",
+                "--type",
+                "vm",
+                "--output-format",
+                "json",
+            ],
+        );
+        let v: serde_json::Value = serde_json::from_str(&o.stdout).expect("json");
+        v.as_array()
+            .and_then(|a| a.iter().find(|e| e["vmid"] == vmid).cloned())
+            .and_then(|e| e["pool"].as_str().map(String::from))
+    };
+    let body = |extra: &str| {
+        fleet_yaml(
+            "pl",
+            &format!("  p: {{node: mk33, vm_id: 2619, memory: 512, disk_size: 4{extra}}}\n"),
+        )
+    };
+    let path = submit(&c, "pl.yaml", &body(", pool: web")).await;
+    c.wait_running("pl", &["p"], UP).await;
+    assert_eq!(pool_of(&c, 2619).as_deref(), Some("web"));
+    plan_is_empty(&c, &path).await;
+
+    let path = submit(&c, "pl.yaml", &body(", pool: db")).await;
+    wait_until("moved to db", UP, || async {
+        match pool_of(&c, 2619) {
+            Some(p) if p == "db" => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    plan_is_empty(&c, &path).await;
+    assert_eq!(
+        c.runtime("mk33", 2619).unwrap()["boots"],
+        1,
+        "no restart for a pool"
+    );
+
+    // Left out: not compared, the container stays in its pool.
+    let path = submit(&c, "pl.yaml", &body("")).await;
+    plan_is_empty(&c, &path).await;
+    assert_eq!(pool_of(&c, 2619).as_deref(), Some("db"));
+
+    // A pool PVE does not have: the create fails with its error.
+    let yaml = fleet_yaml(
+        "pl2",
+        "  q: {node: mk33, vm_id: 2620, memory: 512, disk_size: 4, pool: nosuch}\n",
+    );
+    let p2 = c.write_fleet("pl2.yaml", &yaml);
+    let (code, out, err) = c
+        .pxctl(&["submit", p2.to_str().unwrap(), "-y", "--timeout", "60s"])
+        .await;
+    assert_ne!(code, 0, "{out}\n{err}");
+    let cs = c.containers("pl2").await.unwrap();
+    assert!(
+        cs[0].last_error.contains("pool 'nosuch' does not exist"),
+        "{cs:?}"
+    );
+}

@@ -234,6 +234,28 @@ pub trait NodeApi: Send + Sync + 'static {
     fn config_fingerprints(&self) -> impl Future<Output = Option<BTreeMap<u32, String>>> + Send {
         async { None }
     }
+    /// Which resource pool each guest is in (vmid -> pool), as the cluster's `user.cfg` says; empty when the node
+    /// has no such file to read (the default).
+    fn guest_pools(&self) -> impl Future<Output = BTreeMap<u32, String>> + Send {
+        async { BTreeMap::new() }
+    }
+    /// Puts `vmid` into pool `to` (out of `from`), or takes it out of `from` when `to` is `None`.
+    fn set_pool(
+        &self,
+        vmid: u32,
+        from: Option<&str>,
+        to: Option<&str>,
+    ) -> impl Future<Output = Result<(), PveError>> + Send {
+        let _ = (from, to);
+        async move {
+            Err(PveError::Invalid {
+                vmid: Some(vmid),
+                field: "pool".into(),
+                value: to.unwrap_or_default().to_string(),
+                expected: "a node with resource pools (this one has none)".into(),
+            })
+        }
+    }
     /// The directory that holds `STORAGE:vztmpl/` files.
     fn template_dir(&self, storage: &str)
         -> impl Future<Output = Result<PathBuf, PveError>> + Send;

@@ -29,6 +29,9 @@ pub struct ObservedContainer {
     /// configuration again only when the listing moved (or its turn came).
     #[serde(default)]
     pub listed_as: String,
+    /// The resource pool it is in (the cluster's `user.cfg`), read every pass.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<String>,
 }
 
 /// A [`ContainerConfig`] (de)serialised as its stored text (`raw`).
@@ -276,7 +279,8 @@ pub async fn observe_one_with<D: NodeApi>(
     } else {
         Vec::new()
     };
-    Ok(Some(build(summary, config, addresses)))
+    let pool = node.guest_pools().await.remove(&vmid);
+    Ok(Some(build(summary, config, addresses, pool)))
 }
 
 /// Observes every container on the node with one listing, reading the configuration (and, when running,
@@ -290,6 +294,8 @@ pub async fn observe_changed<D: NodeApi>(
 ) -> Result<(Vec<ObservedContainer>, Vec<u32>), PveError> {
     let mut out = Vec::new();
     let mut read = Vec::new();
+    // Pool membership is no config key: read for every container, so a change is seen without a config read.
+    let pools = node.guest_pools().await;
     for summary in node.list().await? {
         let vmid = summary.vmid;
         if skip.contains(&vmid) {
@@ -300,6 +306,7 @@ pub async fn observe_changed<D: NodeApi>(
             .filter(|p| !p.listed_as.is_empty() && p.listed_as == listing_key(&summary))
         {
             let mut c = prev.clone();
+            c.pool = pools.get(&vmid).cloned();
             if c.status == "running" && c.addresses.is_empty() {
                 c.addresses = node
                     .interfaces(vmid)
@@ -327,7 +334,7 @@ pub async fn observe_changed<D: NodeApi>(
         } else {
             Vec::new()
         };
-        out.push(build(summary, config, addresses));
+        out.push(build(summary, config, addresses, pools.get(&vmid).cloned()));
     }
     Ok((out, read))
 }
@@ -336,6 +343,7 @@ fn build(
     summary: crate::node::CtSummary,
     mut config: ContainerConfig,
     addresses: Vec<String>,
+    pool: Option<String>,
 ) -> ObservedContainer {
     config.raw.remove("digest");
     config.digest = None;
@@ -356,6 +364,7 @@ fn build(
         tags,
         config,
         addresses,
+        pool,
     }
 }
 
@@ -380,6 +389,7 @@ mod tests {
             config: ContainerConfig::default(),
             addresses: vec![],
             listed_as: String::new(),
+            pool: None,
         }
     }
 

@@ -301,6 +301,31 @@ impl NodeApi for PveNode {
         self.node.template(vmid).await
     }
 
+    async fn guest_pools(&self) -> BTreeMap<u32, String> {
+        // <pve>/nodes/<node>/lxc -> <pve>/user.cfg (pmxcfs, or pvesim's cluster directory)
+        let Some(file) = self
+            .config_dir
+            .ancestors()
+            .nth(3)
+            .map(|d| d.join("user.cfg"))
+        else {
+            return BTreeMap::new();
+        };
+        match tokio::fs::read_to_string(&file).await {
+            Ok(text) => pxfleet_pve::guest_pools(&text),
+            Err(_) => BTreeMap::new(),
+        }
+    }
+
+    async fn set_pool(
+        &self,
+        vmid: u32,
+        from: Option<&str>,
+        to: Option<&str>,
+    ) -> Result<(), PveError> {
+        self.node.set_pool(vmid, from, to).await
+    }
+
     async fn pending(&self, vmid: u32) -> Result<Vec<pxfleet_pve::PendingKey>, PveError> {
         self.node.pending(vmid).await
     }

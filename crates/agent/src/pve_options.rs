@@ -148,6 +148,7 @@ fn apply_options(s: &mut CreateSpec, options: &[(String, String)]) -> Result<(),
             "tty" => s.tty = Some(num(k, v)?),
             "cmode" => s.cmode = Some(v.to_string()),
             "hookscript" => s.hookscript = Some(v.to_string()),
+            "pool" => s.pool = Some(v.to_string()),
             "tags" => s.tags = words(v),
             "description" => s.description = Some(v.to_string()),
             "lxc.idmap" => s.idmap.push(v.trim().to_string()),
@@ -270,6 +271,9 @@ pub fn options_text(s: &CreateSpec) -> Vec<(String, String)> {
     }
     if let Some(m) = &s.cmode {
         push("cmode", m.clone());
+    }
+    if let Some(p) = &s.pool {
+        push("pool", p.clone());
     }
     if let Some(h) = &s.hookscript {
         push("hookscript", h.clone());

@@ -310,8 +310,8 @@ resource "proxmox_virtual_environment_vm" "x" {}
     assert_eq!(c.mount_points.len(), 1);
     assert_eq!(c.tags, vec!["db".to_string()]);
     assert_eq!(net0(c).bridge, "vmbr1");
+    assert_eq!(c.pool.as_deref(), Some("prod"), "{yaml}");
     for (place, text) in [
-        ("main.tf:9:3", "pool_id"),
         ("main.tf:6:1", "privileged"),
         ("main.tf:34:1", "proxmox_virtual_environment_vm.x"),
     ] {

@@ -176,6 +176,7 @@ pub fn observed_config_from_pb(c: &pb::ContainerSpec) -> ObservedConfig {
         hookscript: non_empty(&c.hookscript),
         rootfs_volume: c.rootfs.as_ref().and_then(|r| non_empty(&r.volume)),
         is_template: c.template_flag,
+        pool: non_empty(&c.pool),
         unprivileged: c.unprivileged,
         features: Features {
             nesting: features.nesting,
@@ -352,6 +353,11 @@ pub fn observed_pb(o: &ObservedContainer) -> pb::ObservedContainer {
             swap_mib: o.swap_mib,
             disk_size_gib: o.disk_gib,
             template_flag: o.config.as_ref().is_some_and(|c| c.is_template),
+            pool: o
+                .config
+                .as_ref()
+                .and_then(|c| c.pool.clone())
+                .unwrap_or_default(),
             ..Default::default()
         }),
         addresses: o.addresses.clone(),
@@ -499,6 +505,7 @@ pub fn container_spec(
         idmap: mounts::idmap_pb(&c.idmap),
         template: c.template.clone(),
         template_flag: c.state.is_template(),
+        pool: c.pool.clone().unwrap_or_default(),
     }
 }
 

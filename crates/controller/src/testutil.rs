@@ -78,6 +78,7 @@ pub fn container(name: &str) -> Container {
         rootfs: Default::default(),
         hookscript: None,
         wait_for_ip: Default::default(),
+        pool: None,
         protection: false,
         tags: vec![],
         description: None,

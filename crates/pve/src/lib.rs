@@ -30,8 +30,8 @@ pub mod zones;
 pub use error::PveError;
 pub use mark::{ManagedMark, MANAGED_LINE_PREFIX, MANAGED_TAG};
 pub use node::{
-    check_snapshot_name, is_pool_id, CloneSpec, Node, PendingKey, RetryPolicy, ShutdownOutcome,
-    Snapshot, Timeouts,
+    check_snapshot_name, guest_pools, is_pool_id, CloneSpec, Node, PendingKey, RetryPolicy,
+    ShutdownOutcome, Snapshot, Timeouts,
 };
 pub use parse::ContainerConfig;
 pub use runner::{Command, Output, ProcessRunner, RunError, Runner};

@@ -305,6 +305,10 @@ pub struct Container {
     /// waits for. Not a PVE option: nothing on the node changes, so it is never compared.
     #[serde(default, skip_serializing_if = "WaitForIp::is_any")]
     pub wait_for_ip: WaitForIp,
+    /// `--pool` (bpg `pool_id`): the PVE resource pool the container is in (which must exist). `None` (left out):
+    /// not compared, a pool set in PVE stays.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<String>,
 }
 
 /// `wait_for_ip:` which addresses the create of a running container waits for before it is done: `ipv4` at least

@@ -111,6 +111,9 @@ pub struct ObservedConfig {
     /// `template: 1`: the container is a template (`pct template`), which cannot start.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub is_template: bool,
+    /// The resource pool it is in, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<String>,
 }
 
 /// One `netN` and, for a running container, the addresses it really has.
@@ -192,6 +195,7 @@ impl ObservedContainer {
                 hookscript: c.hookscript.clone(),
                 rootfs_volume: None,
                 is_template: c.state.is_template(),
+                pool: c.pool.clone(),
                 unprivileged: c.unprivileged,
                 features: c.features.clone(),
                 interfaces: c

@@ -97,6 +97,7 @@ pub(crate) const CONTAINER_FIELDS: &[&str] = &[
     "rootfs",
     "hookscript",
     "wait_for_ip",
+    "pool",
     "interface_name",
     "host_managed",
 ];

@@ -145,6 +145,7 @@ pub fn create_spec(spec: &v1::ContainerSpec) -> Result<CreateSpec, String> {
     }
     s.arch = Some(spec.arch.clone()).filter(|a| !a.is_empty());
     s.hookscript = Some(spec.hookscript.clone()).filter(|h| !h.is_empty());
+    s.pool = Some(spec.pool.clone()).filter(|p| !p.is_empty());
     s.timezone = Some(spec.timezone.clone()).filter(|t| !t.is_empty());
     s.console = spec.console;
     s.tty = spec.tty;

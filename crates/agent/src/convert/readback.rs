@@ -186,6 +186,8 @@ pub fn config_to_spec(vmid: u32, cfg: &ContainerConfig) -> v1::ContainerSpec {
         mount_points,
         template: String::new(),
         template_flag: cfg.template,
+        // not in the config: the observation fills it in from the cluster's user.cfg
+        pool: String::new(),
         ostype: cfg.ostype.clone().unwrap_or_default(),
         devices: cfg.devices.iter().map(|(i, d)| device(*i, d)).collect(),
         idmap: cfg.idmap.iter().filter_map(|l| idmap_entry(l)).collect(),

@@ -14,7 +14,10 @@ pub fn observed_to_proto(o: &ObservedContainer, node: &str) -> v1::ObservedConta
         power: power as i32,
         lock: o.lock.clone().unwrap_or_default(),
         managed: o.managed.is_some(),
-        config: Some(config_to_spec(o.vmid, &o.config)),
+        config: Some(v1::ContainerSpec {
+            pool: o.pool.clone().unwrap_or_default(),
+            ..config_to_spec(o.vmid, &o.config)
+        }),
         addresses: o.addresses.clone(),
         disk_used_bytes: None,
         raw_config: o

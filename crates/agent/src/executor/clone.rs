@@ -87,6 +87,8 @@ impl<D: NodeApi> Executor<D> {
             self.progress(op_id, "writing lxc.idmap into the config file");
             d.write_idmap(vmid, values).await?;
         }
+        self.move_to_pool(op_id, vmid, c.options.pool.as_deref())
+            .await?;
         let have_gib = cfg
             .rootfs
             .as_ref()

@@ -5,6 +5,30 @@ use super::*;
 use crate::node::ConfigChange;
 
 impl<D: NodeApi> Executor<D> {
+    /// Puts the container into pool `want` when it is in another or none (`None`: not the file's business, left
+    /// as it is). Returns whether it moved.
+    pub(super) async fn move_to_pool(
+        &self,
+        op_id: &str,
+        vmid: u32,
+        want: Option<&str>,
+    ) -> Result<bool, OpFailure> {
+        let Some(want) = want else {
+            return Ok(false);
+        };
+        let d = &*self.inner.node;
+        let now = d.guest_pools().await.remove(&vmid);
+        if now.as_deref() == Some(want) {
+            return Ok(false);
+        }
+        self.progress(
+            op_id,
+            format!("pvesh set /pools --poolid {want} --vms {vmid}"),
+        );
+        d.set_pool(vmid, now.as_deref(), Some(want)).await?;
+        Ok(true)
+    }
+
     /// `update`: an in-place `pct set` of what differs (the mark kept), pending changes reverted where the file
     /// wants the value in effect, and a reboot when allowed and something waits for the next start.
     pub(super) async fn update(&self, op: &Operation) -> Outcome {
@@ -79,6 +103,9 @@ impl<D: NodeApi> Executor<D> {
             self.progress(&op.id, "writing lxc.idmap into the config file");
             d.write_idmap(*vmid, values).await?;
         }
+        let pool_moved = self
+            .move_to_pool(&op.id, *vmid, desired.pool.as_deref())
+            .await?;
         // What PVE could not apply to the running container waits for its next start (also from an
         // earlier update that was not allowed to restart).
         let pending = if self.status(*vmid).await? == "running" {
@@ -105,7 +132,11 @@ impl<D: NodeApi> Executor<D> {
         }
         let message = match (keys.is_empty(), *restart) {
             (true, _)
-                if change.is_empty() && revert.is_empty() && env.is_none() && idmap.is_none() =>
+                if change.is_empty()
+                    && revert.is_empty()
+                    && env.is_none()
+                    && idmap.is_none()
+                    && !pool_moved =>
             {
                 return ok("nothing to change", self.observed(*vmid).await)
             }

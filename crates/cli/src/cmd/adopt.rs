@@ -312,6 +312,9 @@ pub fn entry_fields(
     if c.protection {
         m.insert("protection".into(), json!(true));
     }
+    if let Some(p) = &c.pool {
+        m.insert("pool".into(), json!(p));
+    }
     if let Some(o) = &c.ostype {
         m.insert("ostype".into(), json!(o));
     }

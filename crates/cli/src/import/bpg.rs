@@ -142,6 +142,8 @@ pub fn container(
                 "entrypoint" => set(&mut ev, &path, a, "entrypoint", Value::is_string),
                 // a snippets volume (a power over the host: an operator's submit needs an admin's grant)
                 "hook_script_file_id" => set(&mut ev, &path, a, "hookscript", Value::is_string),
+                // the pool must exist in PVE (pxfleet does not create pools)
+                "pool_id" => set(&mut ev, &path, a, "pool", Value::is_string),
                 "started" => {
                     if let Some(false) = ev.value(&path, a).as_ref().and_then(as_bool) {
                         // a template does not run either; `template = true` says more

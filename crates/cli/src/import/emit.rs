@@ -63,6 +63,7 @@ const ORDER: &[&str] = &[
     "start_on_boot",
     "state",
     "wait_for_ip",
+    "pool",
     "protection",
     "tags",
     "description",

@@ -12,7 +12,7 @@ mod snapshot;
 
 pub use changes::fill_hwaddrs;
 pub use clone::{clone_args, CloneSpec};
-pub use pools::is_pool_id;
+pub use pools::{guest_pools, is_pool_id};
 pub use snapshot::{check_snapshot_name, Snapshot};
 
 use std::hash::{BuildHasher, Hasher};

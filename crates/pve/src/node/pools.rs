@@ -16,6 +16,28 @@ pub fn is_pool_id(s: &str) -> bool {
         })
 }
 
+/// Which pool each guest is in, from the text of the cluster's `user.cfg` (`pool:NAME:COMMENT:VMS:STORAGE:`
+/// lines, pve-access-control's `parse_user_config`): guest vmid -> pool name.
+pub fn guest_pools(user_cfg: &str) -> std::collections::BTreeMap<u32, String> {
+    let mut out = std::collections::BTreeMap::new();
+    for line in user_cfg.lines() {
+        let Some(rest) = line.trim().strip_prefix("pool:") else {
+            continue;
+        };
+        let f: Vec<&str> = rest.split(':').collect();
+        let (Some(name), Some(vms)) = (f.first(), f.get(2)) else {
+            continue;
+        };
+        for v in vms
+            .split([',', ';', ' '])
+            .filter_map(|v| v.parse::<u32>().ok())
+        {
+            out.entry(v).or_insert_with(|| name.to_string());
+        }
+    }
+    out
+}
+
 impl Node {
     /// Puts container `vmid` into pool `to` (out of the one it is in, if any), or with `to` `None` takes it out of
     /// `from`. Errors worth matching say the pool does not exist (`pool 'x' does not exist`).
@@ -68,6 +90,16 @@ impl Node {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn guest_pools_are_read_from_user_cfg() {
+        let text = "user:root@pam:1:0::::::\npool:web:Web servers:100,101::\npool:db::102:local-lvm:\npool:empty::::\n";
+        let m = guest_pools(text);
+        assert_eq!(m.get(&100).map(String::as_str), Some("web"));
+        assert_eq!(m.get(&101).map(String::as_str), Some("web"));
+        assert_eq!(m.get(&102).map(String::as_str), Some("db"));
+        assert_eq!(m.len(), 3);
+    }
 
     #[test]
     fn pool_names_follow_pve_poolid() {

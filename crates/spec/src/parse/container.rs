@@ -120,6 +120,7 @@ impl Cx<'_> {
                 "wait_for_ip" => self.wait_for_ip(n, &p, &mut c.wait_for_ip),
                 "rootfs" => self.rootfs(n, &p, &mut c.rootfs),
                 "hookscript" => c.hookscript = self.hookscript(n, &p).or(c.hookscript.take()),
+                "pool" => c.pool = self.pool(n, &p).or(c.pool.take()),
                 "features" => self.features(&mut c.features, n, &p),
                 "extra_interfaces" => {
                     if let Some(items) = self.seq(n, &p) {

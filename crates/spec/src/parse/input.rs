@@ -129,6 +129,7 @@ pub(super) struct ContainerInput {
     pub(super) wait_for_ip: (Option<bool>, Option<bool>),
     pub(super) rootfs: RootfsInput,
     pub(super) hookscript: Option<String>,
+    pub(super) pool: Option<String>,
     pub(super) tags: Option<Vec<String>>,
     pub(super) description: Option<String>,
     pub(super) labels: Option<BTreeMap<String, String>>,
@@ -220,6 +221,7 @@ impl ContainerInput {
                 mode: or(self.console.mode, &d.console.mode),
             },
             hookscript: or(self.hookscript, &d.hookscript),
+            pool: or(self.pool, &d.pool),
             wait_for_ip: (
                 or(self.wait_for_ip.0, &d.wait_for_ip.0),
                 or(self.wait_for_ip.1, &d.wait_for_ip.1),

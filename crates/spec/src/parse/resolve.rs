@@ -282,6 +282,7 @@ impl Cx<'_> {
             timezone: c.timezone,
             console: c.console,
             hookscript: c.hookscript,
+            pool: c.pool,
             wait_for_ip: WaitForIp {
                 ipv4: c.wait_for_ip.0.unwrap_or(false),
                 ipv6: c.wait_for_ip.1.unwrap_or(false),

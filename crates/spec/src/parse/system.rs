@@ -42,6 +42,21 @@ impl Cx<'_> {
         None
     }
 
+    /// `pool:` a PVE resource pool name (`pve-poolid`).
+    pub(super) fn pool(&mut self, n: &Node, path: &str) -> Option<String> {
+        let v = self.string(n, path)?;
+        if pxfleet_pve::is_pool_id(&v) {
+            return Some(v);
+        }
+        self.err(
+            n.span,
+            path,
+            format!("pool {} is not a PVE pool name", quote(&v)),
+            Some("letters, digits, '.', '-', '_', each level starting with a letter, up to 3 levels with '/' (e.g. prod/web)"),
+        );
+        None
+    }
+
     /// `timezone:` `host`, `UTC` or a zone of zone.tab.
     pub(super) fn timezone(&mut self, n: &Node, path: &str) -> Option<String> {
         let v = self.string(n, path)?;

@@ -394,6 +394,16 @@ fn runtime(
         d.hookscript.as_deref(),
         true,
     );
+    // compared only when given (a pool set in PVE stays); a move between pools touches no running container
+    if d.pool.is_some() {
+        df.cmp(
+            s(field::POOL),
+            oc.pool.as_deref(),
+            a.map(|a| a.pool.as_deref()),
+            d.pool.as_deref(),
+            true,
+        );
+    }
 }
 
 /// The root disk's options, always compared (left out: PVE's defaults), applied at the next start.

@@ -159,6 +159,7 @@ fn adopt(cfg: &mut ObservedConfig, name: &str, d: &Container, vm_id: u32) {
         field::ROOTFS_MOUNT_OPTIONS => cfg.rootfs.mount_options = d.rootfs.mount_options.clone(),
         field::ROOTFS_ACL => cfg.rootfs.acl = d.rootfs.acl,
         field::HOOKSCRIPT => cfg.hookscript = d.hookscript.clone(),
+        field::POOL => cfg.pool = d.pool.clone(),
         field::ROOTFS_QUOTA => cfg.rootfs.quota = d.rootfs.quota,
         field::ROOTFS_REPLICATE => cfg.rootfs.replicate = d.rootfs.replicate,
         field::CORES => cfg.cores = d.cores,

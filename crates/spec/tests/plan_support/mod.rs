@@ -73,6 +73,7 @@ pub fn container(name: &str, vm_id: Option<u32>) -> Container {
         rootfs: Default::default(),
         hookscript: None,
         wait_for_ip: Default::default(),
+        pool: None,
         protection: false,
         tags: vec![],
         description: None,

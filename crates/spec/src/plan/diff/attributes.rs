@@ -137,6 +137,9 @@ pub(crate) fn attributes(c: &Container, template: Option<&Template>) -> Vec<Attr
     if let Some(h) = &c.hookscript {
         v.push(Attribute::known(field::HOOKSCRIPT, json(h)));
     }
+    if let Some(p) = &c.pool {
+        v.push(Attribute::known(field::POOL, json(p)));
+    }
     // the root disk's options other than PVE's defaults
     let r = &c.rootfs;
     if !r.mount_options.is_empty() {

@@ -42,6 +42,7 @@ pub const CONSOLE_ENABLED: &str = "console.enabled";
 pub const CONSOLE_TTY_COUNT: &str = "console.tty_count";
 pub const CONSOLE_TYPE: &str = "console.type";
 pub const HOOKSCRIPT: &str = "hookscript";
+pub const POOL: &str = "pool";
 pub const ROOTFS_MOUNT_OPTIONS: &str = "rootfs.mount_options";
 pub const ROOTFS_ACL: &str = "rootfs.acl";
 pub const ROOTFS_QUOTA: &str = "rootfs.quota";
