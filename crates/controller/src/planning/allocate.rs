@@ -53,18 +53,28 @@ pub(super) fn keep_placement(
     }
 }
 
+/// The source (vm_id, node) of template `name` when it is a linked `clone:` template.
+fn linked_clone_source<'a>(
+    templates: &'a BTreeMap<String, pxfleet_spec::Template>,
+    name: &str,
+) -> Option<(&'a u32, &'a String)> {
+    match templates.get(name).map(|t| &t.source) {
+        Some(pxfleet_spec::TemplateSource::Clone {
+            vm_id,
+            node,
+            full: false,
+            ..
+        }) => Some((vm_id, node)),
+        _ => None,
+    }
+}
+
 /// A linked clone's root disk stays where its template's is: a container of a linked `clone:` template gets the
 /// observed source's rootfs storage (the scheduler would pick any, and the plan would then
 /// want to replace the clone for being elsewhere). Left open when the source is not observed (`pct clone` fails).
 pub(super) fn linked_clone_datastores(fleet: &mut Fleet, snap: &Snapshot) {
     for c in fleet.containers.values_mut() {
-        let Some(pxfleet_spec::TemplateSource::Clone {
-            vm_id,
-            node,
-            full: false,
-            ..
-        }) = fleet.templates.get(&c.template).map(|t| &t.source)
-        else {
+        let Some((vm_id, node)) = linked_clone_source(&fleet.templates, &c.template) else {
             continue;
         };
         // The file cannot name one for a linked clone (parse refuses it); a stored one may be a stale pick.
@@ -98,13 +108,7 @@ pub(super) fn linked_clones_follow_fleet_sources(fleet: &mut Fleet) {
         .filter_map(|c| Some(((c.node.clone()?, c.vm_id?), c.datastore_id.clone())))
         .collect();
     for c in fleet.containers.values_mut() {
-        let Some(pxfleet_spec::TemplateSource::Clone {
-            vm_id,
-            node,
-            full: false,
-            ..
-        }) = fleet.templates.get(&c.template).map(|t| &t.source)
-        else {
+        let Some((vm_id, node)) = linked_clone_source(&fleet.templates, &c.template) else {
             continue;
         };
         if let Some(Some(ds)) = sources.get(&(node.clone(), *vm_id)) {
