@@ -205,3 +205,30 @@ fn outputs_hide_passwords_unless_asked() {
         &render::outputs(ListFormat::Json, &shown, true),
     );
 }
+
+#[test]
+fn a_container_waiting_for_its_clone_source_says_so() {
+    let r = ContainerRecord::from(&pb::ContainerInfo {
+        fleet: "dev".into(),
+        name: "web-1".into(),
+        node: "pve1".into(),
+        state: pb::ContainerState::Pending as i32,
+        waiting: "waiting for clone source dev/golden (CT 9000 on pve1): not a template yet".into(),
+        ..Default::default()
+    });
+    let table = render::containers(ListFormat::Table, std::slice::from_ref(&r));
+    assert!(
+        table.contains(
+            "pending (waiting for clone source dev/golden (CT 9000 on pve1): not a template yet)"
+        ),
+        "{table}"
+    );
+    let json = render::containers(ListFormat::Json, &[r]);
+    assert!(
+        json.contains("\"waiting\": \"waiting for clone source"),
+        "{json}"
+    );
+    // Not waiting: no key at all (the JSON of every other container is as it was).
+    let plain = ContainerRecord::from(&pb::ContainerInfo::default());
+    assert!(!render::containers(ListFormat::Json, &[plain]).contains("waiting"));
+}
