@@ -784,6 +784,10 @@ resource "proxmox_virtual_environment_container" "test_container" {
     size   = "4G"
     path   = "mnt/local"
   }
+  features {
+    nesting = true
+    mknod   = true
+  }
   initialization {
     hostname = "test-dns"
     dns {
@@ -802,6 +806,7 @@ resource "proxmox_virtual_environment_container" "test_container" {
     let c = &fleet.containers["test-container"];
     assert!(c.dns.servers.is_empty() && c.dns.domain.is_none(), "{yaml}");
     assert_eq!(c.mount_points[0].path(), "mnt/local", "{yaml}");
+    assert!(c.features.nesting && c.features.mknod, "{yaml}");
 }
 
 /// bpg's volume reference test: a mount point whose volume is another container's computed

@@ -169,7 +169,7 @@ pub fn container(
                     for (path, a) in ev.attrs("features.", &b.body) {
                         let k = a.key.as_str();
                         match k {
-                            "nesting" | "fuse" | "keyctl" => {
+                            "nesting" | "fuse" | "keyctl" | "mknod" => {
                                 if let Some(v) = ev.value(&path, a).as_ref().and_then(as_bool) {
                                     f.insert(k.to_string(), json!(v));
                                 }
