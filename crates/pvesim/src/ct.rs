@@ -42,7 +42,7 @@ pub use destroy::destroy;
 pub use guest::{chpasswd, interfaces};
 pub use migrate::migrate;
 pub use power::{power_loss, reboot, shutdown, start, stop};
-pub use snapshot::{delsnapshot, rollback, snapshot, snapshots};
+pub use snapshot::{delsnapshot, rollback, snapshot, snapshot_tree, snapshots};
 pub use status::{list, vmstatus};
 
 /// Runtime state of a container on the memory backend.

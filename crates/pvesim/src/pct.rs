@@ -65,6 +65,7 @@ fn spec(cmd: &str) -> Option<Spec> {
             &["vmid", "snapname"],
         ),
         "status" => s("local:status", "", &["vmid"]),
+        "listsnapshot" => s("local:listsnapshot", "", &["vmid"]),
         "list" => s("local:list", "", &[]),
         "exec" => s("local:exec", "", &["vmid", "extra-args"]),
         "unlock" => s("local:unlock", "", &["vmid"]),
@@ -81,6 +82,7 @@ fn local_props(name: &str) -> BTreeMap<String, Value> {
             json!({"vmid": vmid, "keep-env": {"type": "boolean", "optional": 1}, "extra-args": {"type": "array", "optional": 1}})
         }
         "local:unlock" => json!({"vmid": vmid}),
+        "local:listsnapshot" => json!({"vmid": vmid}),
         _ => json!({}),
     };
     expand(v.as_object().expect("object literal"))
@@ -307,6 +309,10 @@ fn dispatch(
         }
         "set" => ct::set(node, vmid, p, err).map(|_| None),
         "unlock" => ct::unlock(node, vmid, err).map(|_| None),
+        "listsnapshot" => {
+            out.push_str(&ct::snapshot_tree(&ct::snapshots(node, vmid)?));
+            Ok(None)
+        }
         "list" => {
             let cts = ct::list(node);
             if !cts.is_empty() {

@@ -2239,6 +2239,12 @@ async fn snapshots_are_taken_listed_rolled_back_and_deleted_as_pve_does() {
         .collect();
     assert_eq!(names, vec![("before", None), ("after", Some("before"))]);
     assert_eq!(list[0].description, "before the upgrade");
+    let tree = s.cli("pve1", "pct", &["listsnapshot", "100"]);
+    let lines: Vec<&str> = tree.stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{}", tree.stdout);
+    assert!(lines[0].starts_with("`-> before ") && lines[0].ends_with("before the upgrade"));
+    assert!(lines[1].starts_with(" `-> after ") && lines[1].ends_with("no-description"));
+    assert!(lines[2].starts_with("  `-> current ") && lines[2].ends_with("You are here!"));
     assert!(list[0].snaptime > 0);
     // A name in use, a reserved one, and one that is not there.
     let o = s.cli("pve1", "pct", &["snapshot", "100", "before"]);

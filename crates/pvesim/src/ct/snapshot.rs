@@ -241,3 +241,116 @@ pub fn snapshots(node: &Node, vmid: u32) -> Result<serde_json::Value> {
     out.push(current);
     Ok(serde_json::Value::Array(out))
 }
+
+/// `pct listsnapshot`: pve-guest-common's `print_snapshot_tree` over the list: roots then children, each level
+/// sorted by `snaptime` with `current` (no time) last, `"{prefix} {name:<30-len(prefix)} {time:<23} {description}"`,
+/// the prefix `` `-> `` growing by one space per level; times as `%F %H:%M:%S` (UTC here: pvesim has no zone).
+pub fn snapshot_tree(list: &serde_json::Value) -> String {
+    use std::collections::BTreeMap;
+    let items: Vec<&serde_json::Value> = list
+        .as_array()
+        .map(|a| a.iter().collect())
+        .unwrap_or_default();
+    let names: std::collections::BTreeSet<&str> =
+        items.iter().filter_map(|e| e["name"].as_str()).collect();
+    // children by parent (a parent that is not in the list makes a root); `current` (no time) sorts last
+    let mut kids: BTreeMap<Option<String>, Vec<usize>> = BTreeMap::new();
+    for (i, e) in items.iter().enumerate() {
+        let parent = e["parent"]
+            .as_str()
+            .filter(|p| names.contains(p))
+            .map(String::from);
+        kids.entry(parent).or_default().push(i);
+    }
+    let time = |e: &serde_json::Value| {
+        if e["name"] == "current" {
+            u64::MAX
+        } else {
+            e["snaptime"].as_u64().unwrap_or(0)
+        }
+    };
+    for v in kids.values_mut() {
+        v.sort_by_key(|i| time(items[*i]));
+    }
+    fn walk(
+        out: &mut String,
+        prefix: &str,
+        i: usize,
+        items: &[&serde_json::Value],
+        kids: &BTreeMap<Option<String>, Vec<usize>>,
+    ) {
+        let e = items[i];
+        let name = e["name"].as_str().unwrap_or_default();
+        let description = e["description"]
+            .as_str()
+            .filter(|d| !d.is_empty())
+            .unwrap_or("no-description");
+        // `m/(.*)$/m`: the first line
+        let description = description.lines().next().unwrap_or_default();
+        let when = if name == "current" {
+            String::new()
+        } else {
+            utc(e["snaptime"].as_u64().unwrap_or(0))
+        };
+        let width = 30usize.saturating_sub(prefix.len());
+        out.push_str(&format!(
+            "{prefix} {name:<width$} {when:<23} {description}\n"
+        ));
+        let deeper = format!(" {prefix}");
+        for c in kids.get(&Some(name.to_string())).into_iter().flatten() {
+            walk(out, &deeper, *c, items, kids);
+        }
+    }
+    let mut out = String::new();
+    for root in kids.get(&None).into_iter().flatten() {
+        walk(&mut out, "`->", *root, &items, &kids);
+    }
+    out
+}
+
+/// Unix seconds as `YYYY-MM-DD HH:MM:SS` (UTC), by the civil-from-days algorithm.
+fn utc(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tree_is_printed_as_pct_listsnapshot_does() {
+        let list = serde_json::json!([
+            {"name": "after", "snaptime": 1_765_107_000u64, "description": "", "parent": "before"},
+            {"name": "before", "snaptime": 1_765_106_000u64, "description": "first line\nbefore the upgrade"},
+            {"name": "current", "description": "You are here!", "running": 0, "parent": "after"}
+        ]);
+        let text = snapshot_tree(&list);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        assert!(lines[0].starts_with("`-> before "), "{text}");
+        assert!(
+            lines[0].ends_with(" 2025-12-07 11:13:20     first line"),
+            "{text}"
+        );
+        assert!(lines[1].starts_with(" `-> after "), "{text}");
+        assert!(lines[1].ends_with("no-description"), "{text}");
+        assert!(lines[2].starts_with("  `-> current "), "{text}");
+        assert_eq!(utc(0), "1970-01-01 00:00:00");
+    }
+}
