@@ -125,6 +125,8 @@ pub struct MemState {
     pub max_running: usize,
     /// Root passwords creates were given.
     pub passwords: Vec<String>,
+    /// Snapshots per container (name, description, parent), oldest first; configurations are not kept.
+    pub snapshots: BTreeMap<u32, Vec<crate::ops::SnapshotInfo>>,
 }
 
 /// The in-memory node. Shared as `Arc<MemNode>` with its agent.
@@ -515,6 +517,72 @@ impl NodeApi for MemNode {
         }
         self.busy(self.options.latency.start).await;
         self.with_ct(vmid, |ct| ct.status = "running".into())
+    }
+
+    async fn snapshot(
+        &self,
+        vmid: u32,
+        name: &str,
+        description: Option<&str>,
+    ) -> Result<(), PveError> {
+        self.call(format!("snapshot {vmid} {name}"));
+        let _g = self.lock(vmid).await?;
+        self.with_ct(vmid, |_| ())?;
+        let mut s = self.state();
+        let list = s.snapshots.entry(vmid).or_default();
+        if list.iter().any(|x| x.name == name) {
+            return Err(permanent(format!("snapshot name '{name}' already used")));
+        }
+        let parent = list.last().map(|x| x.name.clone());
+        list.push(crate::ops::SnapshotInfo {
+            name: name.to_string(),
+            description: description.unwrap_or_default().to_string(),
+            snaptime: 0,
+            parent,
+        });
+        Ok(())
+    }
+
+    async fn delete_snapshot(&self, vmid: u32, name: &str) -> Result<(), PveError> {
+        self.call(format!("delsnapshot {vmid} {name}"));
+        let _g = self.lock(vmid).await?;
+        let mut s = self.state();
+        let list = s.snapshots.entry(vmid).or_default();
+        let Some(i) = list.iter().position(|x| x.name == name) else {
+            return Err(permanent(format!("snapshot '{name}' does not exist")));
+        };
+        let gone = list.remove(i);
+        for x in list.iter_mut() {
+            if x.parent.as_deref() == Some(name) {
+                x.parent = gone.parent.clone();
+            }
+        }
+        Ok(())
+    }
+
+    async fn rollback(&self, vmid: u32, name: &str, start: bool) -> Result<(), PveError> {
+        self.call(format!("rollback {vmid} {name}"));
+        let _g = self.lock(vmid).await?;
+        let known = self
+            .state()
+            .snapshots
+            .get(&vmid)
+            .is_some_and(|l| l.iter().any(|x| x.name == name));
+        if !known {
+            return Err(permanent(format!("snapshot '{name}' does not exist")));
+        }
+        let status = if start { "running" } else { "stopped" };
+        self.with_ct(vmid, |ct| ct.status = status.into())
+    }
+
+    async fn snapshots(&self, vmid: u32) -> Result<Vec<crate::ops::SnapshotInfo>, PveError> {
+        self.with_ct(vmid, |_| ())?;
+        Ok(self
+            .state()
+            .snapshots
+            .get(&vmid)
+            .cloned()
+            .unwrap_or_default())
     }
 
     async fn make_template(&self, vmid: u32) -> Result<(), PveError> {

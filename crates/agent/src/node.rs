@@ -234,6 +234,31 @@ pub trait NodeApi: Send + Sync + 'static {
     fn config_fingerprints(&self) -> impl Future<Output = Option<BTreeMap<u32, String>>> + Send {
         async { None }
     }
+    /// `pct snapshot VMID NAME [--description D]`.
+    fn snapshot(
+        &self,
+        vmid: u32,
+        name: &str,
+        description: Option<&str>,
+    ) -> impl Future<Output = Result<(), PveError>> + Send;
+    /// `pct delsnapshot VMID NAME`.
+    fn delete_snapshot(
+        &self,
+        vmid: u32,
+        name: &str,
+    ) -> impl Future<Output = Result<(), PveError>> + Send;
+    /// `pct rollback VMID NAME [--start 1]`.
+    fn rollback(
+        &self,
+        vmid: u32,
+        name: &str,
+        start: bool,
+    ) -> impl Future<Output = Result<(), PveError>> + Send;
+    /// The container's snapshots, parents first.
+    fn snapshots(
+        &self,
+        vmid: u32,
+    ) -> impl Future<Output = Result<Vec<crate::ops::SnapshotInfo>, PveError>> + Send;
     /// Which resource pool each guest is in (vmid -> pool), as the cluster's `user.cfg` says; empty when the node
     /// has no such file to read (the default).
     fn guest_pools(&self) -> impl Future<Output = BTreeMap<u32, String>> + Send {

@@ -24,7 +24,8 @@ impl Operation {
             | OpKind::Start { vmid, .. }
             | OpKind::Stop { vmid, .. }
             | OpKind::Destroy { vmid, .. }
-            | OpKind::Migrate { vmid, .. } => Some(*vmid),
+            | OpKind::Migrate { vmid, .. }
+            | OpKind::Snapshot { vmid, .. } => Some(*vmid),
             OpKind::SeedTemplate(_) => None,
         }
     }
@@ -39,6 +40,7 @@ impl Operation {
             OpKind::Stop { .. } => "stop",
             OpKind::Destroy { .. } => "destroy",
             OpKind::Migrate { .. } => "migrate",
+            OpKind::Snapshot { .. } => "snapshot",
             OpKind::SeedTemplate(_) => "seed-template",
         }
     }
@@ -102,6 +104,42 @@ pub enum OpKind {
         restart: bool,
     },
     SeedTemplate(TemplateSpec),
+    /// A snapshot taken, deleted or rolled back to, or only the list; the result carries the list after it.
+    Snapshot {
+        vmid: u32,
+        expect: Option<ManagedMark>,
+        action: SnapshotAction,
+        /// The snapshot (empty for `List`).
+        #[serde(default)]
+        name: String,
+        #[serde(default)]
+        description: Option<String>,
+        /// `Rollback`: start it afterwards.
+        #[serde(default)]
+        start: bool,
+    },
+}
+
+/// What a snapshot operation does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SnapshotAction {
+    Create,
+    Delete,
+    Rollback,
+    List,
+}
+
+/// One snapshot of a container, as the result of a snapshot operation reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotInfo {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub snaptime: u64,
+    #[serde(default)]
+    pub parent: Option<String>,
 }
 
 /// Create a managed container.
@@ -224,6 +262,9 @@ pub struct OpResult {
     /// For seeding from a URL: sha256 (hex) of the template file as it is on the node.
     #[serde(default)]
     pub template_sha256: Option<String>,
+    /// After a snapshot operation: the container's snapshots, parents first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshots: Option<Vec<SnapshotInfo>>,
 }
 
 /// Why an operation failed.

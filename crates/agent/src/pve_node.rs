@@ -301,6 +301,38 @@ impl NodeApi for PveNode {
         self.node.template(vmid).await
     }
 
+    async fn snapshot(
+        &self,
+        vmid: u32,
+        name: &str,
+        description: Option<&str>,
+    ) -> Result<(), PveError> {
+        self.node.snapshot(vmid, name, description).await
+    }
+
+    async fn delete_snapshot(&self, vmid: u32, name: &str) -> Result<(), PveError> {
+        self.node.delete_snapshot(vmid, name).await
+    }
+
+    async fn rollback(&self, vmid: u32, name: &str, start: bool) -> Result<(), PveError> {
+        self.node.rollback(vmid, name, start).await
+    }
+
+    async fn snapshots(&self, vmid: u32) -> Result<Vec<crate::ops::SnapshotInfo>, PveError> {
+        Ok(self
+            .node
+            .snapshots(vmid)
+            .await?
+            .into_iter()
+            .map(|s| crate::ops::SnapshotInfo {
+                name: s.name,
+                description: s.description,
+                snaptime: s.snaptime,
+                parent: s.parent,
+            })
+            .collect())
+    }
+
     async fn guest_pools(&self) -> BTreeMap<u32, String> {
         // <pve>/nodes/<node>/lxc -> <pve>/user.cfg (pmxcfs, or pvesim's cluster directory)
         let Some(file) = self

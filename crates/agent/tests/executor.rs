@@ -863,3 +863,73 @@ async fn wait_for_ip_fails_a_create_whose_family_never_comes() {
     let ct = succeeded(&res).container.as_ref().expect("observed");
     assert_eq!(ct.addresses, vec!["10.0.0.131/8".to_string()]);
 }
+
+/// A snapshot operation takes, lists, rolls back to and deletes a container's snapshots, answers with the list
+/// after it, and a re-run (a new operation id after an agent restart) of one already done does not fail.
+#[tokio::test]
+async fn snapshot_operations_take_list_roll_back_and_delete() {
+    use pxfleet_agent::ops::SnapshotAction;
+    let r = rig(4, Duration::ZERO);
+    succeeded(&r.exec.execute(create("c", 140, "dev-s")).await);
+    let op = |id: &str, action: SnapshotAction, name: &str| Operation {
+        id: id.into(),
+        kind: OpKind::Snapshot {
+            vmid: 140,
+            expect: Some(mark("dev-s")),
+            action,
+            name: name.into(),
+            description: Some("before the upgrade".into()),
+            start: false,
+        },
+    };
+    let names = |u: &OpUpdate| -> Vec<String> {
+        succeeded(u)
+            .snapshots
+            .iter()
+            .flatten()
+            .map(|s| s.name.clone())
+            .collect()
+    };
+    let u = r
+        .exec
+        .execute(op("s1", SnapshotAction::Create, "before"))
+        .await;
+    assert_eq!(succeeded(&u).message, "snapshot before taken");
+    assert_eq!(names(&u), vec!["before"]);
+    let u = r
+        .exec
+        .execute(op("s2", SnapshotAction::Create, "before"))
+        .await;
+    assert_eq!(succeeded(&u).message, "snapshot before already taken");
+    assert_eq!(r.node.calls("snapshot 140 before"), 1);
+    let u = r
+        .exec
+        .execute(op("s3", SnapshotAction::Create, "after"))
+        .await;
+    let list = succeeded(&u).snapshots.clone().unwrap();
+    assert_eq!(list[1].parent.as_deref(), Some("before"));
+    let u = r
+        .exec
+        .execute(op("s4", SnapshotAction::Rollback, "before"))
+        .await;
+    assert_eq!(succeeded(&u).message, "rolled back to before");
+    assert_eq!(r.node.get(140).unwrap().0, "stopped", "a rollback stops it");
+    let u = r
+        .exec
+        .execute(op("s5", SnapshotAction::Delete, "before"))
+        .await;
+    assert_eq!(names(&u), vec!["after"]);
+    let u = r
+        .exec
+        .execute(op("s6", SnapshotAction::Delete, "before"))
+        .await;
+    assert_eq!(succeeded(&u).message, "snapshot before already deleted");
+    let u = r.exec.execute(op("s7", SnapshotAction::List, "")).await;
+    assert_eq!(succeeded(&u).message, "1 snapshot(s)");
+    // Not the container the operation is meant for: refused.
+    let mut wrong = op("s8", SnapshotAction::Create, "x1");
+    if let OpKind::Snapshot { expect, .. } = &mut wrong.kind {
+        *expect = Some(mark("dev-other"));
+    }
+    assert!(failed(&r.exec.execute(wrong).await).contains("refusing to touch it"));
+}

@@ -187,6 +187,33 @@ pub fn operation_from_proto(op: v1::Operation) -> Result<Operation, ConvertError
                 restart: m.restart,
             }
         }
+        Some(Kind::Snapshot(s)) => {
+            let action = match s.action.as_str() {
+                "create" => crate::ops::SnapshotAction::Create,
+                "delete" => crate::ops::SnapshotAction::Delete,
+                "rollback" => crate::ops::SnapshotAction::Rollback,
+                "list" => crate::ops::SnapshotAction::List,
+                other => {
+                    return Err(err(
+                        "snapshot.action",
+                        format!("`{other}`; expected create, delete, rollback or list"),
+                    ))
+                }
+            };
+            if action != crate::ops::SnapshotAction::List {
+                let vmid = need_vmid()?;
+                pxfleet_pve::check_snapshot_name(vmid, &s.name)
+                    .map_err(|e| err("snapshot.name", e.to_string()))?;
+            }
+            OpKind::Snapshot {
+                vmid: need_vmid()?,
+                expect: None,
+                action,
+                name: s.name,
+                description: Some(s.description).filter(|d| !d.is_empty()),
+                start: s.start,
+            }
+        }
         Some(Kind::SeedTemplate(s)) => {
             let digest = match s.checksum {
                 Some(v1::seed_template::Checksum::Sha256(h)) => {

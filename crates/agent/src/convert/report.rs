@@ -54,6 +54,17 @@ pub fn update_to_proto(u: &OpUpdate, vmid: u32, node: &str, unix_ms: i64) -> v1:
                 .as_ref()
                 .map(|c| observed_to_proto(c, node));
             out.template_sha256 = result.template_sha256.clone().unwrap_or_default();
+            out.snapshots = result
+                .snapshots
+                .iter()
+                .flatten()
+                .map(|s| v1::Snapshot {
+                    name: s.name.clone(),
+                    description: s.description.clone(),
+                    snaptime: s.snaptime,
+                    parent: s.parent.clone().unwrap_or_default(),
+                })
+                .collect();
         }
         OpUpdate::Failed { failure, .. } => {
             out.state = v1::OperationState::Failed as i32;

@@ -227,6 +227,7 @@ fn a_seed_result_carries_the_template_sha256() {
             container: None,
             template_volid: Some("local:vztmpl/x.tar.xz".into()),
             template_sha256: Some("ab".repeat(32)),
+            snapshots: None,
         },
     };
     let pb = update_to_proto(&u, 0, "n1", 1_700_000_000_000);
@@ -466,4 +467,46 @@ fn mount_options_existing_volumes_devices_and_idmap_reach_pve_and_come_back() {
     assert!(back.mount_points[2].shared);
     assert_eq!(back.devices, s.devices);
     assert_eq!(back.idmap, s.idmap);
+}
+
+#[test]
+fn a_snapshot_operation_converts_and_bad_actions_and_names_are_refused() {
+    let op = |action: &str, name: &str| v1::Operation {
+        op_id: "op-s".into(),
+        vm_id: 2100,
+        kind: Some(v1::operation::Kind::Snapshot(v1::SnapshotContainer {
+            action: action.into(),
+            name: name.into(),
+            description: "nightly".into(),
+            start: true,
+        })),
+        ..Default::default()
+    };
+    let got = operation_from_proto(op("rollback", "before")).unwrap();
+    let OpKind::Snapshot {
+        vmid,
+        action,
+        name,
+        description,
+        start,
+        ..
+    } = got.kind
+    else {
+        panic!("{:?}", got.kind)
+    };
+    assert_eq!(
+        (vmid, action, name.as_str(), description.as_deref(), start),
+        (
+            2100,
+            crate::ops::SnapshotAction::Rollback,
+            "before",
+            Some("nightly"),
+            true
+        )
+    );
+    assert!(operation_from_proto(op("list", "")).is_ok());
+    let e = operation_from_proto(op("revert", "before")).unwrap_err();
+    assert!(e.to_string().contains("snapshot.action"), "{e}");
+    let e = operation_from_proto(op("create", "current")).unwrap_err();
+    assert!(e.to_string().contains("snapshot.name"), "{e}");
 }

@@ -14,6 +14,7 @@ mod destroy;
 mod migrate;
 mod power;
 mod resize;
+mod snapshots;
 mod template;
 mod update;
 
@@ -148,6 +149,7 @@ fn ok(message: impl Into<String>, container: Option<ObservedContainer>) -> Outco
         container: container.map(Box::new),
         template_volid: None,
         template_sha256: None,
+        snapshots: None,
     })
 }
 
@@ -483,6 +485,7 @@ impl<D: NodeApi> Executor<D> {
                 restart,
             } => self.migrate(*vmid, expect.as_ref(), target, *restart).await,
             OpKind::SeedTemplate(spec) => self.seed(&op.id, spec).await,
+            OpKind::Snapshot { .. } => self.snapshot_op(op).await,
         }
     }
 

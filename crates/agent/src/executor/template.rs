@@ -13,6 +13,7 @@ impl<D: NodeApi> Executor<D> {
             container: None,
             template_volid: Some(volid),
             template_sha256: sha256,
+            snapshots: None,
         })
     }
 
