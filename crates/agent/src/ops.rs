@@ -130,17 +130,8 @@ pub enum SnapshotAction {
     List,
 }
 
-/// One snapshot of a container, as the result of a snapshot operation reports it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SnapshotInfo {
-    pub name: String,
-    #[serde(default)]
-    pub description: String,
-    #[serde(default)]
-    pub snaptime: u64,
-    #[serde(default)]
-    pub parent: Option<String>,
-}
+/// One snapshot of a container, as the result of a snapshot operation reports it (the PVE driver's record).
+pub use pxfleet_pve::Snapshot as SnapshotInfo;
 
 /// Create a managed container.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

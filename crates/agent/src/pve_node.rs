@@ -319,18 +319,7 @@ impl NodeApi for PveNode {
     }
 
     async fn snapshots(&self, vmid: u32) -> Result<Vec<crate::ops::SnapshotInfo>, PveError> {
-        Ok(self
-            .node
-            .snapshots(vmid)
-            .await?
-            .into_iter()
-            .map(|s| crate::ops::SnapshotInfo {
-                name: s.name,
-                description: s.description,
-                snaptime: s.snaptime,
-                parent: s.parent,
-            })
-            .collect())
+        self.node.snapshots(vmid).await
     }
 
     async fn guest_pools(&self) -> BTreeMap<u32, String> {

@@ -3,12 +3,12 @@
 //! listsnapshot` prints a tree meant for people). PVE takes a snapshot only when every volume is on a storage that
 //! can (lvmthin, zfspool, rbd, btrfs) and there is no bind mount (`snapshot feature is not available`).
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::*;
 
 /// One snapshot of a container (the list's `current` entry left out).
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Snapshot {
     pub name: String,
     #[serde(default)]

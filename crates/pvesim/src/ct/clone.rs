@@ -20,7 +20,7 @@ use crate::task::{self, TaskOutcome};
 /// Storage types whose volumes PVE can clone linked.
 const LINKED_CLONE_KINDS: &[&str] = &["lvmthin", "zfspool"];
 
-fn is_template(c: &CtConf) -> bool {
+pub(super) fn is_template(c: &CtConf) -> bool {
     c.opts.get("template").is_some_and(|t| t == "1")
 }
 

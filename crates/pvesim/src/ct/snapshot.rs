@@ -4,6 +4,7 @@
 //! description), the main section's `parent` names the latest; only storages that can snapshot (lvmthin, zfspool,
 //! rbd, btrfs) take one, and a bind mount blocks it. The memory backend keeps configurations only (no volume data).
 
+use super::clone::is_template;
 use super::{check_lock, lock_ct, read_conf, runtime, save_runtime, write_conf};
 use crate::ctconf::{stored_description, CtConf};
 use crate::error::{Result, SimError};
@@ -16,8 +17,10 @@ use super::values::{is_disk_key, parse_prop};
 /// Storage types whose container volumes (raw, subvol) PVE can snapshot.
 const SNAPSHOT_KINDS: &[&str] = &["lvmthin", "zfspool", "rbd", "btrfs"];
 
-fn is_template(c: &CtConf) -> bool {
-    c.opts.get("template").is_some_and(|t| t == "1")
+/// `unusedN`: a volume the config keeps but mounts nowhere.
+fn is_unused_key(k: &str) -> bool {
+    k.strip_prefix("unused")
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// `has_feature('snapshot')`: every volume (rootfs, mpN) on a storage that snapshots; a bind mount has none.
@@ -50,7 +53,7 @@ fn copy_config(from: &CtConf) -> CtConf {
         if matches!(
             k.as_str(),
             "snapstate" | "snaptime" | "vmstate" | "lock" | "digest" | "description"
-        ) || (k.starts_with("unused") && k[6..].bytes().all(|b| b.is_ascii_digit()))
+        ) || is_unused_key(k)
         {
             continue;
         }
@@ -190,9 +193,7 @@ pub fn rollback(
             }
             let mut next = copy_config(&snap);
             next.description = conf.description.clone();
-            for (k, v) in conf.opts.iter().filter(|(k, _)| {
-                k.starts_with("unused") && k[6..].bytes().all(|b| b.is_ascii_digit())
-            }) {
+            for (k, v) in conf.opts.iter().filter(|(k, _)| is_unused_key(k)) {
                 next.opts.insert(k.clone(), v.clone());
             }
             next.snapshots = conf.snapshots.clone();
