@@ -630,3 +630,180 @@ async fn a_pool_is_joined_at_create_changed_and_left_alone_when_dropped() {
         "{cs:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshots_are_taken_listed_rolled_back_and_deleted_and_a_rollback_is_repaired_to_the_file()
+{
+    use pxfleet_tests::v1 as pb;
+    let c = Cluster::start(1).await.expect("cluster");
+    let vmid = 2621;
+    let body = |memory: u32| {
+        fleet_yaml(
+            "sn",
+            &format!("  s: {{node: mk33, vm_id: {vmid}, memory: {memory}, disk_size: 4}}\n"),
+        )
+    };
+    submit(&c, "sn.yaml", &body(512)).await;
+    c.wait_running("sn", &["s"], UP).await;
+
+    let (code, out, err) = c
+        .pxctl(&[
+            "snapshot",
+            "create",
+            "sn",
+            "s",
+            "before",
+            "--description",
+            "memory 512",
+        ])
+        .await;
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("Snapshot before taken."), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("before") && l.contains("memory 512")),
+        "{out}"
+    );
+    let o = c.pve("mk33", "pct", &["listsnapshot", &vmid.to_string()]);
+    assert!(o.stdout.contains("before"), "{}", o.stdout);
+
+    // The file moves on; the snapshot keeps the old memory.
+    let path = submit(&c, "sn.yaml", &body(1024)).await;
+    wait_until("memory 1024", UP, || async {
+        has(&c, vmid, &[("memory", "1024")])
+    })
+    .await;
+    plan_is_empty(&c, &path).await;
+    let boots = c.runtime("mk33", vmid).unwrap()["boots"].as_u64().unwrap();
+
+    // A rollback of a running container: PVE stops it, pxfleet starts it again; the old memory comes back with
+    // the snapshot and is repaired to the file by the next pass, without a destroy.
+    let (code, out, err) = c
+        .pxctl(&["snapshot", "rollback", "sn", "s", "before", "-y"])
+        .await;
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("Rolled back to snapshot before"), "{out}");
+    wait_until("repaired to the file after the rollback", UP, || async {
+        has(&c, vmid, &[("memory", "1024")])
+    })
+    .await;
+    c.wait_running("sn", &["s"], UP).await;
+    assert!(c.runtime("mk33", vmid).unwrap()["boots"].as_u64().unwrap() > boots);
+    plan_is_empty(&c, &path).await;
+    let ops = c.pxctl_json(&["get", "operations", "--fleet", "sn"]).await;
+    let kinds: Vec<String> = ops
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            format!(
+                "{} {}",
+                o["kind"].as_str().unwrap(),
+                o["reason"].as_str().unwrap()
+            )
+        })
+        .collect();
+    let after_rollback = kinds
+        .iter()
+        .skip_while(|k| !k.starts_with("snapshot snapshot rollback"))
+        .collect::<Vec<_>>();
+    assert!(
+        after_rollback
+            .iter()
+            .any(|k| k.starts_with("update") && k.contains("memory")),
+        "the snapshot's memory was repaired by an update: {kinds:#?}"
+    );
+
+    // A second snapshot is a child of the first; the JSON list says so.
+    let (code, out, err) = c.pxctl(&["snapshot", "create", "sn", "s", "after"]).await;
+    assert_eq!(code, 0, "{out}\n{err}");
+    let (code, out, err) = c
+        .pxctl(&["snapshot", "list", "sn", "s", "-o", "json"])
+        .await;
+    assert_eq!(code, 0, "{out}\n{err}");
+    let list: serde_json::Value = serde_json::from_str(&out).expect(&out);
+    let names: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["before", "after"], "{out}");
+    assert_eq!(list[1]["parent"], "before", "{out}");
+    assert!(list[0]["taken"].is_string(), "{out}");
+
+    let (code, out, err) = c.pxctl(&["snapshot", "delete", "sn", "s", "before"]).await;
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("Snapshot before deleted."), "{out}");
+    let o = c.pve("mk33", "pct", &["listsnapshot", &vmid.to_string()]);
+    assert!(
+        !o.stdout.contains("before") && o.stdout.contains("after"),
+        "{}",
+        o.stdout
+    );
+
+    // Refused with a clear word, nothing queued: a bad name, a container the fleet does not have, a rollback to a
+    // snapshot PVE does not have (failed on the node, with PVE's error).
+    let (code, _, err) = c.pxctl(&["snapshot", "create", "sn", "s", "1st"]).await;
+    assert_ne!(code, 0);
+    assert!(err.contains("snapshot name `1st`"), "{err}");
+    let (code, _, err) = c.pxctl(&["snapshot", "create", "sn", "nope", "x1"]).await;
+    assert_ne!(code, 0);
+    assert!(err.contains("fleet sn has no container nope"), "{err}");
+    let (code, _, err) = c
+        .pxctl(&["snapshot", "rollback", "sn", "s", "gone", "-y"])
+        .await;
+    assert_ne!(code, 0);
+    assert!(err.contains("snapshot rollback of s failed"), "{err}");
+    // A failed snapshot operation is not the container's state: it stays running, with no error.
+    let cs = c.containers("sn").await.unwrap();
+    assert_eq!(cs[0].last_error, "", "{cs:?}");
+    plan_is_empty(&c, &path).await;
+
+    // Role boundaries: a viewer lists but may not take, roll back or delete; an operator of another fleet neither.
+    let viewer = c
+        .issue_user("vera", pxfleet_tls::Role::Viewer)
+        .await
+        .unwrap();
+    let other = c
+        .issue_user_for("otto", pxfleet_tls::Role::Operator, &["elsewhere"])
+        .await
+        .unwrap();
+    for who in [&viewer, &other] {
+        let mut api = c.api_as(who).await.unwrap();
+        for action in [
+            pb::SnapshotAction::Create,
+            pb::SnapshotAction::Rollback,
+            pb::SnapshotAction::Delete,
+        ] {
+            let e = api
+                .snapshot(pb::SnapshotRequest {
+                    fleet: "sn".into(),
+                    container: "s".into(),
+                    action: action as i32,
+                    name: "after".into(),
+                    description: String::new(),
+                })
+                .await
+                .unwrap_err();
+            assert_eq!(e.code(), tonic::Code::PermissionDenied, "{action:?}: {e:?}");
+        }
+    }
+    let mut api = c.api_as(&viewer).await.unwrap();
+    api.snapshot(pb::SnapshotRequest {
+        fleet: "sn".into(),
+        container: "s".into(),
+        action: pb::SnapshotAction::List as i32,
+        ..Default::default()
+    })
+    .await
+    .expect("a viewer lists snapshots");
+    let o = c.pve("mk33", "pct", &["listsnapshot", &vmid.to_string()]);
+    assert!(o.stdout.contains("after"), "nothing deleted: {}", o.stdout);
+    let (code, out, err) = c.pxctl(&["audit"]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("snapshot_create") && out.contains("snapshot_rollback"),
+        "{out}"
+    );
+}

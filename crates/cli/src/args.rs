@@ -107,6 +107,21 @@ pub enum Command {
     Restart(PowerArgs),
     /// A fleet's revisions: who submitted what, when.
     History(HistoryArgs),
+    /// A container's snapshots (`pct snapshot`, `listsnapshot`, `rollback`, `delsnapshot`) on its node.
+    ///
+    ///   pxctl snapshot create web web1 before-upgrade --description "apt full-upgrade"
+    ///   pxctl snapshot list web web1
+    ///   pxctl snapshot rollback web web1 before-upgrade
+    ///   pxctl snapshot delete web web1 before-upgrade
+    ///
+    /// Each waits for the operation on the node and prints the container's snapshots after it.
+    /// A rollback puts the container back as the snapshot was (disks and configuration; PVE stops
+    /// a running container first, pxfleet starts it again): what then differs from the fleet's file
+    /// is repaired to the file by the next reconcile pass, like any change made outside pxfleet.
+    /// The storage must support snapshots (LVM-thin, ZFS, Ceph RBD, Btrfs, qcow2 on a directory).
+    /// Operators of the fleet create, roll back and delete; anyone lists.
+    #[command(subcommand, verbatim_doc_comment)]
+    Snapshot(SnapshotCommand),
     /// Node enrolment and scheduling.
     #[command(subcommand)]
     Node(NodeCommand),
@@ -504,6 +519,53 @@ pub struct DestroyArgs {
     pub no_wait: bool,
     /// Give up following progress after this long.
     #[arg(long, value_parser = parse_duration, default_value = "1h")]
+    pub timeout: Duration,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SnapshotCommand {
+    /// Take a snapshot of a container (running or stopped).
+    Create {
+        #[command(flatten)]
+        target: SnapshotTarget,
+        /// A letter, then letters, digits, '_' or '-' (2 to 40; not `current` or `vzdump`).
+        name: String,
+        /// Shown by `snapshot list` (PVE keeps it in the container's configuration).
+        #[arg(long, default_value = "")]
+        description: String,
+    },
+    /// The container's snapshots, parents first (oldest first when taken one after the other).
+    List {
+        #[command(flatten)]
+        target: SnapshotTarget,
+        #[arg(short = 'o', long = "output", value_enum, default_value_t = ListFormat::Table)]
+        format: ListFormat,
+    },
+    /// Put the container back as snapshot NAME was; what it got since is lost. Asks unless -y.
+    Rollback {
+        #[command(flatten)]
+        target: SnapshotTarget,
+        name: String,
+        /// Do not ask for confirmation.
+        #[arg(short = 'y', long)]
+        yes: bool,
+    },
+    /// Delete snapshot NAME (the container keeps its current state).
+    Delete {
+        #[command(flatten)]
+        target: SnapshotTarget,
+        name: String,
+    },
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct SnapshotTarget {
+    /// The fleet.
+    pub fleet: String,
+    /// The container (its name in the fleet).
+    pub container: String,
+    /// Give up waiting for the operation after this long (it goes on on the node).
+    #[arg(long, value_parser = parse_duration, default_value = "30m")]
     pub timeout: Duration,
 }
 

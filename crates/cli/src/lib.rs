@@ -50,6 +50,7 @@ pub async fn run(client: &mut Client, command: &Command, io: &mut Io<'_>) -> Res
         Command::Stop(a) => cmd::power::run(client, a, pb::PowerAction::Stop, io).await,
         Command::Restart(a) => cmd::power::run(client, a, pb::PowerAction::Restart, io).await,
         Command::History(a) => cmd::history::run(client, a, io).await,
+        Command::Snapshot(c) => cmd::snapshot::run(client, c, io).await,
         Command::Node(c) => cmd::node::run(client, c, io).await,
         Command::User(c) => cmd::user::run(client, c, io).await,
         Command::Audit(a) => cmd::audit::run(client, a, io).await,

@@ -79,6 +79,7 @@ pub async fn follow(client: &mut Client, f: &Follow, out: &mut dyn Write) -> Res
                 node: String::new(),
                 active_only: true,
                 limit: 0,
+                op_id: String::new(),
             })
             .await?
             .into_inner()

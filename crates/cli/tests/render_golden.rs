@@ -120,6 +120,7 @@ fn operations() -> Vec<OperationRecord> {
         message: "pct set".into(),
         error: String::new(),
         reason: "memory 2048 -> 4096".into(),
+        snapshots: Vec::new(),
     })]
 }
 

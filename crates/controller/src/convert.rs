@@ -582,6 +582,12 @@ pub fn operation_pb(op: &Operation, password: Option<&str>) -> pb::Operation {
             target_node: target.clone(),
             restart: *restart,
         }),
+        OperationKind::Snapshot(s) => Kind::Snapshot(pb::SnapshotContainer {
+            action: s.action.as_str().into(),
+            name: s.name.clone(),
+            description: s.description.clone(),
+            start: s.start,
+        }),
     };
     pb::Operation {
         op_id: op.id.clone(),
@@ -602,6 +608,25 @@ pub fn op_kind_pb(k: &OperationKind) -> pb::OperationKind {
         OperationKind::Stop => pb::OperationKind::Stop,
         OperationKind::Destroy => pb::OperationKind::Destroy,
         OperationKind::Migrate { .. } => pb::OperationKind::Migrate,
+        OperationKind::Snapshot(_) => pb::OperationKind::Snapshot,
+    }
+}
+
+pub fn snapshot_from_pb(s: pb::Snapshot) -> pxfleet_pve::Snapshot {
+    pxfleet_pve::Snapshot {
+        name: s.name,
+        description: s.description,
+        snaptime: s.snaptime,
+        parent: Some(s.parent).filter(|p| !p.is_empty()),
+    }
+}
+
+pub fn snapshot_pb(s: &pxfleet_pve::Snapshot) -> pb::Snapshot {
+    pb::Snapshot {
+        name: s.name.clone(),
+        description: s.description.clone(),
+        snaptime: s.snaptime,
+        parent: s.parent.clone().unwrap_or_default(),
     }
 }
 
@@ -631,6 +656,10 @@ pub fn operation_info(op: &Operation) -> pb::OperationInfo {
         message: String::new(),
         error: op.last_error.clone().unwrap_or_default(),
         reason: op.reason.clone(),
+        snapshots: match &op.kind {
+            OperationKind::Snapshot(s) => s.snapshots.iter().map(snapshot_pb).collect(),
+            _ => Vec::new(),
+        },
     }
 }
 

@@ -19,6 +19,7 @@ pub fn op_kind_tag_pb(k: OpKind) -> pb::OperationKind {
         OpKind::Stop => pb::OperationKind::Stop,
         OpKind::Destroy => pb::OperationKind::Destroy,
         OpKind::Migrate => pb::OperationKind::Migrate,
+        OpKind::Snapshot => pb::OperationKind::Snapshot,
     }
 }
 
@@ -91,6 +92,11 @@ pub fn operation_update_from_pb(node: &str, u: pb::OperationUpdate) -> Operation
             .as_ref()
             .map(|c| convert::observed_from_pb(node, c)),
         template_sha256: u.template_sha256,
+        snapshots: u
+            .snapshots
+            .into_iter()
+            .map(convert::snapshot_from_pb)
+            .collect(),
     }
 }
 

@@ -293,6 +293,12 @@ impl FleetService for FleetApi {
     ) -> Result<Response<pb::GetOperationsResponse>, Status> {
         check_fleet(self.who(&req)?.as_ref(), Need::Read)?;
         let r = req.into_inner();
+        if !r.op_id.is_empty() {
+            let ops = crate::listing::operation(&self.state, &r.fleet, &r.node, &r.op_id)?;
+            return Ok(Response::new(pb::GetOperationsResponse {
+                operations: operation_infos(&ops),
+            }));
+        }
         let ops =
             crate::listing::operations(&self.state, &r.fleet, &r.node, r.active_only, r.limit)?;
         let mut operations = operation_infos(&ops);
@@ -658,6 +664,50 @@ impl FleetService for FleetApi {
         check_fleet(id.as_ref(), Need::Admin)?;
         let p = crate::policy::remove(&self.state, id.as_ref(), &req.into_inner().name).await?;
         Ok(Response::new(admin_policy_pb(p)))
+    }
+
+    async fn snapshot(
+        &self,
+        req: Request<pb::SnapshotRequest>,
+    ) -> Result<Response<pb::OperationInfo>, Status> {
+        use crate::model::SnapshotAction;
+        let id = self.who(&req)?;
+        let r = req.into_inner();
+        let action = match pb::SnapshotAction::try_from(r.action) {
+            Ok(pb::SnapshotAction::Create) => SnapshotAction::Create,
+            Ok(pb::SnapshotAction::Delete) => SnapshotAction::Delete,
+            Ok(pb::SnapshotAction::Rollback) => SnapshotAction::Rollback,
+            Ok(pb::SnapshotAction::List) => SnapshotAction::List,
+            _ => {
+                return Err(Error::InvalidArgument(
+                    "action must be create, delete, rollback or list".into(),
+                )
+                .into())
+            }
+        };
+        // Listing reads (any role); taking, deleting and rolling back change the fleet's containers.
+        let need = if action == SnapshotAction::List {
+            Need::Read
+        } else {
+            Need::Change(&r.fleet)
+        };
+        check_fleet(id.as_ref(), need)?;
+        let actor = id.map(|i| i.uri()).unwrap_or_default();
+        let st = self.state.clone();
+        let op = tokio::task::spawn_blocking(move || {
+            crate::reconcile::queue_snapshot(
+                &st,
+                &actor,
+                &r.fleet,
+                &r.container,
+                action,
+                &r.name,
+                &r.description,
+            )
+        })
+        .await
+        .map_err(|e| Status::internal(format!("snapshot task failed: {e}")))??;
+        Ok(Response::new(convert::operation_info(&op)))
     }
 }
 

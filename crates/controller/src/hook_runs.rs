@@ -74,6 +74,7 @@ impl HookRun {
             message,
             error: r.error.clone(),
             reason: format!("hook {} on {}", r.hook, r.event),
+            snapshots: Vec::new(),
         }
     }
 }

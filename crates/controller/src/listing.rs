@@ -124,6 +124,16 @@ pub fn operations(
     Ok(ops)
 }
 
+/// Operation `op_id` when it exists and matches `fleet` and `node` (each empty: any).
+pub fn operation(state: &State, fleet: &str, node: &str, op_id: &str) -> Result<Vec<Operation>> {
+    Ok(state
+        .store
+        .op(op_id)?
+        .filter(|o| (fleet.is_empty() || o.fleet == fleet) && (node.is_empty() || o.node == node))
+        .into_iter()
+        .collect())
+}
+
 /// The revisions of `fleet`, newest first, at most `limit` (all when 0).
 pub fn history(state: &State, fleet: &str, limit: u32) -> Result<Vec<Revision>> {
     let mut revisions: Vec<Revision> = state.store.revisions(fleet)?.into_iter().rev().collect();

@@ -312,6 +312,47 @@ pub enum OperationKind {
         target: String,
         restart: bool,
     },
+    /// `pxctl snapshot`: `pct snapshot`, `delsnapshot`, `rollback` or `listsnapshot`. Work beside the file, not
+    /// towards it: once finished it is not the container's latest operation for the reconciler ([`Self::is_aside`]).
+    Snapshot(SnapshotOp),
+}
+
+/// A snapshot operation and, once it succeeded, the container's snapshots after it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SnapshotOp {
+    pub action: SnapshotAction,
+    /// The snapshot (empty for `List`).
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// `Rollback`: start the container afterwards (it was running).
+    #[serde(default)]
+    pub start: bool,
+    /// The agent's list after a success, parents first.
+    #[serde(default)]
+    pub snapshots: Vec<pxfleet_pve::Snapshot>,
+}
+
+/// What a snapshot operation does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SnapshotAction {
+    Create,
+    Delete,
+    Rollback,
+    List,
+}
+
+impl SnapshotAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SnapshotAction::Create => "create",
+            SnapshotAction::Delete => "delete",
+            SnapshotAction::Rollback => "rollback",
+            SnapshotAction::List => "list",
+        }
+    }
 }
 
 fn rootfs() -> String {
@@ -329,6 +370,7 @@ pub enum OpKind {
     Stop,
     Destroy,
     Migrate,
+    Snapshot,
 }
 
 impl OperationKind {
@@ -342,6 +384,7 @@ impl OperationKind {
             OperationKind::Stop => OpKind::Stop,
             OperationKind::Destroy => OpKind::Destroy,
             OperationKind::Migrate { .. } => OpKind::Migrate,
+            OperationKind::Snapshot(_) => OpKind::Snapshot,
         }
     }
 
@@ -355,7 +398,14 @@ impl OperationKind {
             OperationKind::Stop => "stop",
             OperationKind::Destroy => "destroy",
             OperationKind::Migrate { .. } => "migrate",
+            OperationKind::Snapshot(_) => "snapshot",
         }
+    }
+
+    /// Work beside the fleet file (a snapshot): once finished, the reconciler and `pxctl get` look past it to
+    /// the container's latest operation towards the file, so a snapshot neither hides a failure nor shows one.
+    pub fn is_aside(&self) -> bool {
+        matches!(self, OperationKind::Snapshot(_))
     }
 
     /// Whether `other` is the same work again: the same kind with the same target values. Two updates compare
@@ -616,6 +666,8 @@ pub struct OperationUpdate {
     pub container: Option<ObservedContainer>,
     /// After a seed from a URL: the sha256 of the file on the node (empty when the agent reports none).
     pub template_sha256: String,
+    /// After a snapshot operation: the container's snapshots, parents first.
+    pub snapshots: Vec<pxfleet_pve::Snapshot>,
 }
 
 #[cfg(test)]

@@ -181,7 +181,8 @@ pub(crate) fn load(state: &State) -> Result<World, StoreError> {
     let ops = store.ops_shared()?;
     let mut latest: BTreeMap<Key, Arc<Operation>> = BTreeMap::new();
     for op in &ops {
-        if !op.container.is_empty() {
+        // a finished snapshot is not what the container's state follows from (OperationKind::is_aside)
+        if !op.container.is_empty() && (!op.kind.is_aside() || op.state.is_active()) {
             latest.insert((op.fleet.clone(), op.container.clone()), op.clone());
         }
     }

@@ -101,6 +101,7 @@ pub async fn run(
                 node: node.to_string(),
                 active_only: true,
                 limit: 0,
+                op_id: String::new(),
             })
             .await?
             .into_inner()

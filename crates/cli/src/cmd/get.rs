@@ -32,6 +32,7 @@ pub async fn run(client: &mut Client, args: &GetArgs, io: &mut Io<'_>) -> Result
                     node,
                     active_only: args.active,
                     limit: args.limit,
+                    op_id: String::new(),
                 })
                 .await?
                 .into_inner()

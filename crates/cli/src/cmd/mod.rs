@@ -15,6 +15,7 @@ pub mod output;
 pub mod policy;
 pub mod power;
 pub mod remote_plan;
+pub mod snapshot;
 pub mod submit;
 pub mod user;
 

@@ -100,7 +100,7 @@ pub struct OperationRecord {
     pub container: String,
     pub vm_id: Option<u32>,
     pub node: String,
-    /// create, update, resize, start, stop, destroy, migrate, seed_template, hook.
+    /// create, update, resize, start, stop, destroy, migrate, seed_template, hook, snapshot.
     pub kind: &'static str,
     /// pending, dispatched, running, succeeded, failed, cancelled.
     pub state: &'static str,
@@ -110,6 +110,28 @@ pub struct OperationRecord {
     pub reason: String,
     pub message: String,
     pub error: Option<String>,
+}
+
+/// A container's snapshot as `snapshot list -o json` prints it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SnapshotRecord {
+    pub name: String,
+    /// The snapshot it was taken after (None for the first).
+    pub parent: Option<String>,
+    /// When it was taken (RFC 3339, UTC), when PVE knows.
+    pub taken: Option<String>,
+    pub description: String,
+}
+
+impl SnapshotRecord {
+    pub fn from_pb(s: &pb::Snapshot) -> Self {
+        SnapshotRecord {
+            name: s.name.clone(),
+            parent: some(&s.parent),
+            taken: timestamp(s.snaptime.saturating_mul(1000) as i64),
+            description: s.description.clone(),
+        }
+    }
 }
 
 /// A fleet as `get fleets -o json` prints it.
@@ -205,6 +227,7 @@ pub fn op_kind(k: i32) -> &'static str {
         pb::OperationKind::Migrate => "migrate",
         pb::OperationKind::SeedTemplate => "seed_template",
         pb::OperationKind::Hook => "hook",
+        pb::OperationKind::Snapshot => "snapshot",
     }
 }
 
@@ -635,6 +658,30 @@ pub fn unmanaged(format: ListFormat, rs: &[UnmanagedRecord]) -> String {
         rs,
         unmanaged_table,
         "No containers without pxfleet's mark.",
+    )
+}
+
+pub fn snapshots(format: ListFormat, rs: &[SnapshotRecord]) -> String {
+    emit(
+        format,
+        rs,
+        |rs| {
+            let mut t = Table::new(&["NAME", "PARENT", "TAKEN", "DESCRIPTION"]);
+            for r in rs {
+                t.row(vec![
+                    printable(&r.name).into_owned(),
+                    r.parent
+                        .as_deref()
+                        .map(printable)
+                        .unwrap_or_default()
+                        .into_owned(),
+                    r.taken.clone().unwrap_or_default(),
+                    printable(r.description.lines().next().unwrap_or("")).into_owned(),
+                ]);
+            }
+            t
+        },
+        "No snapshots.",
     )
 }
 

@@ -409,7 +409,7 @@ fn latest_failed(
     let ops = state.store.ops_shared()?;
     for op in ops
         .iter()
-        .filter(|o| o.fleet == fleet && !o.container.is_empty())
+        .filter(|o| o.fleet == fleet && !o.container.is_empty() && !o.kind.is_aside())
     {
         latest.insert(&op.container, op);
     }

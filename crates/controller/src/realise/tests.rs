@@ -299,7 +299,7 @@ proptest! {
                 }
                 OperationKind::Start => observed.as_mut().expect("start").running = true,
                 OperationKind::Stop => observed.as_mut().expect("stop").running = false,
-                OperationKind::SeedTemplate { .. } => unreachable!(),
+                OperationKind::SeedTemplate { .. } | OperationKind::Snapshot(_) => unreachable!(),
             }
         }
         prop_assert_eq!(&ops, &expected_ops(&plan), "plan: {:?}", plan.actions);

@@ -13,11 +13,13 @@ mod dispatch;
 mod pass;
 mod restart;
 mod results;
+mod snapshot;
 
 pub use dispatch::Backlog;
 pub use pass::{pass, REPAIR_DOES_NOT_HOLD, REPAIR_HOLD_MS};
 pub use restart::queue_restarts;
 pub use results::{on_update, requeue_node};
+pub use snapshot::queue_snapshot;
 
 /// Runs passes until `shutdown`: at once when woken by a change; on the `interval_ms` tick only when something
 /// changed since the last pass, something timed fell due (a backoff, a deadline, an acknowledgement wait), or

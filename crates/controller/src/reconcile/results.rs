@@ -67,6 +67,9 @@ pub fn on_update(state: &State, node: &str, u: &OperationUpdate) -> Result<bool,
         });
     } else {
         apply_success(state, &op, u.container.is_some())?;
+        if let OperationKind::Snapshot(s) = &mut op.kind {
+            s.snapshots = u.snapshots.clone();
+        }
     }
     state.store.put_op(&op)?;
     state.metrics.op_finished(op.kind.name(), op.state.as_str());
@@ -225,7 +228,7 @@ fn apply_success(state: &State, op: &Operation, observed_sent: bool) -> Result<(
             }
         }
         OperationKind::Start => crate::hooks::on_started(state, op),
-        OperationKind::Resize { .. } | OperationKind::Stop => {}
+        OperationKind::Resize { .. } | OperationKind::Stop | OperationKind::Snapshot(_) => {}
     }
     Ok(())
 }
