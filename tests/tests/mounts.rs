@@ -118,3 +118,77 @@ async fn mount_options_existing_volumes_devices_and_idmap_are_applied_and_kept()
     assert!(vols.contains("local-lvm:vm-900-disk-1"), "{vols}");
     assert!(!vols.contains("vm-2400-disk-1"), "{vols}");
 }
+
+/// `volume_of:` mounts another container's volume (bpg's `mount_point.volume = <other>.mount_point[0]
+/// .path_in_datastore`): submitted together, the second is created once the first's node reports the volume, and
+/// mounts exactly that volume; the first cannot be destroyed alone while the second mounts it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_volume_of_another_container_is_mounted_once_it_exists_and_keeps_its_owner_alive() {
+    let c = Cluster::start(1).await.expect("cluster");
+    let both = fleet_yaml(
+        "vs",
+        "  db: {node: mk33, vm_id: 2630, memory: 512, disk_size: 4, mount_points: [{datastore_id: local-lvm, size: 2, path: /srv/data}]}\n  \
+         app: {node: mk33, vm_id: 2631, memory: 512, disk_size: 4, mount_points: [{volume_of: {container: db, path: /srv/data}, path: /mnt/db, read_only: true}]}\n",
+    );
+    let path = c.write_fleet("vs.yaml", &both);
+    let path = path.to_str().unwrap().to_string();
+    // Before db exists the plan names the volume by its owner.
+    let (code, out, err) = c.pxctl(&["plan", &path]).await;
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.contains("volume_of") && out.contains("/srv/data"),
+        "{out}"
+    );
+    let (code, out, err) = c.pxctl(&["submit", &path, "-y"]).await;
+    assert_eq!(code, 0, "{out}\n{err}\n{}", c.logs());
+    c.wait_running("vs", &["app", "db"], UP).await;
+    let volid = |vmid: u32, key: &str| {
+        c.pct_config("mk33", vmid)
+            .get(key)
+            .map(|v| v.split(',').next().unwrap_or_default().to_string())
+            .unwrap_or_default()
+    };
+    let db_volume = volid(2630, "mp0");
+    assert!(
+        db_volume.starts_with("local-lvm:vm-2630-disk-"),
+        "{db_volume}"
+    );
+    assert_eq!(volid(2631, "mp0"), db_volume, "app mounts db's volume");
+    let app_mp0 = c.pct_config("mk33", 2631)["mp0"].clone();
+    assert!(
+        app_mp0.contains("mp=/mnt/db") && app_mp0.contains("ro=1"),
+        "{app_mp0}"
+    );
+    plan_is_empty(&c, &path).await;
+
+    // db alone may not go: PVE would free its volume under app.
+    let (code, out, err) = c.pxctl(&["destroy", "vs", "db", "-y"]).await;
+    assert_ne!(code, 0, "{out}");
+    assert!(
+        err.contains("app of fleet vs (vm_id 2631) mounts its volume"),
+        "{err}"
+    );
+    let only_app = fleet_yaml(
+        "vs",
+        "  app: {node: mk33, vm_id: 2631, memory: 512, disk_size: 4, mount_points: [{volume: \"PLACEHOLDER\", path: /mnt/db, read_only: true}]}\n",
+    )
+    .replace("PLACEHOLDER", &db_volume);
+    let p2 = c.write_fleet("vs2.yaml", &only_app);
+    let (code, out, err) = c.pxctl(&["plan", p2.to_str().unwrap()]).await;
+    assert_ne!(code, 0, "{out}");
+    assert!(err.contains("mounts its volume"), "{err}");
+    assert!(!volid(2630, "mp0").is_empty(), "db is still there");
+
+    // Together they go (app first or not: PVE frees db's volume with db only).
+    let (code, out, err) = c.pxctl(&["destroy", "vs", "-y"]).await;
+    assert_eq!(code, 0, "{out}\n{err}");
+    wait_until("both destroyed", UP, || async {
+        let o = c.pve("mk33", "pct", &["list"]);
+        if o.stdout.contains("2630") || o.stdout.contains("2631") {
+            Err(o.stdout)
+        } else {
+            Ok(())
+        }
+    })
+    .await;
+}

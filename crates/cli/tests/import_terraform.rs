@@ -810,10 +810,10 @@ resource "proxmox_virtual_environment_container" "test_container" {
 }
 
 /// bpg's volume reference test: a mount point whose volume is another container's computed
-/// `mount_point[0].path_in_datastore` cannot be evaluated, so the whole mount point is left out (never a new empty
-/// volume of its `size`), the fleet validates, and the warning says what to write instead.
+/// `mount_point[0].path_in_datastore` becomes `volume_of` that container's mount path (never a new empty volume of
+/// its `size`), and the fleet validates.
 #[test]
-fn a_mount_point_whose_volume_is_not_static_is_left_out_whole() {
+fn a_mount_point_of_another_container_s_volume_becomes_volume_of() {
     let (fleet, yaml, warnings) = import_main_tf(
         r#"
 resource "proxmox_virtual_environment_container" "source" {
@@ -855,6 +855,59 @@ resource "proxmox_virtual_environment_container" "target" {
         "acc",
     );
     assert_eq!(fleet.containers["source"].mount_points.len(), 1, "{yaml}");
+    assert_eq!(
+        fleet.containers["target"].mount_points,
+        vec![pxfleet_spec::MountPoint::VolumeOf {
+            container: "source".into(),
+            source_path: "/mnt/data".into(),
+            path: "/mnt/shared".into(),
+            backup: false,
+            read_only: false,
+            flags: Default::default(),
+        }],
+        "{yaml}"
+    );
+    assert!(
+        !warnings.iter().any(|w| w.contains("mount point")),
+        "{warnings:#?}"
+    );
+}
+
+/// A reference to a mount point of a container the importer cannot name (one with `for_each`) stays what it was:
+/// not static, the whole mount point left out with a warning that says what to write.
+#[test]
+fn a_mount_point_whose_volume_is_not_static_is_left_out_whole() {
+    let (fleet, yaml, warnings) = import_main_tf(
+        r#"
+resource "proxmox_virtual_environment_container" "source" {
+  for_each  = toset(["a", "b"])
+  node_name = "pve"
+  unprivileged = true
+  mount_point {
+    volume = "local-lvm"
+    size   = "4G"
+    path   = "/mnt/data"
+  }
+  operating_system {
+    template_file_id = "local:vztmpl/alpine-3.22-default_20250617_amd64.tar.xz"
+  }
+}
+
+resource "proxmox_virtual_environment_container" "target" {
+  node_name    = "pve"
+  vm_id        = 9001
+  unprivileged = true
+  mount_point {
+    volume = proxmox_virtual_environment_container.source["a"].mount_point[0].path_in_datastore
+    path   = "/mnt/shared"
+  }
+  operating_system {
+    template_file_id = "local:vztmpl/alpine-3.22-default_20250617_amd64.tar.xz"
+  }
+}
+"#,
+        "acc",
+    );
     assert!(fleet.containers["target"].mount_points.is_empty(), "{yaml}");
     assert!(
         warnings

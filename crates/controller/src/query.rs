@@ -144,6 +144,43 @@ impl World {
     }
 }
 
+impl World {
+    /// `d` with each `volume_of` mount point resolved to the volume its source (a container of the same fleet, on
+    /// the same node) has there, as the node reports it; `Err(why)` while one is not known (the container waits,
+    /// and `pxctl get` says why). Borrowed when it has none.
+    pub(crate) fn volumes_resolved<'a>(
+        &self,
+        d: &'a DesiredContainer,
+    ) -> Result<std::borrow::Cow<'a, DesiredContainer>, String> {
+        if !d
+            .container
+            .mount_points
+            .iter()
+            .any(|m| matches!(m, pxfleet_spec::MountPoint::VolumeOf { .. }))
+        {
+            return Ok(std::borrow::Cow::Borrowed(d));
+        }
+        let source_on_node = |source: &str| {
+            self.observed(&(d.fleet.clone(), source.to_string()))
+                .and_then(|l| l.iter().find(|o| o.node == d.node))
+        };
+        let mounts = pxfleet_spec::resolve_volumes(&d.container.mount_points, |source, path| {
+            crate::planning::volumes::volume_at(source_on_node(source)?, path)
+        })
+        .map_err(|(source, path)| {
+            let why = match source_on_node(&source) {
+                None => "not created yet",
+                Some(o) if o.config.is_none() => "its configuration not reported yet",
+                Some(_) => "no volume mounted there",
+            };
+            format!("waiting for the volume of {source} at {path}: {why}")
+        })?;
+        let mut owned = d.clone();
+        owned.container.mount_points = mounts;
+        Ok(std::borrow::Cow::Owned(owned))
+    }
+}
+
 pub(crate) fn load(state: &State) -> Result<World, StoreError> {
     let store = &state.store;
     let fleets: BTreeSet<String> = store.fleets()?.into_iter().map(|f| f.name).collect();
@@ -235,18 +272,19 @@ pub fn container_rows(state: &State) -> Result<Vec<ContainerRow>, StoreError> {
             let d = w.desired(k);
             let o = pick_shared(w.observed(k), d, w.applied(k)).cloned();
             let latest = w.latest.get(k).cloned();
-            let drifted = match (d, o.as_deref()) {
-                (Some(d), Some(o))
+            let drifted = match (d.map(|d| w.volumes_resolved(d)), o.as_deref()) {
+                (Some(Ok(d)), Some(o))
                     if o.lock.is_none() && o.node == d.node && o.vm_id == d.vm_id =>
                 {
-                    crate::realise::drifted(d, w.applied(k), o)
+                    crate::realise::drifted(&d, w.applied(k), o)
                 }
                 _ => false,
             };
             let waiting = match (d, &o) {
                 (Some(d), None) if !sources.is_empty() => w.clone_source_wait(d, &sources),
                 _ => None,
-            };
+            }
+            .or_else(|| d.and_then(|d| w.volumes_resolved(d).err()));
             ContainerRow {
                 waiting,
                 drifted,

@@ -29,6 +29,7 @@ pub(crate) fn check_fleet(file: &str, fleet: &Fleet, spans: &Spans, diags: &mut 
         }
     }
     clone_sources(file, fleet, spans, diags);
+    volume_sources(file, fleet, spans, diags);
     let mut dup = |path: String, what: String, other: &str| {
         let span = spans.lookup(&path);
         let other_line = spans.lookup(other).line;
@@ -155,6 +156,96 @@ fn clone_sources(file: &str, fleet: &Fleet, spans: &Spans, diags: &mut Vec<Diagn
                     format!("container {ckey} would be cloned from itself (template {tname} copies vm_id {vm_id})"),
                     "give the container another template, or the template another source".into(),
                 );
+            }
+        }
+    }
+}
+
+/// `volume_of:` mounts another container's volume: that container is in this fleet and is not the one mounting
+/// it, it has a new volume (`datastore_id`/`size`) at that path, and both are pinned to the same node (a local
+/// volume is on one node; the scheduler must not put either elsewhere, and a move would take the volume along).
+fn volume_sources(file: &str, fleet: &Fleet, spans: &Spans, diags: &mut Vec<Diagnostic>) {
+    use crate::model::MountPoint;
+    let same = |a: &str, b: &str| a.trim_start_matches('/') == b.trim_start_matches('/');
+    for (key, c) in &fleet.containers {
+        for (i, m) in c.mount_points.iter().enumerate() {
+            let MountPoint::VolumeOf {
+                container,
+                source_path,
+                ..
+            } = m
+            else {
+                continue;
+            };
+            let path = format!("containers.{key}.mount_points.{i}.volume_of");
+            let mut err = |field: &str, what: String, hint: String| {
+                let p = format!("{path}{field}");
+                diags.push(Diagnostic::new(file, spans.lookup(&p), p, what).with_hint(hint));
+            };
+            if container == key {
+                err(
+                    ".container",
+                    format!("container {key} would mount its own volume"),
+                    "name another container of this fleet".into(),
+                );
+                continue;
+            }
+            let Some(src) = fleet.containers.get(container) else {
+                let names: Vec<&str> = fleet.containers.keys().map(String::as_str).collect();
+                err(
+                    ".container",
+                    format!("fleet {} has no container {container}", fleet.name),
+                    format!("a container of this fleet: {}", names.join(", ")),
+                );
+                continue;
+            };
+            match src.mount_points.iter().find(|sm| same(sm.path(), source_path)) {
+                Some(MountPoint::Volume { .. }) => {}
+                Some(MountPoint::Existing { volume, .. }) => err(
+                    ".path",
+                    format!("{container}'s mount point {source_path} is the existing volume {volume}, not one of its own"),
+                    format!("mount it directly: `volume: {volume}`"),
+                ),
+                Some(MountPoint::Bind { host_path, .. }) => err(
+                    ".path",
+                    format!("{container}'s mount point {source_path} is a bind mount of {host_path}, not a volume"),
+                    format!("bind the same directory: `host_path: {host_path}`"),
+                ),
+                Some(MountPoint::VolumeOf { container: c2, source_path: p2, .. }) => err(
+                    ".path",
+                    format!("{container}'s mount point {source_path} is itself the volume of {c2} at {p2}"),
+                    format!("name the container that has the volume: `volume_of: {{container: {c2}, path: {p2}}}`"),
+                ),
+                None => {
+                    let paths: Vec<&str> = src
+                        .mount_points
+                        .iter()
+                        .filter(|m| matches!(m, MountPoint::Volume { .. }))
+                        .map(|m| m.path())
+                        .collect();
+                    err(
+                        ".path",
+                        format!("container {container} has no mount point at {source_path}"),
+                        if paths.is_empty() {
+                            format!("{container} has no volume mount points (`datastore_id` and `size`)")
+                        } else {
+                            format!("its volumes are mounted at {}", paths.join(", "))
+                        },
+                    )
+                }
+            }
+            match (&src.node, &c.node) {
+                (Some(a), Some(b)) if a == b => {}
+                (Some(a), _) => err(
+                    "",
+                    format!("the volume of {container} is on node {a}; container {key} must be there too"),
+                    format!("set `node: {a}` on {key}"),
+                ),
+                (None, _) => err(
+                    "",
+                    format!("container {container} has no `node`: the volume {key} mounts could be placed anywhere"),
+                    format!("pin both containers to one node (`node: NAME` on {container} and {key})"),
+                ),
             }
         }
     }

@@ -242,7 +242,7 @@ pub fn observed_interface(
 pub fn observed_mount(slot: u32, m: &MountPoint) -> ObservedMountPoint {
     let (size_gib, volume) = match m {
         MountPoint::Volume { size_gib, .. } => (Some(*size_gib as f64), None),
-        MountPoint::Bind { .. } => (None, None),
+        MountPoint::Bind { .. } | MountPoint::VolumeOf { .. } => (None, None),
         MountPoint::Existing { volume, .. } => (None, Some(volume.clone())),
     };
     ObservedMountPoint {

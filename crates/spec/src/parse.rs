@@ -123,6 +123,7 @@ const VOLUME_FIELDS: &[&str] = &[
     "read_only",
     "host_path",
     "volume",
+    "volume_of",
     "mount_options",
     "acl",
     "quota",

@@ -297,7 +297,8 @@ pub fn check_against_world(file: &str, fleet: &Fleet, facts: &dyn WorldFacts) ->
                                 let sid = volume.split(':').next().unwrap_or_default();
                                 check_ds(format!("{cpath}.mount_points.{i}.volume"), sid, "rootdir")
                             }
-                            MountPoint::Bind { .. } => {}
+                            // the source's own volume, checked with the source
+                            MountPoint::Bind { .. } | MountPoint::VolumeOf { .. } => {}
                         }
                     }
                     // A clone template has no file to store; its source is checked by `pct clone`.

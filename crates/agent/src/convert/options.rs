@@ -152,6 +152,12 @@ pub fn create_spec(spec: &v1::ContainerSpec) -> Result<CreateSpec, String> {
     s.cmode = Some(spec.cmode.clone()).filter(|m| !m.is_empty());
     for m in &spec.mount_points {
         let volume = if m.existing {
+            if m.volume.is_empty() {
+                return Err(format!(
+                    "mount_points[{}].volume: an existing volume without its volume id",
+                    m.index
+                ));
+            }
             MountVolume::Existing {
                 volume: m.volume.clone(),
             }

@@ -376,6 +376,15 @@ pub fn entry_fields(
                     ..
                 } => json!({"volume": volume, "path": path, "backup": backup,
                     "read_only": read_only}),
+                MountPoint::VolumeOf {
+                    container,
+                    source_path,
+                    path,
+                    backup,
+                    read_only,
+                    ..
+                } => json!({"volume_of": {"container": container, "path": source_path},
+                    "path": path, "backup": backup, "read_only": read_only}),
             };
             let f = mp.mount.flags();
             if !f.mount_options.is_empty() {

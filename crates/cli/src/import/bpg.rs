@@ -646,6 +646,14 @@ fn template(ev: &mut Eval<'_>, path: &str, a: &Attribute) {
     }
 }
 
+/// What `<container>.mount_point[N].path_in_datastore` evaluates to while importing: the volume container `name`
+/// has at `path`, which only the node knows; [`mount_point`] turns it into `volume_of: {container, path}`.
+pub(super) fn volume_of_marker(name: &str, path: &str) -> String {
+    format!("{VOLUME_OF}{name}\u{0}{path}")
+}
+
+const VOLUME_OF: &str = "\u{0}volume_of\u{0}";
+
 fn mount_point(ev: &mut Eval<'_>, b: &Block) {
     let mut mp = serde_json::Map::new();
     for (path, a) in ev.attrs("mount_point.", &b.body) {
@@ -660,7 +668,15 @@ fn mount_point(ev: &mut Eval<'_>, b: &Block) {
             // id (allocate a new volume of `size`).
             "volume" => {
                 let s = v.as_str().unwrap_or_default().to_string();
-                if s.starts_with('/') {
+                if let Some((name, source)) = s
+                    .strip_prefix(VOLUME_OF)
+                    .and_then(|r| r.split_once('\u{0}'))
+                {
+                    mp.insert(
+                        "volume_of".into(),
+                        json!({"container": name, "path": source}),
+                    );
+                } else if s.starts_with('/') {
                     mp.insert("host_path".into(), json!(s));
                 } else if s.contains(':') {
                     mp.insert("volume".into(), json!(s));
@@ -696,20 +712,20 @@ fn mount_point(ev: &mut Eval<'_>, b: &Block) {
         }
     }
     // An existing volume is mounted as it is: bpg's `size` there is the volume's, not a request.
-    if mp.contains_key("volume") {
+    if mp.contains_key("volume") || mp.contains_key("volume_of") {
         mp.remove("size");
     }
     // Without its volume (an expression that is not static, such as another container's
     // `mount_point[0].path_in_datastore`) the mount point would be a different one, or none: left out whole.
-    if !["volume", "datastore_id", "host_path"]
+    if !["volume", "volume_of", "datastore_id", "host_path"]
         .iter()
         .any(|k| mp.contains_key(*k))
     {
         ev.unmapped(
             "mount_point",
             b,
-            "its volume is not known, so the whole mount point is left out; write it with the volume id \
-             `pxctl output` shows for the other container (mount_points: [{volume: STORAGE:NAME, path: ...}])",
+            "its volume is not known, so the whole mount point is left out; for another container's volume write \
+             `volume_of: {container: NAME, path: ITS_MOUNT_PATH}`, else the volume id (`pxctl output` shows them)",
         );
         return;
     }

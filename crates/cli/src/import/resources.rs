@@ -85,7 +85,7 @@ pub(super) fn collect(
 }
 
 /// `scope` with each single container resource's static `vm_id` (as `id`, a string as the provider has it, and
-/// `vm_id`) and `node_name`, so that another container's `clone { vm_id = proxmox_virtual_environment_container.gold.id }`
+/// `vm_id`), `node_name` and `mount_point[N].path_in_datastore` (see [`bpg::volume_of_marker`]), so that another container's `clone { vm_id = proxmox_virtual_environment_container.gold.id }`
 /// evaluates to the template declared next to it. A resource with `count` or `for_each`, or whose vm_id is not
 /// static, is left out (a reference to it stays "not static").
 fn with_container_ids(files: &[TfFile], scope: &Scope) -> Scope {
@@ -97,7 +97,8 @@ fn with_container_ids(files: &[TfFile], scope: &Scope) -> Scope {
         {
             continue;
         }
-        let Some(vm_id) = r
+        let mut attrs = ::hcl::Map::new();
+        let vm_id = r
             .body
             .get_attribute("vm_id")
             .and_then(|a| scope.eval(&a.value).ok())
@@ -105,19 +106,44 @@ fn with_container_ids(files: &[TfFile], scope: &Scope) -> Scope {
                 HclValue::Number(n) => n.as_u64(),
                 HclValue::String(s) => s.trim().parse().ok(),
                 _ => None,
-            })
-        else {
-            continue;
-        };
-        let mut attrs = ::hcl::Map::new();
-        attrs.insert("id".into(), HclValue::from(vm_id.to_string()));
-        attrs.insert("vm_id".into(), HclValue::from(vm_id));
+            });
+        if let Some(vm_id) = vm_id {
+            attrs.insert("id".into(), HclValue::from(vm_id.to_string()));
+            attrs.insert("vm_id".into(), HclValue::from(vm_id));
+        }
         if let Some(HclValue::String(n)) = r
             .body
             .get_attribute("node_name")
             .and_then(|a| scope.eval(&a.value).ok())
         {
             attrs.insert("node_name".into(), HclValue::from(n));
+        }
+        // `mount_point[N].path_in_datastore` (the volume id the provider reads back) stands for "the volume this
+        // container has at its N-th mount point's path": `volume_of` in fleet.yaml.
+        let mounts: Vec<HclValue> = r
+            .body
+            .get_blocks("mount_point")
+            .map(|m| {
+                let mut mp = ::hcl::Map::new();
+                if let Some(HclValue::String(path)) = m
+                    .body
+                    .get_attribute("path")
+                    .and_then(|a| scope.eval(&a.value).ok())
+                {
+                    let name = label(r, 1).replace('_', "-");
+                    mp.insert(
+                        "path_in_datastore".into(),
+                        HclValue::from(bpg::volume_of_marker(&name, &path)),
+                    );
+                }
+                HclValue::Object(mp)
+            })
+            .collect();
+        if !mounts.is_empty() {
+            attrs.insert("mount_point".into(), HclValue::Array(mounts));
+        }
+        if attrs.is_empty() {
+            continue;
         }
         by_label.insert(label(r, 1).to_string(), HclValue::Object(attrs));
     }

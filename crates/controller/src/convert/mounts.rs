@@ -109,6 +109,15 @@ pub(super) fn mount_pb(index: u32, m: &MountPoint) -> pb::MountPoint {
             out.backup = *backup;
             out.read_only = *read_only;
         }
+        // Resolved before an operation is made (reconcile::volumes); one that is not reaches the agent without a
+        // volume id, which it refuses.
+        MountPoint::VolumeOf {
+            backup, read_only, ..
+        } => {
+            out.existing = true;
+            out.backup = *backup;
+            out.read_only = *read_only;
+        }
     }
     out
 }

@@ -7,6 +7,7 @@
 mod allocate;
 mod capacity;
 mod snapshot;
+pub mod volumes;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -89,7 +90,12 @@ pub fn prepare(
         fleet.containers.insert(c.name.clone(), c);
     }
     allocate::linked_clones_follow_fleet_sources(&mut fleet);
+    volumes::resolve(&mut fleet, snap);
     let plan = plan_against(file, &fleet, snap)?;
+    let diags = volumes::destroyed_while_mounted(file, &fleet, &plan, snap);
+    if !diags.is_empty() {
+        return Err(diags);
+    }
     let desired = desired_of(&fleet, revision, &pinned);
     Ok(Prepared {
         fleet,

@@ -144,6 +144,20 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
         if latest.is_some_and(|op| op.state.is_active()) {
             continue;
         }
+        // A `volume_of` mount point is mounted once its source's node reports the volume; until then the container
+        // waits (`pxctl get` says why).
+        let resolved;
+        let d = match d.map(|d| w.volumes_resolved(d)) {
+            None => None,
+            Some(Ok(r)) => {
+                resolved = r;
+                Some(&*resolved)
+            }
+            Some(Err(why)) => {
+                tracing::debug!(fleet = %k.0, container = %k.1, %why, "not created or changed yet");
+                continue;
+            }
+        };
         // A clone of a container another entry is to make (a fleet's `state: template`) waits until that one is
         // there as its file says; `pxctl get` shows why (query.rs). The source's result wakes the loop.
         if let (Some(d), None, false) = (d, o, clone_sources.is_empty()) {

@@ -38,6 +38,19 @@ pub enum MountPoint {
         #[serde(default, skip_serializing_if = "MountFlags::is_default")]
         flags: MountFlags,
     },
+    /// Another container's volume: the one container `container` of the same fleet has at `source_path`
+    /// (`volume_of: {container: db, path: /srv/data}`; bpg's `mount_point.volume = <other>.mount_point[N]
+    /// .path_in_datastore`). Mounted as an existing volume once the source exists and its node reports the volume
+    /// id ([`MountPoint::resolved`]); until then, the container waits.
+    VolumeOf {
+        container: String,
+        source_path: String,
+        path: String,
+        backup: bool,
+        read_only: bool,
+        #[serde(default, skip_serializing_if = "MountFlags::is_default")]
+        flags: MountFlags,
+    },
 }
 
 /// The options of an `mpN` besides its volume, path, `backup` and `ro`.
@@ -107,19 +120,41 @@ impl MountPoint {
         match self {
             MountPoint::Volume { path, .. }
             | MountPoint::Bind { path, .. }
-            | MountPoint::Existing { path, .. } => path,
+            | MountPoint::Existing { path, .. }
+            | MountPoint::VolumeOf { path, .. } => path,
         }
     }
 
     /// The datastore its volume lives on (a new volume's, or the `STORAGE` of an existing `STORAGE:NAME`);
-    /// `None` for a bind mount. What a migration needs on the target node.
+    /// `None` for a bind mount and for another container's volume not resolved yet. What a migration needs on the
+    /// target node.
     pub fn datastore(&self) -> Option<&str> {
         match self {
             MountPoint::Volume { datastore_id, .. } => Some(datastore_id),
             MountPoint::Existing { volume, .. } => {
                 volume.split_once(':').map(|(storage, _)| storage)
             }
-            MountPoint::Bind { .. } => None,
+            MountPoint::Bind { .. } | MountPoint::VolumeOf { .. } => None,
+        }
+    }
+
+    /// A [`MountPoint::VolumeOf`] as the existing volume `volume` it names now; any other kind as it is.
+    pub fn resolved(&self, volume: &str) -> MountPoint {
+        match self {
+            MountPoint::VolumeOf {
+                path,
+                backup,
+                read_only,
+                flags,
+                ..
+            } => MountPoint::Existing {
+                volume: volume.to_string(),
+                path: path.clone(),
+                backup: *backup,
+                read_only: *read_only,
+                flags: flags.clone(),
+            },
+            other => other.clone(),
         }
     }
 
@@ -128,9 +163,36 @@ impl MountPoint {
         match self {
             MountPoint::Volume { flags, .. }
             | MountPoint::Bind { flags, .. }
-            | MountPoint::Existing { flags, .. } => flags,
+            | MountPoint::Existing { flags, .. }
+            | MountPoint::VolumeOf { flags, .. } => flags,
         }
     }
+}
+
+/// Whether two mount paths are one place in a container (`mnt/data` and `/mnt/data` are).
+pub fn same_mount_path(a: &str, b: &str) -> bool {
+    a.trim_start_matches('/') == b.trim_start_matches('/')
+}
+
+/// Puts in each [`MountPoint::VolumeOf`] of `mounts` the volume `lookup(container, source_path)` finds; the
+/// first one it finds none for is the error, as `(container, source_path)`, and nothing is changed.
+pub fn resolve_volumes(
+    mounts: &[MountPoint],
+    lookup: impl Fn(&str, &str) -> Option<String>,
+) -> Result<Vec<MountPoint>, (String, String)> {
+    mounts
+        .iter()
+        .map(|m| match m {
+            MountPoint::VolumeOf {
+                container,
+                source_path,
+                ..
+            } => lookup(container, source_path)
+                .map(|v| m.resolved(&v))
+                .ok_or_else(|| (container.clone(), source_path.clone())),
+            other => Ok(other.clone()),
+        })
+        .collect()
 }
 
 /// The vm_id a volume id names as its owner (`local-lvm:vm-100-disk-1`, `local:100/vm-100-disk-1.raw`,

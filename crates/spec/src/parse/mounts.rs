@@ -145,6 +145,48 @@ impl Cx<'_> {
         )
     }
 
+    /// `volume_of: {container: NAME, path: PATH}`: the container (of this fleet) and the path of its mount point.
+    fn volume_of(&mut self, n: &Node, path: &str) -> Option<(String, String)> {
+        let es = self.map(n, path)?;
+        let (mut container, mut source) = (None, None);
+        for e in es {
+            let p = join(path, &e.key);
+            self.record(&p, e.value.span);
+            match e.key.as_str() {
+                "container" => container = Some(self.string(&e.value, &p)?),
+                "path" => {
+                    let s = self.string(&e.value, &p)?;
+                    if s.trim_matches('/').is_empty() || s.contains(',') {
+                        self.err(
+                            e.value.span,
+                            &p,
+                            format!("path {} is not a mount point path", quote(&s)),
+                            Some("the `path` of one of that container's mount_points (its root disk cannot be shared)"),
+                        );
+                        return None;
+                    }
+                    source = Some(s);
+                }
+                _ => {
+                    self.unknown_field(e, path, &["container", "path"]);
+                    return None;
+                }
+            }
+        }
+        match (container, source) {
+            (Some(c), Some(s)) => Some((c, s)),
+            _ => {
+                self.err(
+                    n.span,
+                    path,
+                    "`volume_of` needs `container` (a container of this fleet) and `path` (the path of its mount point)",
+                    Some("e.g. volume_of: {container: db, path: /srv/data}"),
+                );
+                None
+            }
+        }
+    }
+
     pub(super) fn mount_points(&mut self, n: &Node, path: &str) -> Option<Vec<MountPoint>> {
         let items = self.seq(n, path)?;
         if items.len() > MAX_MOUNT_POINTS {
@@ -169,6 +211,7 @@ impl Cx<'_> {
             };
             let (mut ds, mut size, mut mpath, mut backup, mut ro, mut host, mut volume) =
                 (None, None, None, None, None, None, None);
+            let mut volume_of: Option<(String, String)> = None;
             let mut flags = MountFlags::default();
             let mut shared_span = None;
             let mut ok = true;
@@ -222,6 +265,10 @@ impl Cx<'_> {
                             ok = false;
                         }
                     }
+                    "volume_of" => match self.volume_of(&e.value, &p) {
+                        Some(v) => volume_of = Some(v),
+                        None => ok = false,
+                    },
                     "path" | "host_path" => {
                         let Some(s) = self.string(&e.value, &p) else {
                             ok = false;
@@ -326,6 +373,26 @@ impl Cx<'_> {
                     "`shared` marks a bind mount (host_path) as present on every node; PVE volumes are not marked shared",
                     Some("storage volumes follow their storage's `shared` setting"),
                 );
+                continue;
+            }
+            if let Some((container, source_path)) = volume_of {
+                if host.is_some() || volume.is_some() || ds.is_some() || size.is_some() {
+                    self.err(
+                        item.span,
+                        &ip,
+                        "`volume_of` mounts another container's volume as it is: `volume`, `host_path`, `datastore_id` and `size` do not go with it",
+                        Some("pxfleet never resizes or deletes a volume it did not allocate for this container"),
+                    );
+                    continue;
+                }
+                out.push(MountPoint::VolumeOf {
+                    container,
+                    source_path,
+                    path: mpath,
+                    backup: backup.unwrap_or(false),
+                    read_only,
+                    flags,
+                });
                 continue;
             }
             match (host, volume, ds, size) {

@@ -72,7 +72,9 @@ pub(super) fn mounts(
                     let want = *size_gib as f64;
                     let have = om.size_gib.unwrap_or(match &om.mount {
                         MountPoint::Volume { size_gib, .. } => *size_gib as f64,
-                        MountPoint::Bind { .. } | MountPoint::Existing { .. } => want,
+                        MountPoint::Bind { .. }
+                        | MountPoint::Existing { .. }
+                        | MountPoint::VolumeOf { .. } => want,
                     });
                     if want > have + 1e-9 {
                         grow.push((format!("mp{}", om.slot), have, want));

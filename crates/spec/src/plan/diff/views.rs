@@ -180,6 +180,18 @@ pub(crate) fn mount_value(m: &MountPoint, with_size: bool) -> Value {
         } => {
             serde_json::json!({ "volume": volume, "backup": backup, "read_only": read_only })
         }
+        // not resolved yet: the source container is not there (or not reported) yet
+        MountPoint::VolumeOf {
+            container,
+            source_path,
+            backup,
+            read_only,
+            ..
+        } => serde_json::json!({
+            "volume_of": {"container": container, "path": source_path},
+            "backup": backup,
+            "read_only": read_only,
+        }),
     };
     let f = m.flags();
     if !f.mount_options.is_empty() {
