@@ -217,3 +217,74 @@ async fn a_template_declared_in_the_file_is_made_first_and_then_cloned() {
     assert!(out.contains("replace"), "{out}");
     assert!(out.contains("cannot turn a template back"), "{out}");
 }
+
+/// A clone copies its source's mount points (`pct clone` copies every volume of a full clone; a linked clone's
+/// are new links): when the file gives the clone no `mount_points`, they are what it has, not drift to detach, and
+/// the plan after the submit is empty without a repair.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clone_keeps_the_mount_points_it_copied_when_the_file_gives_none() {
+    let c = Cluster::start(1).await.expect("cluster");
+    create_by_hand(
+        &c,
+        "mk33",
+        9200,
+        &[
+            "--hostname",
+            "gold",
+            "--memory",
+            "256",
+            "--rootfs",
+            "local-lvm:4",
+            "--mp0",
+            "local-lvm:1,mp=/srv/data",
+            "--net0",
+            "name=eth0,bridge=vmbr0,ip=dhcp,type=veth",
+        ],
+    );
+    let out = c.pve("mk33", "pct", &["template", "9200"]);
+    assert_eq!(out.code, 0, "pct template: {}", out.stderr);
+    let yaml = format!(
+        "fleet: cmp\n\
+         defaults:\n  \
+           ssh_public_keys: [\"{TEST_SSH_KEY}\"]\n\
+         templates:\n  \
+           gold: {{clone: {{vm_id: 9200, node: mk33}}}}\n\
+         containers:\n  \
+           copy: {{template: gold, vm_id: 2820, memory: 512}}\n"
+    );
+    let path = c.write_fleet("cmp.yaml", &yaml);
+    let path = path.to_str().unwrap().to_string();
+    let (code, out, err) = c.pxctl(&["submit", &path, "-y", "--timeout", "100s"]).await;
+    assert_eq!(code, 0, "pxctl submit: {out}\n{err}\n{}", c.logs());
+    c.wait_running("cmp", &["copy"], UP).await;
+    plan_is_empty(&c, &path).await;
+    let cfg = c.pct_config("mk33", 2820);
+    assert!(
+        cfg.get("mp0")
+            .is_some_and(|v| v.contains("-2820-disk-") && v.contains("mp=/srv/data")),
+        "the clone keeps its copy of the source's mount point: {cfg:?}"
+    );
+    let ops = c.pxctl_json(&["get", "operations", "--fleet", "cmp"]).await;
+    let kinds: Vec<&str> = ops
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["create"], "no repair after the create: {ops:?}");
+
+    // A day-2 change leaves it mounted too.
+    let mp0 = cfg["mp0"].clone();
+    let path =
+        pxfleet_tests::day2::submit(&c, "cmp.yaml", &yaml.replace("memory: 512", "memory: 768"))
+            .await;
+    pxfleet_tests::wait_until("memory 768", UP, || async {
+        match c.pct_config("mk33", 2820).get("memory").map(String::as_str) {
+            Some("768") => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    plan_is_empty(&c, &path).await;
+    assert_eq!(c.pct_config("mk33", 2820).get("mp0"), Some(&mp0));
+}

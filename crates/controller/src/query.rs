@@ -142,21 +142,44 @@ impl World {
             Some(_) => None,
         }
     }
-}
 
-impl World {
-    /// `d` with each `volume_of` mount point resolved to the volume its source (a container of the same fleet, on
-    /// the same node) has there, as the node reports it; `Err(why)` while one is not known (the container waits,
-    /// and `pxctl get` says why). Borrowed when it has none.
+    /// `d` as the reconciler works towards it: each `volume_of` mount point resolved to the volume its source (a
+    /// container of the same fleet, on the same node) has there, as the node reports it, and for a clone the file
+    /// gives no mount points, the storage volumes `pct clone` copied for it (its own, named for its vm_id) kept as
+    /// the existing volumes they are. `Err(why)` while a `volume_of` is not known (the container waits, and `pxctl
+    /// get` says why). Borrowed when nothing changes.
     pub(crate) fn volumes_resolved<'a>(
         &self,
         d: &'a DesiredContainer,
     ) -> Result<std::borrow::Cow<'a, DesiredContainer>, String> {
-        if !d
-            .container
-            .mount_points
+        use pxfleet_spec::MountPoint;
+        let mounts = &d.container.mount_points;
+        if mounts.is_empty() && d.template.source.is_clone() {
+            let kept: Vec<MountPoint> = self
+                .observed(&(d.fleet.clone(), d.name.clone()))
+                .and_then(|l| l.iter().find(|o| o.node == d.node && o.vm_id == d.vm_id))
+                .and_then(|o| o.config.as_ref())
+                .map(|cfg| {
+                    cfg.mount_points
+                        .iter()
+                        .filter(|m| {
+                            m.volume.as_deref().and_then(pxfleet_spec::volume_owner)
+                                == Some(d.vm_id)
+                        })
+                        .filter_map(|m| m.as_existing())
+                        .collect()
+                })
+                .unwrap_or_default();
+            if kept.is_empty() {
+                return Ok(std::borrow::Cow::Borrowed(d));
+            }
+            let mut owned = d.clone();
+            owned.container.mount_points = kept;
+            return Ok(std::borrow::Cow::Owned(owned));
+        }
+        if !mounts
             .iter()
-            .any(|m| matches!(m, pxfleet_spec::MountPoint::VolumeOf { .. }))
+            .any(|m| matches!(m, MountPoint::VolumeOf { .. }))
         {
             return Ok(std::borrow::Cow::Borrowed(d));
         }
@@ -164,7 +187,7 @@ impl World {
             self.observed(&(d.fleet.clone(), source.to_string()))
                 .and_then(|l| l.iter().find(|o| o.node == d.node))
         };
-        let mounts = pxfleet_spec::resolve_volumes(&d.container.mount_points, |source, path| {
+        let mounts = pxfleet_spec::resolve_volumes(mounts, |source, path| {
             crate::planning::volumes::volume_at(source_on_node(source)?, path)
         })
         .map_err(|(source, path)| {

@@ -37,4 +37,6 @@ pub use parse::ContainerConfig;
 pub use runner::{Command, Output, ProcessRunner, RunError, Runner};
 pub use scripted::ScriptedRunner;
 pub use secret::Secret;
-pub use spec::{ConfigChange, CreateSpec, DeviceSpec, MountPointSpec, MountVolume, RootfsSpec};
+pub use spec::{
+    volume_owner, ConfigChange, CreateSpec, DeviceSpec, MountPointSpec, MountVolume, RootfsSpec,
+};

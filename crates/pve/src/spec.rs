@@ -89,12 +89,18 @@ impl MountVolume {
         let MountVolume::Existing { volume } = self else {
             return None;
         };
-        let file = volume.split_once(':')?.1.rsplit('/').next()?;
-        let rest = ["vm-", "subvol-", "base-"]
-            .iter()
-            .find_map(|p| file.strip_prefix(p))?;
-        rest.split('-').next()?.parse().ok()
+        volume_owner(volume)
     }
+}
+
+/// The vm_id a volume id's name gives as its owner (`local-lvm:vm-100-disk-1`, `local:100/vm-100-disk-1.raw`,
+/// `local-zfs:subvol-100-disk-0`, `local-lvm:base-100-disk-0` -> 100), as PVE's `parse_volname` reads it.
+pub fn volume_owner(volid: &str) -> Option<u32> {
+    let file = volid.split_once(':')?.1.rsplit('/').next()?;
+    let rest = ["vm-", "subvol-", "base-"]
+        .iter()
+        .find_map(|p| file.strip_prefix(p))?;
+    rest.split('-').next()?.parse().ok()
 }
 
 /// One `mpN`.

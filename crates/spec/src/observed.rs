@@ -143,6 +143,33 @@ pub struct ObservedMountPoint {
     pub volume: Option<String>,
 }
 
+impl ObservedMountPoint {
+    /// A storage volume read back (a `Volume` with its volume id) as the existing volume it is; `None` for a bind
+    /// mount or a volume whose id is not known.
+    pub fn as_existing(&self) -> Option<MountPoint> {
+        match (&self.mount, &self.volume) {
+            (
+                MountPoint::Volume {
+                    path,
+                    backup,
+                    read_only,
+                    flags,
+                    ..
+                },
+                Some(volume),
+            ) => Some(MountPoint::Existing {
+                volume: volume.clone(),
+                path: path.clone(),
+                backup: *backup,
+                read_only: *read_only,
+                flags: flags.clone(),
+            }),
+            (MountPoint::Existing { .. }, _) => Some(self.mount.clone()),
+            _ => None,
+        }
+    }
+}
+
 impl ObservedContainer {
     /// What a node would report for `c` once created exactly as desired: `vm_id` and `node` are where it landed,
     /// `mac` gives the MAC PVE generates for interface `i` when the file names none.

@@ -62,6 +62,16 @@ impl<D: NodeApi> Executor<D> {
         want.tags = tag_list(&c.tags);
         want.description = Some(description);
         let mut change = ConfigChange::diff(&cfg, &want, &d.pending(vmid).await?);
+        // Given no mount points, a clone keeps the storage volumes it copied (its own, named for its vm_id: `pct
+        // clone` made them from the source's); bind mounts it copied are host paths, which the spec would have to
+        // give, and go.
+        if want.mount_points.is_empty() {
+            change.delete.retain(|key| {
+                let slot = key.strip_prefix("mp").and_then(|n| n.parse::<u32>().ok());
+                slot.and_then(|n| cfg.mount_points.get(&n))
+                    .is_none_or(|m| pxfleet_pve::volume_owner(&m.volume) != Some(vmid))
+            });
+        }
         let revert: Vec<String> = std::mem::take(&mut change.revert).into_iter().collect();
         if !revert.is_empty() {
             d.revert(vmid, &revert).await?;

@@ -147,6 +147,28 @@ pub fn plan_on(
         }) {
             ex.replace.retain(|c| c.field != diff::field::DATASTORE_ID);
         }
+        // Given no mount points, a clone keeps the storage volumes `pct clone` copied for it (its own, named for
+        // its vm_id): what it has, not drift (the agent leaves them too).
+        if d.mount_points.is_empty()
+            && desired
+                .templates
+                .get(&d.template)
+                .is_some_and(|t| t.source.is_clone())
+        {
+            let kept: Vec<String> = primary
+                .config
+                .mount_points
+                .iter()
+                .filter(|m| {
+                    m.volume.as_deref().and_then(crate::model::volume_owner) == Some(primary.vm_id)
+                })
+                .map(|m| diff::field::mount_point(m.mount.path()))
+                .collect();
+            if !kept.is_empty() {
+                ex.updates.retain(|c| !kept.contains(&c.field));
+                ex.drift.retain(|c| !kept.contains(&c.field));
+            }
+        }
         if let Some(c) = template_source_change(desired, applied, d, a, primary) {
             ex.replace.push(c);
         }

@@ -12,24 +12,8 @@ use crate::observed::{ObservedContainer, ObservedMountPoint};
 /// The observed mount point in the terms of the desired one: a storage volume read back from PVE is a
 /// `Volume`; when the file mounts that volume as an existing one, it is compared as `Existing`.
 fn as_desired(om: &ObservedMountPoint, want: Option<&MountPoint>) -> MountPoint {
-    match (&om.mount, want, &om.volume) {
-        (
-            MountPoint::Volume {
-                path,
-                backup,
-                read_only,
-                flags,
-                ..
-            },
-            Some(MountPoint::Existing { .. }),
-            Some(volume),
-        ) => MountPoint::Existing {
-            volume: volume.clone(),
-            path: path.clone(),
-            backup: *backup,
-            read_only: *read_only,
-            flags: flags.clone(),
-        },
+    match want {
+        Some(MountPoint::Existing { .. }) => om.as_existing().unwrap_or_else(|| om.mount.clone()),
         _ => om.mount.clone(),
     }
 }
