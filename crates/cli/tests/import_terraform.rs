@@ -809,6 +809,72 @@ resource "proxmox_virtual_environment_container" "test_container" {
     assert!(c.features.nesting && c.features.mknod, "{yaml}");
 }
 
+/// bpg's deprecated `dns { server }` is one server; given with `servers`, the provider uses `servers` (in either
+/// order of the attributes).
+#[test]
+fn the_deprecated_dns_server_loses_to_servers() {
+    for (first, second) in [
+        (
+            r#"server = "192.0.2.1""#,
+            r#"servers = ["192.0.2.2", "192.0.2.3"]"#,
+        ),
+        (
+            r#"servers = ["192.0.2.2", "192.0.2.3"]"#,
+            r#"server = "192.0.2.1""#,
+        ),
+    ] {
+        let (fleet, yaml, _) = import_main_tf(
+            &format!(
+                r#"
+resource "proxmox_virtual_environment_container" "c" {{
+  node_name    = "pve"
+  vm_id        = 9000
+  unprivileged = true
+  initialization {{
+    hostname = "c"
+    dns {{
+      {first}
+      {second}
+    }}
+  }}
+  operating_system {{
+    template_file_id = "local:vztmpl/alpine-3.22-default_20250617_amd64.tar.xz"
+  }}
+}}
+"#
+            ),
+            "acc",
+        );
+        let servers: Vec<String> = fleet.containers["c"]
+            .dns
+            .servers
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(servers, ["192.0.2.2", "192.0.2.3"], "{yaml}");
+    }
+    let (fleet, yaml, _) = import_main_tf(
+        r#"
+resource "proxmox_virtual_environment_container" "c" {
+  node_name    = "pve"
+  vm_id        = 9000
+  unprivileged = true
+  initialization {
+    hostname = "c"
+    dns {
+      server = "192.0.2.1"
+    }
+  }
+  operating_system {
+    template_file_id = "local:vztmpl/alpine-3.22-default_20250617_amd64.tar.xz"
+  }
+}
+"#,
+        "acc",
+    );
+    assert_eq!(fleet.containers["c"].dns.servers.len(), 1, "{yaml}");
+}
+
 /// bpg's volume reference test: a mount point whose volume is another container's computed
 /// `mount_point[0].path_in_datastore` becomes `volume_of` that container's mount path (never a new empty volume of
 /// its `size`), and the fleet validates.

@@ -404,8 +404,9 @@ fn initialization(ev: &mut Eval<'_>, b: &Block) {
                         }
                         "server" => match ev.value(&path, a) {
                             Some(Value::String(s)) if s.trim().is_empty() => {}
+                            // the provider's deprecated form: `servers` wins when both are given
                             Some(v) => {
-                                dns.insert("servers".into(), json!([v]));
+                                dns.entry("servers").or_insert_with(|| json!([v]));
                             }
                             None => {}
                         },
