@@ -171,7 +171,9 @@ impl Journal {
         Ok(())
     }
 
-    /// Every entry (used at start-up to find operations that were running).
+    /// Every entry (used at start-up to find operations that were running). An entry this agent cannot read (a
+    /// format it does not know) is left out with a warning rather than stopping the agent: re-sent, that operation
+    /// fails with the journal's error, and the controller's next attempt is a new operation.
     pub fn entries(&self) -> Result<Vec<JournalEntry>, JournalError> {
         let mut out = Vec::new();
         for item in self.ops.iter() {
@@ -180,10 +182,16 @@ impl Journal {
                 op_id: String::new(),
                 source,
             })?;
-            let op_id = String::from_utf8_lossy(&key).into_owned();
-            let entry = serde_json::from_slice(&value)
-                .map_err(|source| JournalError::Decode { op_id, source })?;
-            out.push(entry);
+            match serde_json::from_slice(&value) {
+                Ok(entry) => out.push(entry),
+                Err(source) => {
+                    let e = JournalError::Decode {
+                        op_id: String::from_utf8_lossy(&key).into_owned(),
+                        source,
+                    };
+                    tracing::warn!(error = %e, "journal entry skipped");
+                }
+            }
         }
         Ok(out)
     }
@@ -311,6 +319,44 @@ mod tests {
         assert!(raw > 0);
     }
 
+    /// The journal keeps an operation's options typed: what comes back is what went in, the parts no `pct`
+    /// option list carries (env, entrypoint, idmap lines) included.
+    #[tokio::test]
+    async fn options_come_back_typed() {
+        let dir = tempfile::tempdir().unwrap();
+        let j = Journal::open(dir.path()).unwrap();
+        let mut op = create_op("op-typed");
+        if let OpKind::Create(c) = &mut op.kind {
+            c.options.env = Some([("TZ".to_string(), "UTC".to_string())].into());
+            c.options.entrypoint = Some(String::new());
+            c.options.idmap = vec!["u 0 100000 65536".into()];
+            c.options.mount_points.insert(
+                2,
+                pxfleet_pve::MountPointSpec {
+                    volume: pxfleet_pve::MountVolume::Existing {
+                        volume: "local-lvm:vm-9-disk-1".into(),
+                    },
+                    path: "/data".into(),
+                    backup: Some(true),
+                    read_only: None,
+                    mount_options: vec!["noatime".into()],
+                    acl: None,
+                    quota: None,
+                    replicate: Some(false),
+                    shared: None,
+                    keepattrs: None,
+                    idmap: None,
+                },
+            );
+        }
+        j.record(&op, OpState::Received).await.unwrap();
+        let back = j.get("op-typed").unwrap().unwrap();
+        match (&back.op.kind, &op.kind) {
+            (OpKind::Create(b), OpKind::Create(o)) => assert_eq!(b.options, o.options),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
     /// Regression: every operation task records (and flushes) as it arrives. With sled's `flush_async` a
     /// burst of about ten of them at once lost wake-ups and the agent stopped running operations for good.
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -337,34 +383,20 @@ mod tests {
         assert_eq!(j.entries().unwrap().len(), 1000);
     }
 
-    /// An entry journaled by an earlier agent (options as text) still loads after an upgrade, and entries are
-    /// still written in that format.
-    #[test]
-    fn an_entry_of_an_earlier_agent_loads() {
-        let line = r#"{"op":{"id":"op-7","kind":{"Create":{"vmid":100,"mark":{"fleet":"dev","name":"web"},"template":{"storage":"local","file_name":"t.tar.zst","source":"Existing"},"options":[["hostname","web"],["memory","512"],["swap","0"],["rootfs","local-zfs:4"],["unprivileged","1"],["features","nesting=1"],["net0","name=eth0,bridge=vmbr0,ip=dhcp,type=veth"],["onboot","1"],["mp0","local-zfs:2,mp=/data,backup=1,mountoptions=noatime,ro=1"]],"tags":["web"],"description":null,"ssh_public_keys":[],"start":true}}},"state":"Running","updated":1700000000}"#;
-        let entry: JournalEntry = serde_json::from_str(line).unwrap();
-        let OpKind::Create(c) = &entry.op.kind else {
-            panic!("{entry:?}")
-        };
-        assert_eq!(c.options.memory, Some(512));
-        assert_eq!(c.options.rootfs.storage, "local-zfs");
-        assert!(c.options.features.nesting);
-        assert_eq!(c.options.nets[&0].bridge.as_deref(), Some("vmbr0"));
-        assert_eq!(c.options.mount_points[&0].mount_options, vec!["noatime"]);
-        // written back as the same text
-        let again = serde_json::to_value(&entry).unwrap();
-        let old: serde_json::Value = serde_json::from_str(line).unwrap();
-        assert_eq!(
-            again["op"]["kind"]["Create"]["options"],
-            old["op"]["kind"]["Create"]["options"]
-        );
-        let update = r#"{"id":"op-8","kind":{"Update":{"vmid":100,"expect":null,"desired":[["cores","2"],["nameserver","10.0.0.1 10.0.0.2"]],"tags":[],"description":null}}}"#;
-        let op: Operation = serde_json::from_str(update).unwrap();
-        let OpKind::Update { desired, .. } = &op.kind else {
-            panic!("{op:?}")
-        };
-        assert_eq!(desired.cores, Some(2));
-        assert_eq!(desired.nameservers, vec!["10.0.0.1", "10.0.0.2"]);
+    /// An entry of the pre-release text format (options as `[key, value]` strings, never shipped) is not read:
+    /// the agent starts without it, and that operation, re-sent, fails with the journal's error.
+    #[tokio::test]
+    async fn an_entry_of_the_text_format_is_skipped_at_start_up() {
+        let line = r#"{"op":{"id":"op-7","kind":{"Create":{"vmid":100,"mark":{"fleet":"dev","name":"web"},"template":{"storage":"local","file_name":"t.tar.zst","source":"Existing"},"options":[["hostname","web"],["memory","512"]],"tags":["web"],"description":null,"ssh_public_keys":[],"start":true}}},"state":"Running","updated":1700000000}"#;
+        let dir = tempfile::tempdir().unwrap();
+        let j = Journal::open(dir.path()).unwrap();
+        j.ops.insert("op-7", line.as_bytes()).unwrap();
+        j.record(&create_op("op-8"), OpState::Running)
+            .await
+            .unwrap();
+        let ids: Vec<String> = j.entries().unwrap().into_iter().map(|e| e.op.id).collect();
+        assert_eq!(ids, ["op-8"]);
+        assert!(matches!(j.get("op-7"), Err(JournalError::Decode { .. })));
     }
 
     #[tokio::test]

@@ -55,9 +55,8 @@ pub enum OpKind {
     Update {
         vmid: u32,
         expect: Option<ManagedMark>,
-        /// Typed (its `vmid` and `template` unused, `tags` and `description` are the fields below); journaled
-        /// as the `[key, value]` option list of earlier agents ([`crate::pve_options::as_options`]).
-        #[serde(with = "crate::pve_options::as_options")]
+        /// Typed (its `vmid` and `template` unused, `tags` and `description` are the fields below), and
+        /// journaled as it is.
         desired: CreateSpec,
         tags: Vec<String>,
         description: Option<String>,
@@ -141,9 +140,7 @@ pub struct CreateOp {
     pub template: TemplateSpec,
     /// What to create, typed (hostname, cores, memory, swap, rootfs, nets, features, ...); its `vmid`,
     /// `template`, SSH keys, `tags` and `description` are unused: those are the fields of this operation, so the
-    /// mark is always present. Journaled as the `[key, value]` option list of earlier agents
-    /// ([`crate::pve_options::as_options`]).
-    #[serde(with = "crate::pve_options::as_options")]
+    /// mark is always present. Journaled as it is.
     pub options: CreateSpec,
     pub tags: Vec<String>,
     pub description: Option<String>,

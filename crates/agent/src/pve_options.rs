@@ -1,8 +1,7 @@
 //! The one place where PVE option lists (`key`, `value` as PVE stores them) become pve's typed requests and
-//! back: [`options_spec`] (the
-//! typed options operations carry), [`options_text`] and [`as_options`] (how the journal keeps them, the text of
-//! earlier agents), [`create_spec`] (a whole [`CreateSpec`], for in-memory nodes and tests) and the options an
-//! in-memory node stores for a typed create or change ([`create_options`], [`set_options`]).
+//! back: [`options_spec`] (the typed options operations carry), [`options_text`] (the other way), [`create_spec`]
+//! (a whole [`CreateSpec`], for in-memory nodes and tests) and the options an in-memory node stores for a typed
+//! create or change ([`create_options`], [`set_options`]).
 //! Values are read with pve's own parsers (booleans, property strings, sizes).
 
 use pxfleet_pve::parse::{parse_bool, Features, MountPoint, NetConfig, Startup};
@@ -170,9 +169,8 @@ fn apply_options(s: &mut CreateSpec, options: &[(String, String)]) -> Result<(),
     Ok(())
 }
 
-/// Options as earlier agents journaled them, typed: a
-/// [`CreateSpec`] whose `vmid` and `template` are left empty (they are the operation's) and whose `rootfs` has an
-/// empty storage when the options have none (a create then fails as it did with the text).
+/// A `[key, value]` option list (as PVE stores them) typed: a [`CreateSpec`] whose `vmid` and `template` are left
+/// empty (they are the operation's) and whose `rootfs` has an empty storage when the options have none.
 pub fn options_spec(options: &[(String, String)]) -> Result<CreateSpec, PveError> {
     let rootfs = options
         .iter()
@@ -193,8 +191,8 @@ fn b01(b: bool) -> String {
     if b { "1" } else { "0" }.to_string()
 }
 
-/// A [`CreateSpec`] as PVE options (`vmid`, `template` and SSH keys left out), as earlier agents rendered a spec:
-/// what the journal keeps, readable by earlier agents ([`options_spec`] reads it back).
+/// A [`CreateSpec`] as PVE options (`vmid`, `template` and SSH keys left out), as PVE would store them: how tests
+/// state what a converted spec holds ([`options_spec`] reads it back).
 pub fn options_text(s: &CreateSpec) -> Vec<(String, String)> {
     let mut o: Vec<(String, String)> = Vec::new();
     let mut push = |k: &str, v: String| o.push((k.to_string(), v));
@@ -303,22 +301,6 @@ pub fn options_text(s: &CreateSpec) -> Vec<(String, String)> {
         push("description", d.clone());
     }
     o
-}
-
-/// Serde for an operation's typed options: written as the `[key, value]` list of earlier agents, read from it.
-pub mod as_options {
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-    use super::*;
-
-    pub fn serialize<S: Serializer>(spec: &CreateSpec, s: S) -> Result<S::Ok, S::Error> {
-        options_text(spec).serialize(s)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<CreateSpec, D::Error> {
-        let options = Vec::<(String, String)>::deserialize(d)?;
-        options_spec(&options).map_err(serde::de::Error::custom)
-    }
 }
 
 /// The options a [`CreateSpec`] sends to `pct create` (`key`, `value`, as pve's argv builder renders and checks

@@ -9,10 +9,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use serde::{Deserialize, Serialize};
+
 pub use crate::parse::{Features, NetConfig, Startup};
 
 /// The root disk: always explicit, never PVE's implicit `local:4`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RootfsSpec {
     /// Storage ID with `rootdir` content (`local-lvm`, `local-zfs`).
     pub storage: String,
@@ -20,7 +22,7 @@ pub struct RootfsSpec {
 }
 
 /// The root disk's options besides its volume and size (`rootfs: ..,acl=,mountoptions=,quota=,replicate=`).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RootfsOptions {
     /// PVE's `mountoptions=`; empty for none.
     pub mount_options: Vec<String>,
@@ -70,7 +72,7 @@ impl RootfsOptions {
 }
 
 /// Where a mount point's data lives.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum MountVolume {
     /// A new volume allocated on a storage (`STORAGE:GiB`).
     Storage { storage: String, size_gib: u32 },
@@ -104,7 +106,7 @@ pub fn volume_owner(volid: &str) -> Option<u32> {
 }
 
 /// One `mpN`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MountPointSpec {
     pub volume: MountVolume,
     /// Absolute path inside the CT.
@@ -149,7 +151,7 @@ impl MountPointSpec {
 }
 
 /// One `devN`: a host device node passed through.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeviceSpec {
     /// `/dev/...`.
     pub path: String,
@@ -162,7 +164,7 @@ pub struct DeviceSpec {
 }
 
 /// A container to create.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CreateSpec {
     pub vmid: u32,
     /// Template volume ID, `STORAGE:vztmpl/FILE`.

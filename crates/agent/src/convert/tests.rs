@@ -60,7 +60,7 @@ fn spec_renders_as_pve_stores_it() {
     assert!(!o.contains_key("password"));
 }
 
-/// Every kind of field, as the option text earlier agents built from a spec (and journaled).
+/// Every kind of field, as the option text PVE would store for a spec.
 #[test]
 fn a_full_spec_renders_as_the_option_text_of_earlier_agents() {
     let mut s = spec();

@@ -107,7 +107,7 @@ pub fn format_number(n: f64) -> String {
 }
 
 /// A `net[n]` value.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct NetConfig {
     /// Interface name inside the CT (`eth0`), the only required key.
     pub name: String,
@@ -353,7 +353,7 @@ impl crate::spec::DeviceSpec {
 }
 
 /// The `features` value. Every flag defaults to off, as in PVE.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Features {
     pub nesting: bool,
     pub fuse: bool,
@@ -422,7 +422,7 @@ impl Features {
 }
 
 /// The `startup` value: boot order and delays in seconds.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Startup {
     pub order: Option<u32>,
     pub up: Option<u32>,
