@@ -45,14 +45,7 @@ pub fn is_dns_name(s: &str) -> bool {
     !s.is_empty() && s.len() <= 255 && s.split('.').all(is_dns_label)
 }
 
-pub(crate) fn is_storage_id(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && b[0].is_ascii_lowercase()
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || b"-_.".contains(c))
-        && (b[b.len() - 1].is_ascii_lowercase() || b[b.len() - 1].is_ascii_digit())
-}
+pub use pxfleet_pvekeys::is_storage_id;
 
 fn is_tag(s: &str) -> bool {
     let mut cs = s.chars();
@@ -707,7 +700,7 @@ mod tests {
         assert!(!check_cidr("192.168.7.100/4", false));
         assert!(check_cidr("fd00::5/64", true));
         assert!(is_storage_id("local-lvm"));
-        assert!(!is_storage_id("Local"));
+        assert!(is_storage_id("Local"), "PVE's parse_id is case-insensitive");
         assert!(check_mp_path("/var/lib/x"));
         assert!(!check_mp_path("/var/../etc"));
         assert!(

@@ -17,7 +17,6 @@ pub mod argv;
 pub mod conffile;
 pub mod diff;
 pub mod error;
-pub mod mark;
 pub mod node;
 pub mod parse;
 pub mod runner;
@@ -25,7 +24,6 @@ pub mod runtime;
 pub mod scripted;
 pub mod secret;
 pub mod spec;
-pub mod zones;
 
 pub use error::PveError;
 pub use mark::{ManagedMark, MANAGED_LINE_PREFIX, MANAGED_TAG};
@@ -34,6 +32,7 @@ pub use node::{
     ShutdownOutcome, Snapshot, Timeouts,
 };
 pub use parse::ContainerConfig;
+pub use pxfleet_pvekeys::{mark, zones};
 pub use runner::{Command, Output, ProcessRunner, RunError, Runner};
 pub use scripted::ScriptedRunner;
 pub use secret::Secret;

@@ -95,15 +95,7 @@ impl MountVolume {
     }
 }
 
-/// The vm_id a volume id's name gives as its owner (`local-lvm:vm-100-disk-1`, `local:100/vm-100-disk-1.raw`,
-/// `local-zfs:subvol-100-disk-0`, `local-lvm:base-100-disk-0` -> 100), as PVE's `parse_volname` reads it.
-pub fn volume_owner(volid: &str) -> Option<u32> {
-    let file = volid.split_once(':')?.1.rsplit('/').next()?;
-    let rest = ["vm-", "subvol-", "base-"]
-        .iter()
-        .find_map(|p| file.strip_prefix(p))?;
-    rest.split('-').next()?.parse().ok()
-}
+pub use pxfleet_pvekeys::volume_owner;
 
 /// One `mpN`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::{Container, Device, Dns, Features, IdMap, Interface, MountPoint, Startup};
 
-pub use pxfleet_pve::mark::{user_description, ManagedMark, MANAGED_LINE_PREFIX, MANAGED_TAG};
+pub use pxfleet_pvekeys::mark::{user_description, ManagedMark, MANAGED_LINE_PREFIX, MANAGED_TAG};
 
 /// One container as a node reports it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -38,15 +38,7 @@ pub fn is_pve_tag(s: &str) -> bool {
     bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'+' | b'.'))
 }
 
-/// PVE storage id (`pve-storage-id`): `[a-z][a-z0-9\-_.]*[a-z0-9]`, case-insensitive.
-pub fn is_storage_id(s: &str) -> bool {
-    let b = s.as_bytes();
-    b.len() >= 2
-        && b[0].is_ascii_alphabetic()
-        && b[b.len() - 1].is_ascii_alphanumeric()
-        && b.iter()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
-}
+pub use pxfleet_pvekeys::is_storage_id;
 
 /// A Linux bridge name: 1..=15 of letters, digits, `_`, `-`, `.`.
 pub fn is_bridge_name(s: &str) -> bool {

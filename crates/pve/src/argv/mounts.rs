@@ -188,7 +188,12 @@ mod tests {
             "/srv/x,mp=/x,shared=1"
         );
         // A size is an allocation, not an existing volume; a bad option is named.
-        for bad in ["local-lvm:8", "local-lvm:", "no_colon", "Local:vm-1-disk-0"] {
+        for bad in [
+            "local-lvm:8",
+            "local-lvm:",
+            "no_colon",
+            "1local:vm-1-disk-0",
+        ] {
             let m = MountPointSpec::new(MountVolume::Existing { volume: bad.into() }, "/kept");
             let e = mount_point_value(100, 1, &m).unwrap_err().to_string();
             assert!(e.contains("mp1.volume") && e.contains(bad), "{e}");

@@ -1,15 +1,10 @@
 //! The system options of `pct create` / `pct set` (`arch`, `timezone`, `console`, `tty`, `cmode`) and the hook
 //! script, checked as PVE's schema and `check_hookscript` check them.
 
-use super::{is_storage_id, Args, R};
+use super::{Args, R};
 use crate::error::PveError;
 
-/// The architectures PVE's `arch` takes.
-pub const ARCHES: &[&str] = &["amd64", "i386", "arm64", "armhf", "riscv32", "riscv64"];
-/// The console modes PVE's `cmode` takes.
-pub const CMODES: &[&str] = &["tty", "console", "shell"];
-/// The most ttys PVE's `tty` gives a container.
-pub const MAX_TTY: u32 = 6;
+pub use pxfleet_pvekeys::{ARCHES, CMODES, MAX_TTY};
 
 pub(super) fn check_arch(vmid: u32, arch: &str) -> R<()> {
     if ARCHES.contains(&arch) {
@@ -24,21 +19,7 @@ pub(super) fn check_arch(vmid: u32, arch: &str) -> R<()> {
     }
 }
 
-/// `STORAGE:snippets/FILE`: what PVE's `check_hookscript` accepts by name (the file must also exist on the node
-/// and be executable, which only the node can tell).
-pub fn is_hookscript_volid(s: &str) -> bool {
-    match s.split_once(':') {
-        Some((st, name)) => {
-            is_storage_id(st)
-                && name.strip_prefix("snippets/").is_some_and(|f| {
-                    !f.is_empty()
-                        && !f.contains([',', ' ', '=', '\n'])
-                        && !f.split('/').any(|p| p == "..")
-                })
-        }
-        None => false,
-    }
-}
+pub use pxfleet_pvekeys::is_hookscript_volid;
 
 pub(super) fn check_hookscript(vmid: u32, h: &str) -> R<()> {
     if is_hookscript_volid(h) {

@@ -4,17 +4,7 @@
 
 use super::*;
 
-/// A pool name as `pve-poolid` takes it (`verify_poolname`): up to three `/`-separated levels of letters, digits,
-/// `.`, `-`, `_`, each starting with a letter (`create_pool`).
-pub fn is_pool_id(s: &str) -> bool {
-    let levels: Vec<&str> = s.split('/').collect();
-    levels.len() <= 3
-        && levels.iter().all(|l| {
-            l.starts_with(|c: char| c.is_ascii_alphabetic())
-                && l.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
-        })
-}
+pub use pxfleet_pvekeys::is_pool_id;
 
 /// Which pool each guest is in, from the text of the cluster's `user.cfg` (`pool:NAME:COMMENT:VMS:STORAGE:`
 /// lines, pve-access-control's `parse_user_config`): guest vmid -> pool name.
@@ -99,15 +89,5 @@ mod tests {
         assert_eq!(m.get(&101).map(String::as_str), Some("web"));
         assert_eq!(m.get(&102).map(String::as_str), Some("db"));
         assert_eq!(m.len(), 3);
-    }
-
-    #[test]
-    fn pool_names_follow_pve_poolid() {
-        for ok in ["web", "prod/web", "a/b/c", "Team_1.x-y"] {
-            assert!(is_pool_id(ok), "{ok}");
-        }
-        for bad in ["", "1web", "a/b/c/d", "with space", "a:b", "prod/9"] {
-            assert!(!is_pool_id(bad), "{bad}");
-        }
     }
 }

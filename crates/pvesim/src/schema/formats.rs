@@ -46,7 +46,7 @@ fn zone_tab_has(zone: &str) -> bool {
             .lines()
             .filter(|l| !l.trim_start().starts_with('#'))
             .any(|l| l.split('\t').nth(2) == Some(zone)),
-        Err(_) => include_str!("../../../pve/src/zones.txt")
+        Err(_) => include_str!("../../../pvekeys/src/zones.txt")
             .lines()
             .any(|l| !l.starts_with('#') && l == zone),
     }

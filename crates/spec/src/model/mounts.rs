@@ -195,16 +195,7 @@ pub fn resolve_volumes(
         .collect()
 }
 
-/// The vm_id a volume id names as its owner (`local-lvm:vm-100-disk-1`, `local:100/vm-100-disk-1.raw`,
-/// `local-zfs:subvol-100-disk-0` -> 100): PVE frees a container's own volumes when it destroys the container.
-pub fn volume_owner(volid: &str) -> Option<u32> {
-    let name = volid.split_once(':')?.1;
-    let file = name.rsplit('/').next()?;
-    let rest = ["vm-", "subvol-", "base-"]
-        .iter()
-        .find_map(|p| file.strip_prefix(p))?;
-    rest.split('-').next()?.parse().ok()
-}
+pub use pxfleet_pvekeys::volume_owner;
 
 /// `--devN`: a host device node passed through to the container.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

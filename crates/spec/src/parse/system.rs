@@ -7,9 +7,9 @@ use crate::model::Console;
 use crate::yaml::Node;
 
 /// The architectures PVE's `arch` takes.
-pub(crate) const ARCHES: &[&str] = pxfleet_pve::argv::ARCHES;
+pub(crate) const ARCHES: &[&str] = pxfleet_pvekeys::ARCHES;
 /// The console modes PVE's `cmode` takes.
-pub(crate) const CONSOLE_TYPES: &[&str] = pxfleet_pve::argv::CMODES;
+pub(crate) const CONSOLE_TYPES: &[&str] = pxfleet_pvekeys::CMODES;
 
 impl Cx<'_> {
     /// `arch:` one of PVE's architectures.
@@ -30,7 +30,7 @@ impl Cx<'_> {
     /// `hookscript:` a snippets volume, `STORAGE:snippets/FILE`.
     pub(super) fn hookscript(&mut self, n: &Node, path: &str) -> Option<String> {
         let v = self.string(n, path)?;
-        if pxfleet_pve::argv::is_hookscript_volid(&v) {
+        if pxfleet_pvekeys::is_hookscript_volid(&v) {
             return Some(v);
         }
         self.err(
@@ -45,7 +45,7 @@ impl Cx<'_> {
     /// `pool:` a PVE resource pool name (`pve-poolid`).
     pub(super) fn pool(&mut self, n: &Node, path: &str) -> Option<String> {
         let v = self.string(n, path)?;
-        if pxfleet_pve::is_pool_id(&v) {
+        if pxfleet_pvekeys::is_pool_id(&v) {
             return Some(v);
         }
         self.err(
@@ -60,7 +60,7 @@ impl Cx<'_> {
     /// `timezone:` `host`, `UTC` or a zone of zone.tab.
     pub(super) fn timezone(&mut self, n: &Node, path: &str) -> Option<String> {
         let v = self.string(n, path)?;
-        if pxfleet_pve::zones::is_timezone(&v) {
+        if pxfleet_pvekeys::zones::is_timezone(&v) {
             return Some(v);
         }
         self.err(
@@ -87,7 +87,7 @@ impl Cx<'_> {
             match e.key.as_str() {
                 "enabled" => into.enabled = self.boolean(&e.value, &p).or(into.enabled),
                 "tty_count" => {
-                    let max = i64::from(pxfleet_pve::argv::MAX_TTY);
+                    let max = i64::from(pxfleet_pvekeys::MAX_TTY);
                     into.tty_count = self
                         .int(&e.value, &p, 0, max, "")
                         .map(|v| v as u32)

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::model::{Interface, Ipv4Config, Ipv6Config, MountPoint};
 use crate::observed::{normalise_tags, MANAGED_TAG};
-use pxfleet_pve::mark::user_description;
+use pxfleet_pvekeys::mark::user_description;
 
 pub(super) fn json<T: Serialize + ?Sized>(v: &T) -> Value {
     serde_json::to_value(v).unwrap_or(Value::Null)
