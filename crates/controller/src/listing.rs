@@ -82,12 +82,12 @@ pub fn describe(state: &State, fleet: &str, name: &str) -> Result<Description> {
     let drift = match (row.desired.as_deref(), row.observed.as_deref()) {
         (Some(d), Some(o)) => {
             let applied = state.store.applied(fleet, name)?;
-            crate::realise::change_texts(&crate::reconcile::decide::View {
+            crate::realise::change_texts(&crate::realise::View {
                 desired: Some(d),
                 applied: applied.as_ref(),
                 observed: Some(o),
                 template_ready: true,
-                nodes: &crate::reconcile::decide::NO_NODES,
+                nodes: &crate::realise::NO_NODES,
             })
         }
         _ => vec![],

@@ -21,13 +21,39 @@
 use std::collections::BTreeMap;
 
 use pxfleet_spec::plan::{
-    Action, ActionKind, CreateReason, DestroyReason, FieldChange, Plan, PlanError,
+    Action, ActionKind, CreateReason, DestroyReason, FieldChange, Nodes, Plan, PlanError,
 };
 use pxfleet_spec::{Container, Fleet};
 
 use crate::convert;
 use crate::model::{AppliedContainer, DesiredContainer, ObservedContainer, OperationKind};
-use crate::reconcile::decide::{NextAction, View, NO_NODES};
+
+/// What the reconciler wants done next for one container.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NextAction {
+    pub node: String,
+    pub vm_id: u32,
+    pub kind: OperationKind,
+    /// Why, for the operation listing ("memory 512 -> 1024", "template changed: replace").
+    pub reason: String,
+}
+
+/// Inputs for one container.
+#[derive(Debug, Clone, Copy)]
+pub struct View<'a> {
+    pub desired: Option<&'a DesiredContainer>,
+    pub applied: Option<&'a AppliedContainer>,
+    /// The container carrying this entry's mark, on any node.
+    pub observed: Option<&'a ObservedContainer>,
+    /// Whether the desired template is available on the desired node (seeded or reported cached).
+    pub template_ready: bool,
+    /// The nodes' clusters and datastores, for the planner to tell a move it can migrate from one it must
+    /// replace ([`NO_NODES`] when only updates and repairs matter).
+    pub nodes: &'a Nodes,
+}
+
+/// No node facts: every node change counts as a migration.
+pub static NO_NODES: Nodes = Nodes::new();
 
 /// The fleet name of an entry: desired, else applied, else the observed mark.
 fn fleet_name(v: &View<'_>) -> Option<String> {

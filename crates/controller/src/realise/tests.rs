@@ -11,7 +11,6 @@ use pxfleet_spec::{Container, DesiredState, Fleet, MountPoint};
 
 use super::*;
 use crate::model::ManagedBy;
-use crate::reconcile::decide::{next_action, View};
 use crate::testutil::{applied_of, container, desired_of};
 
 /// The knobs a random container state turns.
@@ -241,13 +240,13 @@ proptest! {
             Ok(p) => p,
             Err(_) => {
                 // Refused by the planner (protected, shrink): no operation either.
-                prop_assert_eq!(next_action(view(&d, &applied, &observed, ready)), None);
+                prop_assert_eq!(next_operation(&view(&d, &applied, &observed, ready)), None);
                 return Ok(());
             }
         };
         let mut ops: Vec<&'static str> = Vec::new();
         for _ in 0..12 {
-            let Some(next) = next_action(view(&d, &applied, &observed, ready)) else { break };
+            let Some(next) = next_operation(&view(&d, &applied, &observed, ready)) else { break };
             match next.kind {
                 OperationKind::SeedTemplate { .. } => {
                     ready = true;

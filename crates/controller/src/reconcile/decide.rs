@@ -1,41 +1,12 @@
-//! The reconciler's decisions: level-triggered, per container. [`next_action`] is the pure decision (given
-//! desired, applied and observed, what is the one next operation?); [`container_status`] says what `get
-//! containers` shows; [`backoff_ms`] paces retries. The loop that applies these to the store and dispatches to
-//! agents is the rest of [`crate::reconcile`].
-
-use pxfleet_spec::plan::Nodes;
+//! The reconciler's small decisions around the planner's: [`adopt_node`] (a container moved by hand that the file
+//! does not pin is adopted where it is), [`container_status`] (what `get containers` shows) and [`backoff_ms`]
+//! (retry pacing). The one next operation for a container is the planner's first action, mapped by
+//! [`crate::realise::next_operation`]; the loop that applies these to the store and dispatches to agents is the
+//! rest of [`crate::reconcile`].
 
 use crate::model::{
-    AppliedContainer, ContainerStatus, DesiredContainer, ObservedContainer, OpState, Operation,
-    OperationKind,
+    ContainerStatus, DesiredContainer, ObservedContainer, OpState, Operation, OperationKind,
 };
-
-/// What the reconciler wants done next for one container.
-#[derive(Debug, Clone, PartialEq)]
-pub struct NextAction {
-    pub node: String,
-    pub vm_id: u32,
-    pub kind: OperationKind,
-    /// Why, for the operation listing ("memory 512 -> 1024", "template changed: replace").
-    pub reason: String,
-}
-
-/// Inputs for one container.
-#[derive(Debug, Clone, Copy)]
-pub struct View<'a> {
-    pub desired: Option<&'a DesiredContainer>,
-    pub applied: Option<&'a AppliedContainer>,
-    /// The container carrying this entry's mark, on any node.
-    pub observed: Option<&'a ObservedContainer>,
-    /// Whether the desired template is available on the desired node (seeded or reported cached).
-    pub template_ready: bool,
-    /// The nodes' clusters and datastores, for the planner to tell a move it can migrate from one it must
-    /// replace ([`NO_NODES`] when only updates and repairs matter).
-    pub nodes: &'a Nodes,
-}
-
-/// No node facts: every node change counts as a migration.
-pub static NO_NODES: Nodes = Nodes::new();
 
 /// Where a container the file does not pin to a node is adopted: found on another node than desired (moved by
 /// hand) under its vm_id, on a node its `constraints.nodes` allow. Such a container is never destroyed and
@@ -45,12 +16,6 @@ pub fn adopt_node<'a>(d: &DesiredContainer, o: &'a ObservedContainer) -> Option<
         d.container.constraints.nodes.is_empty() || d.container.constraints.nodes.contains(&o.node);
     (!d.node_pinned && o.node != d.node && o.vm_id == d.vm_id && o.lock.is_none() && allowed)
         .then_some(o.node.as_str())
-}
-
-/// The one next operation for a container, or None when it is as desired (or must wait: a locked container, or
-/// a plan the planner refuses). The decision is the spec planner's: see [`crate::realise`].
-pub fn next_action(v: View<'_>) -> Option<NextAction> {
-    crate::realise::next_operation(&v)
 }
 
 /// What `get containers` shows, from the container's latest operation (if any) and what is observed.
@@ -107,6 +72,8 @@ pub fn backoff_ms(attempt: u32, base_ms: u64, max_ms: u64, jitter: f64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::AppliedContainer;
+    use crate::realise::{next_operation, View, NO_NODES};
     use crate::testutil::{applied_of, container, desired_of, template};
 
     fn desired() -> DesiredContainer {
@@ -139,7 +106,7 @@ mod tests {
     }
 
     fn kind(v: View<'_>) -> Option<&'static str> {
-        next_action(v).map(|a| a.kind.name())
+        next_operation(&v).map(|a| a.kind.name())
     }
 
     #[test]
@@ -172,7 +139,7 @@ mod tests {
             Some("start")
         );
         // deleted by hand: recreate
-        let act = next_action(view(Some(&d), Some(&a), None, true)).unwrap();
+        let act = next_operation(&view(Some(&d), Some(&a), None, true)).unwrap();
         assert_eq!(
             (act.kind.name(), act.reason.as_str()),
             ("create", "missing: recreate")
@@ -180,7 +147,7 @@ mod tests {
         // memory changed: update in place, reason says what
         let mut d2 = d.clone();
         d2.container.memory = 1024;
-        let act = next_action(view(Some(&d2), Some(&a), Some(&o), true)).unwrap();
+        let act = next_operation(&view(Some(&d2), Some(&a), Some(&o), true)).unwrap();
         assert_eq!(
             (act.kind.name(), act.reason.as_str()),
             ("update", "memory 512 -> 1024")
@@ -202,7 +169,7 @@ mod tests {
         // template changed: destroy (the create follows once it is gone)
         let mut d5 = d.clone();
         d5.container.template = "debian".into();
-        let act = next_action(view(Some(&d5), Some(&a), Some(&o), true)).unwrap();
+        let act = next_operation(&view(Some(&d5), Some(&a), Some(&o), true)).unwrap();
         assert_eq!(
             (act.kind.name(), act.reason.as_str()),
             ("destroy", "template changed: replace")
@@ -210,7 +177,7 @@ mod tests {
         // moved to another node: migrated from the old one (restarted: it runs), not replaced
         let mut d6 = d.clone();
         d6.node = "n2".into();
-        let act = next_action(view(Some(&d6), Some(&a), Some(&o), true)).unwrap();
+        let act = next_operation(&view(Some(&d6), Some(&a), Some(&o), true)).unwrap();
         assert_eq!(act.node, "n1");
         assert_eq!(
             act.kind,
@@ -219,7 +186,7 @@ mod tests {
                 restart: true
             }
         );
-        let act = next_action(view(Some(&d6), Some(&a), Some(&stopped), true)).unwrap();
+        let act = next_operation(&view(Some(&d6), Some(&a), Some(&stopped), true)).unwrap();
         assert_eq!(
             act.kind,
             OperationKind::Migrate {

@@ -1,5 +1,5 @@
 //! The reconcile loop: passes run on a timer and whenever something is observed ([`run`]); each one applies
-//! [`decide::next_action`] to every container and dispatches what is due ([`pass`]). Results from agents come
+//! [`crate::realise::next_operation`] to every container and dispatches what is due ([`pass`]). Results from agents come
 //! in through [`on_update`]. Progress goes out to Watch as events ([`emit`]).
 
 use pxfleet_common::Stopwatch;

@@ -1,11 +1,11 @@
 //! One reconcile pass over the world: overdue operations expire or are sent again, each container gets its
-//! next operation ([`super::decide::next_action`]), templates kept on every node are seeded, and pending
+//! next operation ([`crate::realise::next_operation`]), templates kept on every node are seeded, and pending
 //! operations are dispatched to connected agents within each node's window.
 
 use pxfleet_common::Stopwatch;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 
-use super::decide::{adopt_node, backoff_ms, next_action, View};
+use super::decide::{adopt_node, backoff_ms};
 use super::dispatch::{self, Waiting};
 use super::{emit, VANISHED_GRACE_MS};
 use crate::model::{
@@ -13,6 +13,7 @@ use crate::model::{
     OperationKind,
 };
 use crate::query::{load, pick, Key};
+use crate::realise::{next_operation, NextAction, View};
 use crate::state::State;
 use crate::store::StoreError;
 use crate::templates::{digest_conflict, template_ready_on, unpinned_url};
@@ -201,7 +202,7 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
                     .is_some_and(|n| template_ready_on(n, &d.container.template, &d.template))
             }),
         };
-        let Some(next) = next_action(view) else {
+        let Some(next) = next_operation(&view) else {
             if d.is_none() && o.is_none() && a.is_some() {
                 state.store.remove_applied(&k.0, &k.1)?;
             }
@@ -395,7 +396,7 @@ fn does_not_hold(
     state: &State,
     k: &Key,
     last: &Operation,
-    next: &super::decide::NextAction,
+    next: &NextAction,
     now: Millis,
 ) -> Result<(), StoreError> {
     let what = match &next.kind {
