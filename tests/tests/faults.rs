@@ -933,7 +933,7 @@ async fn controller_disk_full_or_read_only() {
                 problems.push(format!("the fleet from before the fault: {}", r_old.detail));
             }
             // a full disk: sled cannot continue its log after a failed write, so the controller refuses
-            // writes until restarted (store_status.rs); what was stored before must survive that restart
+            // writes until restarted (store/status.rs); what was stored before must survive that restart
             if fault == DiskFault::Full && !restarted {
                 problems.push(
                     "writes were accepted again without a restart after a failed write (sled drops them at the next start)".into(),

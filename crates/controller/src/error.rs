@@ -48,7 +48,7 @@ impl From<Error> for tonic::Status {
                 StoreError::RevisionMoved { .. } => Status::aborted(e.to_string()),
                 StoreError::Invalid { .. } => Status::invalid_argument(e.to_string()),
                 StoreError::TokenRefused => Status::permission_denied(e.to_string()),
-                _ => crate::store_status::disk_status(&e)
+                _ => crate::store::status::disk_status(&e)
                     .unwrap_or_else(|| Status::internal(e.to_string())),
             },
             Error::Authz(e) => match e {

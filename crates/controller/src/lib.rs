@@ -41,8 +41,6 @@ pub mod seal;
 pub mod server;
 pub mod state;
 pub mod store;
-mod store_cache;
-pub mod store_status;
 pub mod submit;
 pub mod templates;
 #[cfg(feature = "test-harness")]

@@ -13,13 +13,15 @@ use sled::transaction::{ConflictableTransactionError, TransactionError, Transact
 use crate::model::{
     AppliedContainer, DesiredContainer, Millis, NodeRecord, ObservedContainer, Operation,
 };
-use crate::store_cache::{Decoded, SharedList};
+use crate::store::cache::{Decoded, SharedList};
 
 mod access;
+pub(crate) mod cache;
 mod containers;
 mod fleets;
 mod grants;
 mod policies;
+pub mod status;
 pub use policies::AdminPolicy;
 mod nodes;
 mod operations;
@@ -54,7 +56,7 @@ pub enum StoreError {
     Flush(#[from] pxfleet_common::FlushError),
     #[error(transparent)]
     Seal(#[from] crate::seal::SealError),
-    /// A write failed on the disk earlier (see [`crate::store_status`]): sled cannot continue its log after
+    /// A write failed on the disk earlier (see [`crate::store::status`]): sled cannot continue its log after
     /// that, so later writes are refused until a restart.
     #[error("an earlier write failed on the disk ({first}); sled cannot continue its log after a failed write: restart the controller once the data dir is writable")]
     DiskFailed { first: String },
@@ -151,12 +153,12 @@ pub struct Store {
     /// The key the `secrets` tree is sealed with ([`crate::seal`]); None for a store opened only to read or
     /// write other trees (init, dev-mode tokens, benchmarks), which then cannot touch secrets.
     seal: Option<std::sync::Arc<crate::seal::SealKey>>,
-    /// Set by the first write that failed on the disk; later writes are refused (store_status.rs).
-    disk_failed: crate::store_status::DiskFailure,
+    /// Set by the first write that failed on the disk; later writes are refused (store/status.rs).
+    disk_failed: crate::store::status::DiskFailure,
 }
 
 /// sled's page cache. Its default (1 GiB) let the cache grow with the store: the hot trees are also held
-/// decoded (store_cache.rs), so the pages of a 10,000-container store are read from the OS's page cache when
+/// decoded (store/cache.rs), so the pages of a 10,000-container store are read from the OS's page cache when
 /// sled drops them, at a small cost, instead of being held twice.
 /// A 16 MiB cache was measured worse at 10,000 containers (peak RSS 404 MiB against 372-384 MiB, and slower).
 const SLED_CACHE_BYTES: u64 = 64 << 20;
