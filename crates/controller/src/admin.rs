@@ -7,8 +7,8 @@ use std::future::Future;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use crate::backup::s3::S3BackupError;
 use crate::backup::BackupError;
-use crate::backup_s3::S3BackupError;
 use crate::config::{Config, ConfigError};
 use crate::datadir::DataDirError;
 use crate::pki::{self, PkiError};

@@ -52,8 +52,8 @@ pub struct Config {
     pub seal_key: Option<PathBuf>,
     /// Limits against a bad or hostile client ([`crate::limits`]).
     pub limits: crate::limits::LimitsConfig,
-    /// Backup targets ([`crate::backup_s3`]).
-    pub backup: crate::backup_s3::BackupConfig,
+    /// Backup targets ([`crate::backup::s3`]).
+    pub backup: crate::backup::s3::BackupConfig,
     /// Where template URLs may point ([`crate::templates::UrlPolicy`]).
     pub template_urls: crate::templates::UrlPolicy,
     /// Where the HTTP hooks written in operators' fleet files may send requests (admins' own hooks and the

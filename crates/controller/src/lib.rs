@@ -9,8 +9,6 @@ pub mod agents;
 pub mod audit;
 pub mod authz;
 pub mod backup;
-pub mod backup_s3;
-pub mod backup_schedule;
 pub mod certs;
 pub mod config;
 pub mod convert;

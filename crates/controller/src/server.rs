@@ -124,7 +124,7 @@ async fn serve(
     };
     let reconciler = tokio::spawn(crate::reconcile::run(state.clone(), stopped()));
     tokio::spawn(crate::hooks::run(state.clone(), stopped()));
-    crate::backup_schedule::spawn(&state, stopped());
+    crate::backup::schedule::spawn(&state, stopped());
     let scrape_state = Arc::downgrade(&state);
     let metrics = tokio::spawn(crate::metrics::serve(
         metrics_listener,

@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use pxfleet_controller::backup;
-use pxfleet_controller::backup_s3::S3Config;
+use pxfleet_controller::backup::s3::S3Config;
 use pxfleet_controller::model::DesiredContainer;
 use pxfleet_controller::store::{Store, SubmitTx};
 

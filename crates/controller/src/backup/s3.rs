@@ -15,7 +15,7 @@ pub struct BackupConfig {
     /// Where `pxcontroller backup --s3` puts the backup (and `restore --from-s3` takes it from).
     pub s3: Option<S3Config>,
     /// A backup of the running controller every so often (`30m`, `6h`, `1d`), into `dir` (and to `s3` when
-    /// configured); none when unset ([`crate::backup_schedule`]).
+    /// configured); none when unset ([`crate::backup::schedule`]).
     pub every: Option<String>,
     /// Where scheduled backups go; default `DATA_DIR/backups`.
     pub dir: Option<PathBuf>,

@@ -17,6 +17,9 @@
 //! A restore reads and verifies the whole file before it writes anything, builds the store in a new directory
 //! next to `db/` and renames it into place, so a failed restore leaves the data dir as it was.
 
+pub mod s3;
+pub mod schedule;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 

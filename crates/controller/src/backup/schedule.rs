@@ -51,7 +51,7 @@ async fn run(
                 continue;
             }
         };
-        let name = crate::backup_s3::S3Config::file_name(now);
+        let name = crate::backup::s3::S3Config::file_name(now);
         match write(&dir, &name, &data) {
             Ok(path) => {
                 tracing::info!(path = %path.display(), bytes = data.len(), "scheduled backup written");
@@ -109,7 +109,7 @@ mod tests {
 
     #[test]
     fn every_parses_and_rejects_what_is_not_a_duration() {
-        let c = |e: &str| crate::backup_s3::BackupConfig {
+        let c = |e: &str| crate::backup::s3::BackupConfig {
             every: Some(e.into()),
             ..Default::default()
         };
@@ -118,7 +118,7 @@ mod tests {
         assert!(c("6 hours").interval().unwrap_err().contains("e.g. 6h"));
         assert!(c("0s").interval().is_err());
         assert_eq!(
-            crate::backup_s3::BackupConfig::default().interval(),
+            crate::backup::s3::BackupConfig::default().interval(),
             Ok(None)
         );
     }
