@@ -302,9 +302,9 @@ impl FleetService for FleetApi {
         let ops =
             crate::listing::operations(&self.state, &r.fleet, &r.node, r.active_only, r.limit)?;
         let mut operations = operation_infos(&ops);
-        // Hook runs (crate::hook_runs) are listed with the operations, in the order they started.
+        // Hook runs (crate::hooks::runs) are listed with the operations, in the order they started.
         let limit = if r.limit == 0 { 200 } else { r.limit as usize };
-        let runs = crate::hook_runs::list(&self.state, &r.fleet, &r.node, r.active_only, limit)?;
+        let runs = crate::hooks::runs::list(&self.state, &r.fleet, &r.node, r.active_only, limit)?;
         if !runs.is_empty() {
             operations.extend(runs.iter().map(|h| h.to_operation_info()));
             operations.sort_by_key(|o| o.created_unix_ms);

@@ -19,7 +19,6 @@ pub mod drain;
 pub mod error;
 pub mod fleet_service;
 pub mod grants;
-pub mod hook_runs;
 pub mod hooks;
 pub mod identities;
 pub mod limits;

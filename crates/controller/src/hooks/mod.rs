@@ -4,7 +4,7 @@
 //! runs each one (an HTTP request or an argv command) with a deadline per attempt and retries with
 //! exponential backoff. A hook that fails never touches the container's operation. Each attempt's result is
 //! kept in the store's `hooks` tree (shown by `pxctl describe container`), recorded in the history of runs
-//! ([`crate::hook_runs`], listed by `pxctl get operations`) and sent as a fleet event (the API's `Watch`
+//! ([`crate::hooks::runs`], listed by `pxctl get operations`) and sent as a fleet event (the API's `Watch`
 //! stream).
 //!
 //! One attempt (HTTP or command) is [`attempt`]. Secrets (`${env:NAME}`, `${file:/path}`) are read when the hook runs; their values are never stored,
@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
 mod catalog;
+pub mod runs;
 pub use catalog::{HookCatalog, Protected};
 
 use crate::model::Operation;
@@ -349,7 +350,7 @@ pub async fn run(state: Arc<State>, stop: impl std::future::Future<Output = ()>)
         let now = state.now_ms();
         if now.saturating_sub(pruned_ms) > 3_600_000 {
             pruned_ms = now;
-            if let Err(e) = crate::hook_runs::prune(&state, now) {
+            if let Err(e) = crate::hooks::runs::prune(&state, now) {
                 tracing::warn!(error = %e, "old hook runs not pruned");
             }
         }
@@ -430,7 +431,7 @@ pub async fn run_hook(state: &State, h: &Hook, job: &Job) {
     };
     let started_ms = r.last_attempt_ms;
     put(state, &r);
-    crate::hook_runs::record(state, &job.cx, started_ms, &r);
+    crate::hooks::runs::record(state, &job.cx, started_ms, &r);
     let mut backoff = FIRST_BACKOFF;
     for attempt in 1..=max_attempts {
         r.attempts = attempt;
@@ -468,7 +469,7 @@ pub async fn run_hook(state: &State, h: &Hook, job: &Job) {
             }
         }
         put(state, &r);
-        crate::hook_runs::record(state, &job.cx, started_ms, &r);
+        crate::hooks::runs::record(state, &job.cx, started_ms, &r);
         emit(state, &job.cx, &r);
         if r.status != "retrying" {
             return;

@@ -346,7 +346,7 @@ impl Store {
         Ok(self.db.open_tree("hooks")?)
     }
 
-    /// Every run of a hook, by start time (crate::hook_runs).
+    /// Every run of a hook, by start time (crate::hooks::runs).
     pub fn hook_runs_tree(&self) -> Result<sled::Tree, StoreError> {
         Ok(self.db.open_tree("hook_runs")?)
     }
