@@ -108,7 +108,7 @@ impl BenchOptions {
             pxcontroller,
             poll: Duration::from_millis(250),
             stall: Duration::from_secs(120),
-            parallelism: pxfleet_controller::agent_service::MAX_PARALLEL_OPERATIONS as usize,
+            parallelism: pxfleet_controller::grpc::agent_service::MAX_PARALLEL_OPERATIONS as usize,
             work_dir: None,
             keep: false,
         }

@@ -33,7 +33,7 @@ pub fn targets(fleet: &Fleet, snap: &Snapshot) -> Vec<SpecObserved> {
         .filter(|(_, c)| c.adopt)
         .filter_map(|(key, c)| {
             let o = target(&snap.observed, c.node.as_deref()?, c.vm_id?)?;
-            crate::convert::spec_observed(&fleet.name, key, o, None)
+            crate::grpc::convert::spec_observed(&fleet.name, key, o, None)
         })
         .collect()
 }

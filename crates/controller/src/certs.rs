@@ -1,6 +1,6 @@
 //! Admin calls on the controller's CA: join tokens for new nodes, user certificates signed from a CSR, and
 //! revocation. Each is recorded in the audit log and flushed (tokens, revocations) before it is answered.
-//! The gRPC handlers in [`crate::fleet_service`] only authorise and convert; the certificate list and the
+//! The gRPC handlers in [`crate::grpc::fleet_service`] only authorise and convert; the certificate list and the
 //! words for refusals live in [`crate::identities`].
 
 use std::time::Duration;

@@ -4,21 +4,18 @@
 
 pub mod admin;
 pub mod adopt;
-pub mod agent_service;
 pub mod agents;
 pub mod audit;
 pub mod authz;
 pub mod backup;
 pub mod certs;
 pub mod config;
-pub mod convert;
-pub mod convert_streams;
 pub mod datadir;
 pub mod dev;
 pub mod drain;
 pub mod error;
-pub mod fleet_service;
 pub mod grants;
+pub mod grpc;
 pub mod hooks;
 pub mod identities;
 pub mod limits;

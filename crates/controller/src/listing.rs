@@ -1,7 +1,7 @@
 //! What pxctl reads: fleets with their container counts, containers (one row each, desired joined with
 //! observed), one container described (operations, drift, hook results), operations, history and outputs
 //! (passwords only when asked for, and then audited). Controller types only; the gRPC handlers in
-//! [`crate::fleet_service`] turn them into answers.
+//! [`crate::grpc::fleet_service`] turn them into answers.
 
 use std::collections::BTreeMap;
 

@@ -1,6 +1,6 @@
 //! Nodes as `pxctl node` sees and changes them: the node view (health and why, container count), cordon and
 //! uncordon, and drain (cordon, then move every movable container off: the moves are planned by
-//! [`crate::drain::plan`] and applied by the reconciler). The gRPC handlers in [`crate::fleet_service`] only
+//! [`crate::drain::plan`] and applied by the reconciler). The gRPC handlers in [`crate::grpc::fleet_service`] only
 //! authorise and convert.
 
 use pxfleet_tls::Identity;

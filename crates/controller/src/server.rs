@@ -10,10 +10,10 @@ use pxfleet_proto::v1::fleet_service_server::FleetServiceServer;
 use pxfleet_tls::{RevocationList, Serial};
 use tokio::net::TcpListener;
 
-use crate::agent_service::AgentApi;
 use crate::config::Config;
 use crate::datadir::{self, DataDirError, DataDirLock};
-use crate::fleet_service::FleetApi;
+use crate::grpc::agent_service::AgentApi;
+use crate::grpc::fleet_service::FleetApi;
 use crate::pki::{self, PkiError};
 use crate::state::State;
 use crate::store::{Store, StoreError};

@@ -4,7 +4,7 @@
 
 use pxfleet_spec::{Checksum, Template, TemplateSource};
 
-use crate::convert;
+use crate::grpc::convert;
 use crate::model::NodeRecord;
 
 /// Whether template `name` can be created from on node `n` without seeding first.

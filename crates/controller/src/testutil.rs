@@ -207,7 +207,7 @@ pub type AgentRx = tokio::sync::mpsc::Receiver<crate::agents::ToAgent>;
 pub fn next_message(rx: &mut AgentRx) -> Option<pb::ControllerMessage> {
     rx.try_recv()
         .ok()
-        .map(crate::convert_streams::controller_message_pb)
+        .map(crate::grpc::convert_streams::controller_message_pb)
 }
 
 /// Every operation queued for the agent so far, as it goes on the wire.
@@ -227,7 +227,7 @@ pub fn on_update_pb(
     node: &str,
     u: &pb::OperationUpdate,
 ) -> Result<bool, crate::store::StoreError> {
-    let u = crate::convert_streams::operation_update_from_pb(node, u.clone());
+    let u = crate::grpc::convert_streams::operation_update_from_pb(node, u.clone());
     crate::reconcile::on_update(st, node, &u)
 }
 

@@ -1,6 +1,6 @@
 //! The Watch loop: a fleet's operation events as the reconcile loop emits them, and a status event whenever a
 //! container's status changes; with `until_settled`, it ends after the event saying every container of the
-//! current revision is done. Protobuf is the Watch handler's business ([`crate::convert_streams`]).
+//! current revision is done. Protobuf is the Watch handler's business ([`crate::grpc::convert_streams`]).
 
 use std::collections::BTreeMap;
 use std::future::Future;

@@ -10,7 +10,7 @@ use pxfleet_spec::observed::ObservedContainer as SpecObserved;
 use pxfleet_spec::plan::Nodes;
 use pxfleet_spec::{DatastoreFacts, Holder, NodeFacts, WorldFacts};
 
-use crate::convert;
+use crate::grpc::convert;
 use crate::model::{
     Allocation, AppliedContainer, DesiredContainer, NodeRecord, NodeStatus, ObservedContainer,
     Revision,

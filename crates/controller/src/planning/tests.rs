@@ -1,7 +1,7 @@
 //! Tests of planning: placement, vm_id and MAC allocation, capacity refusals, stable placement, adoption.
 
 use super::*;
-use crate::convert;
+use crate::grpc::convert;
 use crate::model::{NodeStatus, ObservedContainer};
 use crate::store::Store;
 use crate::testutil::node;

@@ -25,7 +25,7 @@ use pxfleet_spec::plan::{
 };
 use pxfleet_spec::{Container, Fleet};
 
-use crate::convert;
+use crate::grpc::convert;
 use crate::model::{AppliedContainer, DesiredContainer, ObservedContainer, OperationKind};
 
 /// What the reconciler wants done next for one container.

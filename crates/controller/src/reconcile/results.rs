@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use pxfleet_spec::{Container, Template, TemplateSource};
 
 use super::emit;
-use crate::convert;
+use crate::grpc::convert;
 use crate::model::{
     AppliedContainer, ManagedBy, Millis, ObservedContainer, OpState, Operation, OperationKind,
     OperationUpdate, TemplateDigest, UpdateState,

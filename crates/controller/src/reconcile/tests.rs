@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use pxfleet_proto::v1 as pb;
 
 use super::*;
-use crate::convert;
+use crate::grpc::convert;
 use crate::model::{ContainerStatus, DesiredContainer, OpState};
 use crate::query::container_rows;
 use crate::testutil::{

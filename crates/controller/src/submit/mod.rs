@@ -2,7 +2,7 @@
 //! prepares it against a snapshot of the world ([`crate::planning`]), checks the revision the caller expects
 //! and the fleet's policies, merges passwords (given, kept from the secrets tree, or generated), stores a new
 //! revision and runs a reconcile pass so the operations exist when the caller is answered. The gRPC
-//! handlers in [`crate::fleet_service`] only authorise and convert.
+//! handlers in [`crate::grpc::fleet_service`] only authorise and convert.
 //!
 //! Parsing, planning, storing and the pass are synchronous and take seconds at 10,000 containers: they run on
 //! the blocking pool ([`blocking`]), never on an async worker. The fleet's lock and the placement lock are

@@ -14,8 +14,8 @@ use pxfleet_tls::{Identity, Role};
 use tonic::{Request, Response, Status};
 
 use crate::authz::{check_fleet, Need};
-use crate::convert;
 use crate::error::Error;
+use crate::grpc::convert;
 use crate::nodes::NodeView;
 use crate::query::ContainerRow;
 use crate::state::State;
@@ -194,7 +194,7 @@ impl FleetService for FleetApi {
                 let tx = tx.clone();
                 async move {
                     let ev = ev
-                        .map(crate::convert_streams::fleet_event_pb)
+                        .map(crate::grpc::convert_streams::fleet_event_pb)
                         .map_err(Status::from);
                     tx.send(ev).await.is_ok()
                 }

@@ -14,9 +14,9 @@ use tonic::{Request, Response, Status, Streaming};
 
 use crate::agents::ToAgent;
 use crate::authz::check_node;
-use crate::convert;
-use crate::convert_streams;
 use crate::error::{Error, Result};
+use crate::grpc::convert;
+use crate::grpc::convert_streams;
 use crate::model::AuditEntry;
 use crate::reconcile;
 use crate::state::State;

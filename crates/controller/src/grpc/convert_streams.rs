@@ -4,9 +4,9 @@
 
 use pxfleet_proto::v1 as pb;
 
-use crate::agent_service::{HEARTBEAT_INTERVAL_SECS, MAX_PARALLEL_OPERATIONS};
 use crate::agents::ToAgent;
-use crate::convert;
+use crate::grpc::agent_service::{HEARTBEAT_INTERVAL_SECS, MAX_PARALLEL_OPERATIONS};
+use crate::grpc::convert;
 use crate::model::{FleetEvent, OpKind, OperationUpdate, UpdateState};
 
 pub fn op_kind_tag_pb(k: OpKind) -> pb::OperationKind {
