@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use pxfleet_common::Clock;
 use pxfleet_tls::{Ca, RevocationList};
-use tokio::sync::{broadcast, Notify};
+use tokio::sync::broadcast;
 
 use crate::agents::Sessions;
 use crate::config::Config;
@@ -24,13 +24,11 @@ pub struct State {
     pub clock: Clock,
     pub store: Store,
     pub sessions: Sessions,
-    /// Wakes the reconciler (after an observation, a result, a submit); see [`State::changed`].
-    pub wake: Notify,
+    /// What the reconcile loop keeps between its passes; the rest of the controller only wakes it
+    /// ([`State::changed`]).
+    pub reconciler: crate::reconcile::Reconciler,
     /// Advances whenever containers, operations or observations change, so watchers recompute only then.
     generation: std::sync::atomic::AtomicU64,
-    /// The earliest time something timed becomes due (a backoff ends, a deadline or an acknowledgement wait
-    /// passes), as the last reconcile pass found it; `u64::MAX` when nothing is.
-    pub next_due_ms: std::sync::atomic::AtomicU64,
     pub events: broadcast::Sender<FleetEvent>,
     pub metrics: Metrics,
     pub ca: Ca,
@@ -48,12 +46,6 @@ pub struct State {
     pub hooks: crate::hooks::Hooks,
     /// The `seed: all_nodes` templates of each fleet's head revision ([`crate::preseed`]).
     pub preseed: crate::preseed::Cache,
-    /// Containers that were created and are observed nowhere now, with when the reconciler first saw that: a
-    /// container between two nodes (migrated by hand) is missing from both agents' reports for a moment, so it is
-    /// recreated only once missing for [`crate::reconcile::VANISHED_GRACE_MS`].
-    pub vanished: std::sync::Mutex<std::collections::HashMap<(String, String), u64>>,
-    /// Operations due but held back by their node's dispatch window, sent as results free slots.
-    pub backlog: crate::reconcile::Backlog,
 }
 
 impl State {
@@ -72,9 +64,8 @@ impl State {
             config,
             store,
             sessions: Sessions::default(),
-            wake: Notify::new(),
+            reconciler: Default::default(),
             generation: Default::default(),
-            next_due_ms: std::sync::atomic::AtomicU64::new(0),
             events,
             metrics: Metrics::default(),
             ca,
@@ -83,15 +74,13 @@ impl State {
             fleet_locks: Default::default(),
             placement_lock: Default::default(),
             preseed: Default::default(),
-            vanished: Default::default(),
-            backlog: Default::default(),
         })
     }
 
     /// Something a watcher or the reconciler cares about changed: wakes the reconciler.
     pub fn changed(&self) {
         self.bump();
-        self.wake.notify_one();
+        self.reconciler.wake.notify_one();
     }
 
     /// Advances the change generation without waking the reconciler (operation events).

@@ -110,7 +110,7 @@ pub(crate) fn send_new(
 /// A final result freed a slot of `node`'s window: sends the first operation of its backlog that is still
 /// pending and due. The caller holds the operations lock.
 pub(crate) fn next_for(state: &State, node: &str, now: Millis) -> Result<(), StoreError> {
-    while let Some(w) = state.backlog.pop(node) {
+    while let Some(w) = state.reconciler.backlog.pop(node) {
         let Some(op) = state.store.op(&w.id)? else {
             continue;
         };

@@ -39,13 +39,13 @@ pub async fn run(state: std::sync::Arc<State>, shutdown: impl Future<Output = ()
     loop {
         let woken = tokio::select! {
             _ = &mut shutdown => return,
-            _ = state.wake.notified() => true,
+            _ = state.reconciler.wake.notified() => true,
             _ = tokio::time::sleep(interval) => false,
         };
         let now = state.now_ms();
         if !woken
             && seen_generation == Some(state.generation())
-            && now < state.next_due_ms.load(Ordering::Relaxed)
+            && now < state.reconciler.next_due_ms.load(Ordering::Relaxed)
             && idle_ticks + 1 < IDLE_PASS_EVERY
         {
             idle_ticks += 1;
@@ -76,6 +76,23 @@ pub async fn run(state: std::sync::Arc<State>, shutdown: impl Future<Output = ()
             }
         }
     }
+}
+
+/// What the reconcile loop keeps between its passes. The rest of the controller only wakes it
+/// ([`State::changed`]); passes, dispatch and results read and write the rest.
+#[derive(Default)]
+pub struct Reconciler {
+    /// Wakes the loop (after an observation, a result, a submit).
+    pub(crate) wake: tokio::sync::Notify,
+    /// The earliest time something timed becomes due (a backoff ends, a deadline or an acknowledgement wait
+    /// passes), as the last pass found it; `u64::MAX` when nothing is.
+    pub(crate) next_due_ms: std::sync::atomic::AtomicU64,
+    /// Containers that were created and are observed nowhere now, with when a pass first saw that: a container
+    /// between two nodes (migrated by hand) is missing from both agents' reports for a moment, so it is recreated
+    /// only once missing for [`VANISHED_GRACE_MS`].
+    pub(crate) vanished: std::sync::Mutex<std::collections::HashMap<(String, String), u64>>,
+    /// Operations due but held back by their node's dispatch window, sent as results free slots.
+    pub(crate) backlog: Backlog,
 }
 
 /// How long a created container must be missing from every node's report before it is created again.

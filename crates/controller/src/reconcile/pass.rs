@@ -131,7 +131,11 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
     let mut vanished_due = Millis::MAX;
     {
         // a container no longer desired is not waited for any more
-        let mut v = state.vanished.lock().unwrap_or_else(|p| p.into_inner());
+        let mut v = state
+            .reconciler
+            .vanished
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         if !v.is_empty() {
             v.retain(|k, _| w.desired.contains_key(k));
         }
@@ -216,7 +220,11 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
             && o.is_none()
             && a.is_some_and(|a| d.is_some_and(|d| a.vm_id == d.vm_id));
         {
-            let mut v = state.vanished.lock().unwrap_or_else(|p| p.into_inner());
+            let mut v = state
+                .reconciler
+                .vanished
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
             if vanished {
                 let since = *v.entry(k.clone()).or_insert(now);
                 if now < since + VANISHED_GRACE_MS {
@@ -334,7 +342,7 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
     for op in planned.iter().filter(|o| unstored.contains(&o.id)) {
         state.store.put_op(op)?;
     }
-    state.backlog.replace(backlog);
+    state.reconciler.backlog.replace(backlog);
     // what falls due next without any change: a backoff ends, an acknowledgement wait or a deadline passes, a
     // vanished container's grace ends
     let mut due = vanished_due;
@@ -353,6 +361,7 @@ pub fn pass(state: &State, now: Millis) -> Result<(), StoreError> {
         }
     }
     state
+        .reconciler
         .next_due_ms
         .store(due, std::sync::atomic::Ordering::Relaxed);
     let took = started.elapsed();

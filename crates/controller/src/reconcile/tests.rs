@@ -345,10 +345,17 @@ fn a_vanished_container_removed_from_the_file_is_forgotten() {
     st.store.set_observed("n1", op.vm_id, None).unwrap();
     let t0 = st.now_ms();
     pass(&st, t0).unwrap();
-    assert_eq!(st.vanished.lock().unwrap().len(), 1, "waiting for it");
+    assert_eq!(
+        st.reconciler.vanished.lock().unwrap().len(),
+        1,
+        "waiting for it"
+    );
     submit(&st, vec![]);
     pass(&st, t0 + 1).unwrap();
-    assert!(st.vanished.lock().unwrap().is_empty(), "forgotten");
+    assert!(
+        st.reconciler.vanished.lock().unwrap().is_empty(),
+        "forgotten"
+    );
     assert!(operations_sent(&mut rx).is_empty(), "and not created again");
 }
 
