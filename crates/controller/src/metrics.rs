@@ -14,6 +14,10 @@ use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 
+use crate::model::{ContainerStatus, NodeStatus, Operation};
+use crate::state::State;
+use crate::store::StoreError;
+
 /// Upper bounds (seconds) of the reconcile latency histogram.
 const BUCKETS: [f64; 8] = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0];
 
@@ -168,6 +172,45 @@ where
                 tracing::debug!(error = %e, "metrics connection ended");
             }
         });
+    }
+}
+
+/// Gauges for /metrics.
+pub fn gauges(state: &State) -> Result<Gauges, StoreError> {
+    let mut g = Gauges::default();
+    for s in [
+        NodeStatus::Ready,
+        NodeStatus::Down,
+        NodeStatus::Cordoned,
+        NodeStatus::Stalled,
+    ] {
+        g.nodes_by_status.insert(s.as_str(), 0);
+    }
+    let ops = state.store.ops()?;
+    let now = state.now_ms();
+    for n in state.store.nodes()? {
+        let mine: Vec<&Operation> = ops.iter().filter(|o| o.node == n.name).collect();
+        *g.nodes_by_status
+            .entry(crate::nodes::health(state, &n, &mine, now).0.as_str())
+            .or_default() += 1;
+    }
+    for s in ContainerStatus::ALL {
+        g.containers_by_status.insert(s.as_str(), 0);
+    }
+    for c in crate::query::container_rows(state)? {
+        *g.containers_by_status.entry(c.status.as_str()).or_default() += 1;
+    }
+    Ok(g)
+}
+
+/// The /metrics text.
+pub fn scrape(state: &State) -> String {
+    match gauges(state) {
+        Ok(g) => state.metrics.render(&g),
+        Err(e) => {
+            tracing::error!(error = %e, "metrics scrape failed");
+            state.metrics.render(&Gauges::default())
+        }
     }
 }
 

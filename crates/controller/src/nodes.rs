@@ -7,7 +7,9 @@ use pxfleet_tls::Identity;
 
 use crate::drain::DrainPlan;
 use crate::error::{Error, Result};
-use crate::model::{AuditEntry, NodeRecord, NodeStatus, ObservedContainer, Operation};
+use crate::model::{
+    AuditEntry, Millis, NodeRecord, NodeStatus, ObservedContainer, OpState, Operation,
+};
 use crate::planning::Snapshot;
 use crate::reconcile;
 use crate::state::State;
@@ -31,7 +33,7 @@ pub fn node_view(
     active: &[Operation],
 ) -> NodeView {
     let mine: Vec<&Operation> = active.iter().filter(|o| o.node == n.name).collect();
-    let (status, mut status_reason) = state.node_health(n, &mine, state.now_ms());
+    let (status, mut status_reason) = crate::nodes::health(state, n, &mine, state.now_ms());
     if status == NodeStatus::Down {
         let serials = state.store.serials().unwrap_or_default();
         if let Some(why) = crate::identities::node_cert_problem(&serials, &n.name, state.now_ms()) {
@@ -106,7 +108,7 @@ pub async fn drain(
     let reason = if reason.is_empty() { "drained" } else { reason };
     let _placing = state.placement_lock.lock().await;
     let info = set_cordon(state, by, node, Some(reason))?;
-    let snap = Snapshot::take(&state.store, "", |n| state.node_status(n))?;
+    let snap = Snapshot::take(&state.store, "", |n| crate::nodes::status(state, n))?;
     let plan = crate::drain::plan(&snap, node);
     for m in &plan.moves {
         state.store.move_desired(&m.fleet, &m.name, &m.to)?;
@@ -122,4 +124,82 @@ pub async fn drain(
     reconcile::pass(state, state.now_ms())?;
     state.changed();
     Ok((info, plan))
+}
+
+/// A node's status: its record's, except that a node whose certificate was revoked is down at once.
+pub fn status(state: &State, node: &NodeRecord) -> NodeStatus {
+    if cert_revoked(state, node) {
+        return NodeStatus::Down;
+    }
+    node.status(state.now_ms(), state.heartbeat_timeout_ms())
+}
+
+/// Whether the certificate the node's agent last connected with was revoked: its stream was closed then,
+/// and it is down at once (not only once its heartbeats are missed).
+fn cert_revoked(state: &State, node: &NodeRecord) -> bool {
+    !node.cert_serial.is_empty()
+        && pxfleet_tls::Serial::from_hex(&node.cert_serial)
+            .is_ok_and(|s| pxfleet_tls::RevocationCheck::is_revoked(&*state.revocations, &s))
+}
+
+/// What `get nodes` shows: the record's status, except that a node whose operations in flight (`ops`: the
+/// node's active operations) have not moved for `stall_secs` is `stalled`; with the reason in words.
+pub fn health(
+    state: &State,
+    node: &NodeRecord,
+    ops: &[&Operation],
+    now: Millis,
+) -> (NodeStatus, String) {
+    if cert_revoked(state, node) {
+        return (
+            NodeStatus::Down,
+            format!(
+                "its certificate (serial {}) was revoked: its agent was cut off and is refused; enrol it again: \
+                 `pxctl node token create --node {}`, then on the node `pxagent join --node {}` with that token",
+                node.cert_serial, node.name, node.name
+            ),
+        );
+    }
+    let status = node.status(now, state.heartbeat_timeout_ms());
+    match status {
+        NodeStatus::Down if node.last_seen_ms == 0 => {
+            (status, "its agent has never connected".into())
+        }
+        NodeStatus::Down => (
+            status,
+            format!(
+                "no heartbeat for {} s (its operations wait for it)",
+                now.saturating_sub(node.last_seen_ms) / 1000
+            ),
+        ),
+        NodeStatus::Ready | NodeStatus::Cordoned | NodeStatus::Stalled => {
+            let in_flight: Vec<&&Operation> = ops
+                .iter()
+                .filter(|o| matches!(o.state, OpState::Dispatched | OpState::Running))
+                .collect();
+            let Some(oldest) = in_flight.iter().min_by_key(|o| o.dispatched_ms) else {
+                return (status, String::new());
+            };
+            let since = node
+                .last_op_update_ms
+                .max(oldest.dispatched_ms.unwrap_or(now));
+            let quiet = now.saturating_sub(since);
+            if quiet <= state.config.reconciler.stall_secs * 1000 {
+                return (status, String::new());
+            }
+            (
+                NodeStatus::Stalled,
+                format!(
+                    "{} operation(s) in flight and no update from its agent for {} s (oldest: {} of {}/{}, \
+                     dispatched {} s ago); check pxagent on the node (journalctl -u pxagent)",
+                    in_flight.len(),
+                    quiet / 1000,
+                    oldest.kind.name(),
+                    oldest.fleet,
+                    oldest.container,
+                    now.saturating_sub(oldest.dispatched_ms.unwrap_or(now)) / 1000
+                ),
+            )
+        }
+    }
 }

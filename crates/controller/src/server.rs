@@ -131,7 +131,7 @@ async fn serve(
         move || {
             scrape_state
                 .upgrade()
-                .map(|s| s.scrape())
+                .map(|s| crate::metrics::scrape(&s))
                 .unwrap_or_default()
         },
         stopped(),

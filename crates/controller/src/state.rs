@@ -11,11 +11,9 @@ use tokio::sync::broadcast;
 
 use crate::agents::Sessions;
 use crate::config::Config;
-use crate::metrics::{Gauges, Metrics};
-use crate::model::{
-    ContainerStatus, FleetEvent, Millis, NodeRecord, NodeStatus, OpState, Operation,
-};
-use crate::store::{Store, StoreError};
+use crate::metrics::Metrics;
+use crate::model::{FleetEvent, Millis};
+use crate::store::Store;
 
 pub struct State {
     pub config: Config,
@@ -111,121 +109,5 @@ impl State {
 
     pub fn heartbeat_timeout_ms(&self) -> u64 {
         self.config.reconciler.heartbeat_timeout_secs * 1000
-    }
-
-    pub fn node_status(&self, node: &crate::model::NodeRecord) -> NodeStatus {
-        if self.cert_revoked(node) {
-            return NodeStatus::Down;
-        }
-        node.status(self.now_ms(), self.heartbeat_timeout_ms())
-    }
-
-    /// Whether the certificate the node's agent last connected with was revoked: its stream was closed then,
-    /// and it is down at once (not only once its heartbeats are missed).
-    fn cert_revoked(&self, node: &crate::model::NodeRecord) -> bool {
-        !node.cert_serial.is_empty()
-            && pxfleet_tls::Serial::from_hex(&node.cert_serial)
-                .is_ok_and(|s| pxfleet_tls::RevocationCheck::is_revoked(&*self.revocations, &s))
-    }
-
-    /// What `get nodes` shows: the record's status, except that a node whose operations in flight (`ops`: the
-    /// node's active operations) have not moved for `stall_secs` is `stalled`; with the reason in words.
-    pub fn node_health(
-        &self,
-        node: &NodeRecord,
-        ops: &[&Operation],
-        now: Millis,
-    ) -> (NodeStatus, String) {
-        if self.cert_revoked(node) {
-            return (
-                NodeStatus::Down,
-                format!(
-                    "its certificate (serial {}) was revoked: its agent was cut off and is refused; enrol it again: \
-                     `pxctl node token create --node {}`, then on the node `pxagent join --node {}` with that token",
-                    node.cert_serial, node.name, node.name
-                ),
-            );
-        }
-        let status = node.status(now, self.heartbeat_timeout_ms());
-        match status {
-            NodeStatus::Down if node.last_seen_ms == 0 => {
-                (status, "its agent has never connected".into())
-            }
-            NodeStatus::Down => (
-                status,
-                format!(
-                    "no heartbeat for {} s (its operations wait for it)",
-                    now.saturating_sub(node.last_seen_ms) / 1000
-                ),
-            ),
-            NodeStatus::Ready | NodeStatus::Cordoned | NodeStatus::Stalled => {
-                let in_flight: Vec<&&Operation> = ops
-                    .iter()
-                    .filter(|o| matches!(o.state, OpState::Dispatched | OpState::Running))
-                    .collect();
-                let Some(oldest) = in_flight.iter().min_by_key(|o| o.dispatched_ms) else {
-                    return (status, String::new());
-                };
-                let since = node
-                    .last_op_update_ms
-                    .max(oldest.dispatched_ms.unwrap_or(now));
-                let quiet = now.saturating_sub(since);
-                if quiet <= self.config.reconciler.stall_secs * 1000 {
-                    return (status, String::new());
-                }
-                (
-                    NodeStatus::Stalled,
-                    format!(
-                        "{} operation(s) in flight and no update from its agent for {} s (oldest: {} of {}/{}, \
-                         dispatched {} s ago); check pxagent on the node (journalctl -u pxagent)",
-                        in_flight.len(),
-                        quiet / 1000,
-                        oldest.kind.name(),
-                        oldest.fleet,
-                        oldest.container,
-                        now.saturating_sub(oldest.dispatched_ms.unwrap_or(now)) / 1000
-                    ),
-                )
-            }
-        }
-    }
-
-    /// Gauges for /metrics.
-    pub fn gauges(&self) -> Result<Gauges, StoreError> {
-        let mut g = Gauges::default();
-        for s in [
-            NodeStatus::Ready,
-            NodeStatus::Down,
-            NodeStatus::Cordoned,
-            NodeStatus::Stalled,
-        ] {
-            g.nodes_by_status.insert(s.as_str(), 0);
-        }
-        let ops = self.store.ops()?;
-        let now = self.now_ms();
-        for n in self.store.nodes()? {
-            let mine: Vec<&Operation> = ops.iter().filter(|o| o.node == n.name).collect();
-            *g.nodes_by_status
-                .entry(self.node_health(&n, &mine, now).0.as_str())
-                .or_default() += 1;
-        }
-        for s in ContainerStatus::ALL {
-            g.containers_by_status.insert(s.as_str(), 0);
-        }
-        for c in crate::query::container_rows(self)? {
-            *g.containers_by_status.entry(c.status.as_str()).or_default() += 1;
-        }
-        Ok(g)
-    }
-
-    /// The /metrics text.
-    pub fn scrape(&self) -> String {
-        match self.gauges() {
-            Ok(g) => self.metrics.render(&g),
-            Err(e) => {
-                tracing::error!(error = %e, "metrics scrape failed");
-                self.metrics.render(&Gauges::default())
-            }
-        }
     }
 }

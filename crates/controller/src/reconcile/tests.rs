@@ -263,15 +263,15 @@ fn a_node_whose_operations_do_not_move_is_stalled() {
     let mut n = st.store.node("n1").unwrap().unwrap();
     let stall = st.config.reconciler.stall_secs * 1000;
     n.last_seen_ms = t0 + stall + 5_000; // heartbeats keep coming
-    let (status, reason) = st.node_health(&n, &mine, t0 + 1_000);
+    let (status, reason) = crate::nodes::health(&st, &n, &mine, t0 + 1_000);
     assert_eq!(status, crate::model::NodeStatus::Ready, "{reason}");
-    let (status, reason) = st.node_health(&n, &mine, t0 + stall + 5_000);
+    let (status, reason) = crate::nodes::health(&st, &n, &mine, t0 + stall + 5_000);
     assert_eq!(status, crate::model::NodeStatus::Stalled);
     assert!(reason.contains("3 operation(s) in flight"), "{reason}");
     assert!(reason.contains("create of dev/c00"), "{reason}");
     // an update from the agent counts as movement
     n.last_op_update_ms = t0 + stall;
-    let (status, _) = st.node_health(&n, &mine, t0 + stall + 5_000);
+    let (status, _) = crate::nodes::health(&st, &n, &mine, t0 + stall + 5_000);
     assert_eq!(status, crate::model::NodeStatus::Ready);
 }
 

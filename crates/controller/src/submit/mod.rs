@@ -164,7 +164,7 @@ impl PowerAction {
 }
 
 fn snapshot(state: &State, fleet: &str) -> Result<Snapshot, StoreError> {
-    Snapshot::take(&state.store, fleet, |n| state.node_status(n))
+    Snapshot::take(&state.store, fleet, |n| crate::nodes::status(state, n))
 }
 
 /// Prepares `fleet` (or its destruction: no containers) against the current state.
