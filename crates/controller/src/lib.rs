@@ -1,45 +1,50 @@
 //! pxcontroller: owns fleet state in sled, plans and schedules, and dispatches operations to node agents over
 //! mutual-TLS gRPC. `main.rs` only parses arguments and calls into this library; [`server::run`] starts the
 //! whole controller on listeners the caller binds (tests use 127.0.0.1:0).
+//!
+//! Public are only the modules `main.rs`, the test harness (crates/controller/tests, tests/) and the bench use:
+//! starting a controller (`server`, `dev`, `config`, `datadir`, `admin`, `test_harness`), the gRPC edge (`grpc`),
+//! the store and its model (`store`, `model`, `seal`, `backup`), and what tests set up directly (`identities`,
+//! `limits`, `scheduler`, `state`, `error`). The use cases, the planner's glue and the reconcile loop are private.
 
 pub mod admin;
-pub mod adopt;
-pub mod agents;
-pub mod audit;
-pub mod authz;
+mod adopt;
+mod agents;
+mod audit;
+mod authz;
 pub mod backup;
-pub mod certs;
+mod certs;
 pub mod config;
 pub mod datadir;
 pub mod dev;
-pub mod drain;
+mod drain;
 pub mod error;
-pub mod grants;
+mod grants;
 pub mod grpc;
-pub mod hooks;
+mod hooks;
 pub mod identities;
 pub mod limits;
-pub mod listing;
-pub mod metrics;
+mod listing;
+mod metrics;
 pub mod model;
-pub mod nodes;
-pub mod pki;
-pub mod planning;
-pub mod policy;
-pub mod preseed;
-pub mod query;
-pub mod realise;
-pub mod reconcile;
+mod nodes;
+mod pki;
+mod planning;
+mod policy;
+mod preseed;
+mod query;
+mod realise;
+mod reconcile;
 pub mod scheduler;
 pub mod seal;
 pub mod server;
 pub mod state;
 pub mod store;
-pub mod submit;
-pub mod templates;
+mod submit;
+mod templates;
 #[cfg(feature = "test-harness")]
 pub mod test_harness;
-pub mod watch;
+mod watch;
 
 pub use config::Config;
 pub use server::{run, run_with_clock};

@@ -18,8 +18,7 @@ use crate::config::VmIdRange;
 use crate::model::DesiredContainer;
 use crate::scheduler;
 
-pub use allocate::observed_macs;
-pub use snapshot::{node_facts, nodes_facts, spec_observed, Snapshot};
+pub use snapshot::{nodes_facts, spec_observed, Snapshot};
 
 /// The outcome of preparing a fleet: placed, numbered and planned, or the diagnostics that refuse it.
 #[derive(Debug, Clone)]
