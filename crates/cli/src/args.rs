@@ -678,29 +678,9 @@ pub struct TokenCreateArgs {
     pub format: ListFormat,
 }
 
-/// `90`, `90s`, `10m`, `2h`, `1d` (a bare number is seconds).
+/// `90`, `90s`, `10m`, `2h`, `1d` (a bare number is seconds): [`pxfleet_common::parse_duration`], as clap takes it.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration; expected e.g. 90s, 10m, 2h or 1d"))?;
-    let mult = match unit {
-        "" | "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86400,
-        _ => {
-            return Err(format!(
-                "unknown unit {unit:?} in {s:?}; use s, m, h or d (e.g. 10m)"
-            ))
-        }
-    };
-    n.checked_mul(mult)
-        .filter(|&secs| secs > 0)
-        .map(Duration::from_secs)
-        .ok_or_else(|| format!("{s:?} must be more than zero and reasonably small"))
+    pxfleet_common::parse_duration(s).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

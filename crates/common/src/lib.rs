@@ -5,12 +5,14 @@
 //! [`toml_file`], TOML config loading with `file:line:column` errors.
 
 pub mod clock;
+pub mod duration;
 pub mod flush;
 pub mod logging;
 pub mod shutdown;
 pub mod toml_file;
 
 pub use clock::{Clock, ManualClock, Stopwatch};
+pub use duration::{parse_duration, DurationError};
 pub use flush::{FlushError, Flusher};
 pub use shutdown::{shutdown_signal, Shutdown};
 pub use toml_file::TomlFileError;

@@ -29,27 +29,9 @@ impl BackupConfig {
         let Some(e) = self.every.as_deref() else {
             return Ok(None);
         };
-        let e = e.trim();
-        let split = e.find(|c: char| !c.is_ascii_digit()).unwrap_or(e.len());
-        let (n, unit) = e.split_at(split);
-        let n: u64 = n.parse().map_err(|_| {
-            format!("{e:?} is not a duration: expected a number and s, m, h or d, e.g. 6h")
-        })?;
-        let secs = match unit {
-            "s" => n,
-            "m" => n * 60,
-            "h" => n * 3600,
-            "d" => n * 86400,
-            _ => {
-                return Err(format!(
-                    "{e:?} is not a duration: expected a number and s, m, h or d, e.g. 6h"
-                ))
-            }
-        };
-        if secs == 0 {
-            return Err("must be at least 1s".into());
-        }
-        Ok(Some(std::time::Duration::from_secs(secs)))
+        pxfleet_common::parse_duration(e)
+            .map(Some)
+            .map_err(|e| e.to_string())
     }
 }
 

@@ -115,8 +115,9 @@ mod tests {
         };
         assert_eq!(c("6h").interval(), Ok(Some(Duration::from_secs(6 * 3600))));
         assert_eq!(c("30m").interval(), Ok(Some(Duration::from_secs(1800))));
-        assert!(c("6 hours").interval().unwrap_err().contains("e.g. 6h"));
+        assert!(c("6 hours").interval().unwrap_err().contains("e.g. 10m"));
         assert!(c("0s").interval().is_err());
+        assert!(c("99999999999999999d").interval().is_err(), "no overflow");
         assert_eq!(
             crate::backup::s3::BackupConfig::default().interval(),
             Ok(None)

@@ -16,9 +16,9 @@ mod results;
 mod snapshot;
 
 pub use dispatch::Backlog;
-pub use pass::{pass, REPAIR_DOES_NOT_HOLD};
 #[cfg(test)]
 use pass::REPAIR_HOLD_MS;
+pub use pass::{pass, REPAIR_DOES_NOT_HOLD};
 pub use restart::queue_restarts;
 pub use results::{on_update, requeue_node};
 pub use snapshot::queue_snapshot;
