@@ -8,8 +8,6 @@
 use pxfleet_spec::observed::ObservedContainer as SpecObserved;
 use pxfleet_spec::Fleet;
 
-use pxfleet_proto::v1 as pb;
-
 use crate::model::{DesiredContainer, ObservedContainer};
 use crate::planning::Snapshot;
 
@@ -73,27 +71,17 @@ pub fn targets_of<'a>(
     }
     out
 }
+
 /// The containers without pxfleet's mark (what `pxctl adopt` can take over), on `node` or on every node when it
 /// is empty, by node then vm_id.
 pub fn unmanaged(
     observed: &[std::sync::Arc<ObservedContainer>],
     node: &str,
-) -> Vec<pb::UnmanagedContainer> {
-    let mut out: Vec<pb::UnmanagedContainer> = observed
+) -> Vec<std::sync::Arc<ObservedContainer>> {
+    let mut out: Vec<std::sync::Arc<ObservedContainer>> = observed
         .iter()
         .filter(|o| o.managed.is_none() && (node.is_empty() || o.node == node))
-        .map(|o| pb::UnmanagedContainer {
-            node: o.node.clone(),
-            vm_id: o.vm_id,
-            hostname: o.hostname.clone(),
-            running: o.running,
-            lock: o.lock.clone().unwrap_or_default(),
-            config_json: o
-                .config
-                .as_ref()
-                .and_then(|c| serde_json::to_string(c).ok())
-                .unwrap_or_default(),
-        })
+        .cloned()
         .collect();
     out.sort_by(|a, b| (&a.node, a.vm_id).cmp(&(&b.node, b.vm_id)));
     out

@@ -3,8 +3,6 @@
 //! start/stop/restart, `output --show-sensitive`, join tokens, enrolments, cordons, user certificates issued and
 //! certificates revoked. Only admins may read it: it names every identity and what each did on every fleet.
 
-use pxfleet_proto::v1 as pb;
-
 use crate::model::AuditEntry;
 use crate::store::{Store, StoreError};
 
@@ -30,33 +28,25 @@ pub fn is_about_fleet(e: &AuditEntry, fleet: &str) -> bool {
         && !e.action.contains("token")
 }
 
-/// The entries a request asks for, oldest first: at most `limit` (default [`DEFAULT_LIMIT`]), the newest.
-pub fn entries(store: &Store, r: &pb::GetAuditRequest) -> Result<Vec<pb::AuditRecord>, StoreError> {
-    let since = u64::try_from(r.since_unix_ms).unwrap_or(0);
+/// The entries since `since_ms` (Unix ms), about `fleet` when not empty, oldest first: at most `limit` (0: the
+/// default [`DEFAULT_LIMIT`]), the newest.
+pub fn entries(
+    store: &Store,
+    fleet: &str,
+    since_ms: u64,
+    limit: usize,
+) -> Result<Vec<AuditEntry>, StoreError> {
     let mut all: Vec<AuditEntry> = store
         .audit_log()?
         .into_iter()
-        .filter(|e| e.time_ms >= since)
-        .filter(|e| r.fleet.is_empty() || is_about_fleet(e, &r.fleet))
+        .filter(|e| e.time_ms >= since_ms)
+        .filter(|e| fleet.is_empty() || is_about_fleet(e, fleet))
         .collect();
-    let limit = if r.limit == 0 {
-        DEFAULT_LIMIT
-    } else {
-        r.limit as usize
-    };
+    let limit = if limit == 0 { DEFAULT_LIMIT } else { limit };
     if all.len() > limit {
         all.drain(..all.len() - limit);
     }
-    Ok(all
-        .into_iter()
-        .map(|e| pb::AuditRecord {
-            unix_ms: e.time_ms as i64,
-            actor: e.actor,
-            action: e.action,
-            target: e.target,
-            detail: e.detail,
-        })
-        .collect())
+    Ok(all)
 }
 
 #[cfg(test)]
@@ -85,19 +75,12 @@ mod tests {
         ] {
             s.audit(&e).unwrap();
         }
-        let got = |fleet: &str, since: i64, limit: u32| {
-            entries(
-                &s,
-                &pb::GetAuditRequest {
-                    fleet: fleet.into(),
-                    since_unix_ms: since,
-                    limit,
-                },
-            )
-            .unwrap()
-            .into_iter()
-            .map(|r| format!("{}:{}", r.unix_ms, r.action))
-            .collect::<Vec<_>>()
+        let got = |fleet: &str, since: u64, limit: usize| {
+            entries(&s, fleet, since, limit)
+                .unwrap()
+                .into_iter()
+                .map(|e| format!("{}:{}", e.time_ms, e.action))
+                .collect::<Vec<_>>()
         };
         assert_eq!(got("", 0, 0).len(), 5);
         // the node dev's cordon is not about the fleet dev

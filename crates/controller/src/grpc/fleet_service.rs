@@ -267,11 +267,7 @@ impl FleetService for FleetApi {
             observed: d.row.observed.as_deref().map(convert::observed_pb),
             operations: operation_infos(&d.operations),
             drift: d.drift,
-            hooks: d
-                .hooks
-                .iter()
-                .map(crate::hooks::HookResult::to_pb)
-                .collect(),
+            hooks: d.hooks.iter().map(convert::hook_result_pb).collect(),
         }))
     }
 
@@ -306,7 +302,7 @@ impl FleetService for FleetApi {
         let limit = if r.limit == 0 { 200 } else { r.limit as usize };
         let runs = crate::hooks::runs::list(&self.state, &r.fleet, &r.node, r.active_only, limit)?;
         if !runs.is_empty() {
-            operations.extend(runs.iter().map(|h| h.to_operation_info()));
+            operations.extend(runs.iter().map(convert::hook_run_info));
             operations.sort_by_key(|o| o.created_unix_ms);
             if operations.len() > limit {
                 operations.drain(..operations.len() - limit);
@@ -570,7 +566,16 @@ impl FleetService for FleetApi {
         req: Request<pb::GetAuditRequest>,
     ) -> Result<Response<pb::GetAuditResponse>, Status> {
         check_fleet(self.who(&req)?.as_ref(), Need::Admin)?;
-        let entries = crate::audit::entries(&self.state.store, &req.into_inner())?;
+        let r = req.into_inner();
+        let entries = crate::audit::entries(
+            &self.state.store,
+            &r.fleet,
+            u64::try_from(r.since_unix_ms).unwrap_or(0),
+            r.limit as usize,
+        )?
+        .into_iter()
+        .map(convert::audit_record_pb)
+        .collect();
         Ok(Response::new(pb::GetAuditResponse { entries }))
     }
 
@@ -596,7 +601,10 @@ impl FleetService for FleetApi {
     ) -> Result<Response<pb::GetUnmanagedResponse>, Status> {
         check_fleet(self.who(&req)?.as_ref(), Need::Read)?;
         let r = req.into_inner();
-        let containers = crate::adopt::unmanaged(&self.state.store.all_observed_shared()?, &r.node);
+        let containers = crate::adopt::unmanaged(&self.state.store.all_observed_shared()?, &r.node)
+            .iter()
+            .map(|o| convert::unmanaged_pb(o))
+            .collect();
         Ok(Response::new(pb::GetUnmanagedResponse { containers }))
     }
 

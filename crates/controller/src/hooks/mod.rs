@@ -15,7 +15,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use pxfleet_proto::v1 as pb;
 use pxfleet_spec::hooks::{Hook, HookContext, HookEvent};
 use pxfleet_spec::{Container, Ipv4Config, Ipv6Config};
 use serde::{Deserialize, Serialize};
@@ -96,21 +95,6 @@ pub struct HookResult {
     pub last_attempt_ms: i64,
     pub error: String,
     pub detail: String,
-}
-
-impl HookResult {
-    pub fn to_pb(&self) -> pb::HookResult {
-        pb::HookResult {
-            hook: self.hook.clone(),
-            event: self.event.as_str().into(),
-            status: self.status.clone(),
-            attempts: self.attempts,
-            max_attempts: self.max_attempts,
-            last_attempt_unix_ms: self.last_attempt_ms,
-            error: self.error.clone(),
-            detail: self.detail.clone(),
-        }
-    }
 }
 
 fn key(fleet: &str, container: &str) -> Vec<u8> {

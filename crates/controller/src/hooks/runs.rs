@@ -5,7 +5,6 @@
 //! is destroyed), runs stay for [`KEEP_MS`], at most [`MAX_RUNS`] of them, so that a destroyed hook's run can
 //! still be looked up after the container is gone.
 
-use pxfleet_proto::v1 as pb;
 use pxfleet_spec::hooks::HookContext;
 use serde::{Deserialize, Serialize};
 
@@ -41,41 +40,6 @@ impl HookRun {
             "hook-{}-{}-{}-{}-{}",
             self.started_ms, r.fleet, r.container, r.hook, r.event
         )
-    }
-
-    /// The run as a row of `GetOperations`.
-    pub fn to_operation_info(&self) -> pb::OperationInfo {
-        let r = &self.result;
-        let state = match r.status.as_str() {
-            "succeeded" => pb::OperationState::Succeeded,
-            "failed" => pb::OperationState::Failed,
-            _ => pb::OperationState::Running,
-        };
-        let message = match r.status.as_str() {
-            "retrying" => format!(
-                "attempt {}/{} failed, will retry",
-                r.attempts, r.max_attempts
-            ),
-            "running" => format!("attempt {}/{}", r.attempts.max(1), r.max_attempts),
-            _ => r.detail.clone(),
-        };
-        pb::OperationInfo {
-            op_id: self.id(),
-            fleet: r.fleet.clone(),
-            container: r.container.clone(),
-            vm_id: self.vm_id,
-            node: self.node.clone(),
-            kind: pb::OperationKind::Hook as i32,
-            state: state as i32,
-            attempts: r.attempts,
-            created_unix_ms: self.started_ms,
-            updated_unix_ms: r.last_attempt_ms,
-            deadline_unix_ms: 0,
-            message,
-            error: r.error.clone(),
-            reason: format!("hook {} on {}", r.hook, r.event),
-            snapshots: Vec::new(),
-        }
     }
 }
 
@@ -169,6 +133,7 @@ pub fn list(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pxfleet_proto::v1 as pb;
     use pxfleet_spec::hooks::HookEvent;
 
     fn test_state() -> std::sync::Arc<State> {
@@ -225,7 +190,7 @@ mod tests {
         assert_eq!(newest.len(), 1);
         assert_eq!(newest[0].result.container, "b");
         assert!(list(&state, "other", "", false, 0).unwrap().is_empty());
-        let row = runs[1].to_operation_info();
+        let row = crate::grpc::convert::hook_run_info(&runs[1]);
         assert_eq!(row.kind, pb::OperationKind::Hook as i32);
         assert_eq!(row.state, pb::OperationState::Failed as i32);
         assert_eq!(row.reason, "hook dns on ready");
