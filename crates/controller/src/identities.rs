@@ -1,16 +1,11 @@
-//! Certificates and join tokens in words a person can act on: why a join token is refused, the certificate
-//! list behind `pxctl user list`, node certificate renewal (AgentService.Renew, over the node's current
-//! certificate, no token), and why a down node will not come back by itself (its certificate expired or was
-//! revoked).
+//! Certificates and join tokens in words a person can act on: why a join token is refused, the serial records
+//! behind `pxctl user list` and node certificate renewal (grpc/agent_service.rs `renew`), and why a down node will
+//! not come back by itself (its certificate expired or was revoked).
 
-use pxfleet_proto::v1 as pb;
-use pxfleet_tls::{Identity, IssuedCert, JoinToken, Role};
+use pxfleet_tls::{Identity, IssuedCert, JoinToken};
 use time::OffsetDateTime;
-use tonic::{Request, Response, Status};
 
-use crate::authz::check_node;
-use crate::model::{AuditEntry, Millis};
-use crate::state::State;
+use crate::model::Millis;
 use crate::store::{SerialRecord, TokenRecord};
 
 /// Milliseconds since the epoch of a certificate time (0 before the epoch).
@@ -91,37 +86,6 @@ pub fn token_refusal(
     format!("join token {} was refused; {new_token}", token.id)
 }
 
-/// One row of `pxctl user list`.
-pub fn certificate_info(rec: &SerialRecord) -> pb::CertificateInfo {
-    let identity = Identity::parse(&rec.subject).ok();
-    let (kind, name, role, fleets) = match &identity {
-        Some(Identity::Node(n)) => ("node", n.clone(), String::new(), Vec::new()),
-        Some(Identity::User { name, role, fleets }) => (
-            "user",
-            name.clone(),
-            match role {
-                Role::Admin => "admin",
-                Role::Operator => "operator",
-                Role::Viewer => "viewer",
-            }
-            .to_string(),
-            fleets.clone(),
-        ),
-        None => ("", String::new(), String::new(), Vec::new()),
-    };
-    pb::CertificateInfo {
-        serial: rec.serial.clone(),
-        identity: rec.subject.clone(),
-        kind: kind.into(),
-        name,
-        role,
-        fleets,
-        issued_unix_ms: rec.issued_ms as i64,
-        not_after_unix_ms: rec.not_after_ms as i64,
-        revoked: rec.revoked,
-    }
-}
-
 /// Why a down node's agent cannot reconnect by itself, if its newest certificate expired or was revoked.
 pub fn node_cert_problem(serials: &[SerialRecord], node: &str, now: Millis) -> Option<String> {
     let subject = Identity::Node(node.to_string()).uri();
@@ -148,44 +112,6 @@ pub fn node_cert_problem(serials: &[SerialRecord], node: &str, now: Millis) -> O
         ));
     }
     None
-}
-
-/// AgentService.Renew: a new certificate for the calling node's new key, for the identity of the certificate
-/// it called with. The handshake already checked that certificate (our CA, not expired, not revoked).
-pub async fn renew(
-    state: &State,
-    req: Request<pb::RenewRequest>,
-) -> Result<Response<pb::EnrollResponse>, Status> {
-    let cert = pxfleet_tls::peer_cert_info(&req);
-    let id = crate::authz::caller_of(state, &req)?;
-    let node = check_node(id.as_ref(), "")?.to_string();
-    let identity = Identity::Node(node.clone());
-    let old_serial = cert
-        .map(|c| c.serial.as_str().to_string())
-        .unwrap_or_default();
-    let validity = std::time::Duration::from_secs(state.config.tls.node_cert_validity_secs);
-    let issued = state
-        .ca
-        .sign_csr(&req.into_inner().csr_pem, &identity, validity)
-        .map_err(|e| crate::error::Error::InvalidArgument(e.to_string()))?;
-    state
-        .store
-        .put_serial(&serial_record(&issued, &identity, state.now_ms()))?;
-    state.store.audit(&AuditEntry {
-        time_ms: state.now_ms(),
-        actor: identity.uri(),
-        action: "renew_certificate".into(),
-        target: node.clone(),
-        detail: format!("serial {} replaces {old_serial}", issued.serial.as_str()),
-    })?;
-    state.store.flush().await?;
-    tracing::info!(%node, serial = issued.serial.as_str(), old = %old_serial, "node certificate renewed");
-    Ok(Response::new(pb::EnrollResponse {
-        cert_pem: issued.cert_pem,
-        ca_pem: state.ca.cert_pem().to_string(),
-        serial: issued.serial.as_str().to_string(),
-        not_after_unix_ms: issued.not_after.unix_timestamp() * 1000,
-    }))
 }
 
 #[cfg(test)]

@@ -75,7 +75,7 @@ impl AgentService for AgentApi {
         &self,
         req: Request<pb::RenewRequest>,
     ) -> std::result::Result<Response<pb::EnrollResponse>, Status> {
-        crate::identities::renew(&self.state, req).await
+        renew(&self.state, req).await
     }
 }
 
@@ -258,6 +258,46 @@ impl AgentApi {
 
 /// Messages handled in one go at most.
 const BATCH: usize = 256;
+
+/// AgentService.Renew: a new certificate for the calling node's new key, for the identity of the certificate
+/// it called with. The handshake already checked that certificate (our CA, not expired, not revoked).
+async fn renew(
+    state: &State,
+    req: Request<pb::RenewRequest>,
+) -> Result<Response<pb::EnrollResponse>, Status> {
+    let cert = pxfleet_tls::peer_cert_info(&req);
+    let id = crate::authz::caller_of(state, &req)?;
+    let node = check_node(id.as_ref(), "")?.to_string();
+    let identity = Identity::Node(node.clone());
+    let old_serial = cert
+        .map(|c| c.serial.as_str().to_string())
+        .unwrap_or_default();
+    let validity = std::time::Duration::from_secs(state.config.tls.node_cert_validity_secs);
+    let issued = state
+        .ca
+        .sign_csr(&req.into_inner().csr_pem, &identity, validity)
+        .map_err(|e| crate::error::Error::InvalidArgument(e.to_string()))?;
+    state.store.put_serial(&crate::identities::serial_record(
+        &issued,
+        &identity,
+        state.now_ms(),
+    ))?;
+    state.store.audit(&AuditEntry {
+        time_ms: state.now_ms(),
+        actor: identity.uri(),
+        action: "renew_certificate".into(),
+        target: node.clone(),
+        detail: format!("serial {} replaces {old_serial}", issued.serial.as_str()),
+    })?;
+    state.store.flush().await?;
+    tracing::info!(%node, serial = issued.serial.as_str(), old = %old_serial, "node certificate renewed");
+    Ok(Response::new(pb::EnrollResponse {
+        cert_pem: issued.cert_pem,
+        ca_pem: state.ca.cert_pem().to_string(),
+        serial: issued.serial.as_str().to_string(),
+        not_after_unix_ms: issued.not_after.unix_timestamp() * 1000,
+    }))
+}
 
 /// Stores the hello's inventory and containers, applies the operation results it carries, and requeues the
 /// node's other unfinished operations (they are re-sent with the same id). Returns the op ids to acknowledge.

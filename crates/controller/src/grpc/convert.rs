@@ -815,5 +815,36 @@ pub fn unmanaged_pb(o: &ObservedContainer) -> pb::UnmanagedContainer {
     }
 }
 
+/// One row of `pxctl user list`.
+pub fn certificate_info(rec: &crate::store::SerialRecord) -> pb::CertificateInfo {
+    let identity = pxfleet_tls::Identity::parse(&rec.subject).ok();
+    let (kind, name, role, fleets) = match &identity {
+        Some(pxfleet_tls::Identity::Node(n)) => ("node", n.clone(), String::new(), Vec::new()),
+        Some(pxfleet_tls::Identity::User { name, role, fleets }) => (
+            "user",
+            name.clone(),
+            match role {
+                pxfleet_tls::Role::Admin => "admin",
+                pxfleet_tls::Role::Operator => "operator",
+                pxfleet_tls::Role::Viewer => "viewer",
+            }
+            .to_string(),
+            fleets.clone(),
+        ),
+        None => ("", String::new(), String::new(), Vec::new()),
+    };
+    pb::CertificateInfo {
+        serial: rec.serial.clone(),
+        identity: rec.subject.clone(),
+        kind: kind.into(),
+        name,
+        role,
+        fleets,
+        issued_unix_ms: rec.issued_ms as i64,
+        not_after_unix_ms: rec.not_after_ms as i64,
+        revoked: rec.revoked,
+    }
+}
+
 #[cfg(test)]
 mod tests;

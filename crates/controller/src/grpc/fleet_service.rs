@@ -556,7 +556,7 @@ impl FleetService for FleetApi {
         Ok(Response::new(pb::ListCertificatesResponse {
             certificates: crate::certs::certificates(&self.state)?
                 .iter()
-                .map(crate::identities::certificate_info)
+                .map(convert::certificate_info)
                 .collect(),
         }))
     }
