@@ -23,10 +23,6 @@ use tokio::io::AsyncWriteExt;
 use crate::ops::Digest;
 
 /// System CA bundles tried in order (Debian first).
-const SYSTEM_CA_BUNDLES: &[&str] = &[
-    "/etc/ssl/certs/ca-certificates.crt",
-    "/etc/pki/tls/certs/ca-bundle.crt",
-];
 const MAX_REDIRECTS: usize = 5;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// A download that receives nothing for this long is abandoned.
@@ -519,43 +515,10 @@ fn resolve_location(base: &hyper::Uri, location: &str) -> String {
 }
 
 fn tls_config(extra_ca: Option<&Path>) -> Result<rustls::ClientConfig, SeedError> {
-    let mut roots = rustls::RootCertStore::empty();
-    for bundle in SYSTEM_CA_BUNDLES {
-        if let Ok(pem) = std::fs::read(bundle) {
-            for cert in rustls_pemfile::certs(&mut pem.as_slice()).flatten() {
-                let _ = roots.add(cert);
-            }
-            break;
-        }
-    }
-    if let Some(path) = extra_ca {
-        let tls_err = |message: String| SeedError::Tls {
-            path: path.to_path_buf(),
-            message,
-        };
-        let pem = std::fs::read(path).map_err(|e| tls_err(e.to_string()))?;
-        let mut n = 0;
-        for cert in rustls_pemfile::certs(&mut pem.as_slice()) {
-            let cert = cert.map_err(|e| tls_err(format!("bad PEM: {e}")))?;
-            roots
-                .add(cert)
-                .map_err(|e| tls_err(format!("unusable certificate: {e}")))?;
-            n += 1;
-        }
-        if n == 0 {
-            return Err(tls_err("no certificates found (expected PEM)".into()));
-        }
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| SeedError::Tls {
-            path: PathBuf::from("<rustls>"),
-            message: e.to_string(),
-        })?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    Ok(config)
+    pxfleet_tls::public_client_config(extra_ca).map_err(|e| SeedError::Tls {
+        path: e.path,
+        message: e.message,
+    })
 }
 
 #[cfg(test)]

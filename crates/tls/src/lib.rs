@@ -14,6 +14,7 @@ mod ca;
 mod config;
 mod error;
 mod identity;
+mod public;
 mod refusal;
 mod token;
 mod transport;
@@ -31,6 +32,7 @@ pub use config::{
 };
 pub use error::TlsError;
 pub use identity::{Identity, Role, SCHEME};
+pub use public::{public_client_config, PublicCaError, SYSTEM_CA_BUNDLES};
 pub use refusal::{Audience, Refusal, RefusalCause, RefusedBy};
 pub use token::JoinToken;
 pub use transport::{

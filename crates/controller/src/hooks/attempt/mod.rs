@@ -288,36 +288,17 @@ where
     Ok((status, body))
 }
 
-/// Client TLS with the system's CA bundle (`SSL_CERT_FILE`, else the Debian path).
+/// Client TLS with the system's CA bundle (`SSL_CERT_FILE`, else the Debian path), as the agent's downloads have it
+/// ([`pxfleet_tls::public_client_config`]).
 fn tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
     static CONFIG: OnceLock<Result<Arc<rustls::ClientConfig>, String>> = OnceLock::new();
     CONFIG
         .get_or_init(|| {
-            let path = std::env::var("SSL_CERT_FILE")
-                .unwrap_or_else(|_| "/etc/ssl/certs/ca-certificates.crt".into());
-            client_tls(&path)
+            pxfleet_tls::public_client_config(None)
+                .map(Arc::new)
+                .map_err(|e| e.to_string())
         })
         .clone()
-}
-
-/// Client TLS trusting the certificates of the PEM file `path`.
-fn client_tls(path: &str) -> Result<Arc<rustls::ClientConfig>, String> {
-    let pem = std::fs::read(path).map_err(|e| format!("CA bundle {path}: {e}"))?;
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in rustls_pemfile::certs(&mut pem.as_slice()).flatten() {
-        let _ = roots.add(cert);
-    }
-    if roots.is_empty() {
-        return Err(format!("CA bundle {path} holds no certificate"));
-    }
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map_err(|e| e.to_string())?
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    Ok(Arc::new(config))
 }
 
 /// Runs the command hook's argv through crates/pve's process runner (argv, no shell; stdin /dev/null; killed with

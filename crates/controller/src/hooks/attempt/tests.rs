@@ -57,6 +57,13 @@ fn errors_quote_answers_without_secret_values_and_cut_long_ones() {
 
 static TEST_CA: OnceLock<String> = OnceLock::new();
 
+/// Client TLS that also trusts the PEM file `path` (the tests' own CA).
+fn client_tls(path: &str) -> Result<Arc<rustls::ClientConfig>, String> {
+    pxfleet_tls::public_client_config(Some(std::path::Path::new(path)))
+        .map(Arc::new)
+        .map_err(|e| e.to_string())
+}
+
 fn test_tls() -> Result<Arc<rustls::ClientConfig>, String> {
     client_tls(TEST_CA.get().expect("set by the test"))
 }
@@ -139,7 +146,7 @@ async fn https_with_a_trusted_server_certificate() {
     )
     .await
     .unwrap_err();
-    assert!(e.contains("CA bundle /nonexistent/ca.pem"), "{e}");
+    assert!(e.contains("CA file /nonexistent/ca.pem"), "{e}");
 }
 
 #[test]
