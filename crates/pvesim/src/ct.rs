@@ -79,6 +79,13 @@ pub struct FirstBoot {
 }
 
 impl Runtime {
+    /// Stopped: not running, no start time, no process.
+    fn stop(&mut self) {
+        self.running = false;
+        self.started = 0;
+        self.pid = 0;
+    }
+
     /// Counts a boot with `conf` (remembering the first one's configuration).
     fn booted(&mut self, conf: &crate::ctconf::CtConf) {
         self.boots += 1;

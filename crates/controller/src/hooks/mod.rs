@@ -193,16 +193,20 @@ pub fn on_created(state: &State, op: &Operation, c: &Container) {
     });
 }
 
-/// Called by the reconcile loop when a start succeeded (a stopped container set to `running`, or one started again
-/// after it stopped outside pxfleet): it is ready again.
-pub fn on_started(state: &State, op: &Operation) {
-    let applied = state
+/// What was applied for the container `op` ran on, if it is still that container (same vm_id).
+fn applied_for(state: &State, op: &Operation) -> Option<crate::model::AppliedContainer> {
+    state
         .store
         .applied(&op.fleet, &op.container)
         .ok()
         .flatten()
-        .filter(|a| a.vm_id == op.vm_id);
-    if let Some(a) = applied {
+        .filter(|a| a.vm_id == op.vm_id)
+}
+
+/// Called by the reconcile loop when a start succeeded (a stopped container set to `running`, or one started again
+/// after it stopped outside pxfleet): it is ready again.
+pub fn on_started(state: &State, op: &Operation) {
+    if let Some(a) = applied_for(state, op) {
         let mut c = a.container;
         c.state = pxfleet_spec::DesiredState::Running;
         on_created(state, op, &c);
@@ -211,12 +215,7 @@ pub fn on_started(state: &State, op: &Operation) {
 
 /// Called by the reconcile loop when a destroy succeeded, before it forgets the container.
 pub fn on_destroyed(state: &State, op: &Operation) {
-    let applied = state
-        .store
-        .applied(&op.fleet, &op.container)
-        .ok()
-        .flatten()
-        .filter(|a| a.vm_id == op.vm_id);
+    let applied = applied_for(state, op);
     let (mut cx, _) = match &applied {
         Some(a) => context(op, &a.container),
         None => (

@@ -202,9 +202,7 @@ pub fn stop(
         if crate::lxc::is_lxc(node) {
             crate::lxc::stop(node, vmid, shutdown)?;
         }
-        rt.running = false;
-        rt.started = 0;
-        rt.pid = 0;
+        rt.stop();
         save_runtime(node, vmid, &rt)
     })
 }
@@ -221,9 +219,7 @@ pub fn power_loss(node: &Node) -> Result<Vec<u32>> {
     for (vmid, _) in list(node) {
         let mut rt = runtime(node, vmid);
         if rt.running {
-            rt.running = false;
-            rt.started = 0;
-            rt.pid = 0;
+            rt.stop();
             save_runtime(node, vmid, &rt)?;
             stopped.push(vmid);
         }

@@ -186,9 +186,7 @@ pub fn rollback(
             check_lock(node, vmid, &conf)?;
             let mut rt = runtime(node, vmid);
             if rt.running {
-                rt.running = false;
-                rt.started = 0;
-                rt.pid = 0;
+                rt.stop();
                 save_runtime(node, vmid, &rt)?;
             }
             let mut next = copy_config(&snap);
