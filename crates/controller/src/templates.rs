@@ -134,27 +134,6 @@ mod tests {
         };
         assert!(template_ready_on(&n, "gold", &t));
     }
-
-    #[test]
-    fn a_clone_template_goes_to_the_agent_as_its_source_without_a_file() {
-        let mut t = template();
-        t.source = pxfleet_spec::TemplateSource::Clone {
-            vm_id: 9000,
-            node: "n1".into(),
-            full: false,
-            datastore_id: None,
-        };
-        let c = crate::testutil::container("web");
-        let spec = convert::container_spec("dev", &c, 120, &t, None);
-        assert_eq!(spec.template_volid, "");
-        assert_eq!(
-            spec.clone_source,
-            Some(pxfleet_proto::v1::CloneSource {
-                vm_id: 9000,
-                full: false
-            })
-        );
-    }
 }
 
 /// Where template URLs may point (`[template_urls]` in the controller's configuration): the agent downloads

@@ -91,3 +91,24 @@ fn observed_reads_mark_and_static_addresses() {
     assert_eq!(c.ipv4().as_deref(), Some("10.0.0.5"));
     assert_eq!(c.ipv6().as_deref(), Some("2001:db8::5"));
 }
+
+#[test]
+fn a_clone_template_goes_to_the_agent_as_its_source_without_a_file() {
+    let mut t = template();
+    t.source = pxfleet_spec::TemplateSource::Clone {
+        vm_id: 9000,
+        node: "n1".into(),
+        full: false,
+        datastore_id: None,
+    };
+    let c = container("web");
+    let spec = container_spec("dev", &c, 120, &t, None);
+    assert_eq!(spec.template_volid, "");
+    assert_eq!(
+        spec.clone_source,
+        Some(pb::CloneSource {
+            vm_id: 9000,
+            full: false
+        })
+    );
+}
