@@ -87,3 +87,29 @@ fn a_template_without_checksum_used_by_many_names_a_few_and_counts_the_rest() {
     );
     assert!(w.len() < 600, "one short line: {} bytes", w.len());
 }
+
+/// bpg's clone tests give the clones `user_account { keys }`: pct clone copies the source's root account and no
+/// `pct` option adds keys afterwards, so the plan of their create says the keys are not applied.
+#[test]
+fn ssh_keys_on_containers_made_by_clone_are_warned_about() {
+    let yaml = "fleet: dev
+defaults:
+  ssh_public_keys: [\"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAII/tPVpCESUKZXQ0ZlJvcxfIUAgEGPXvlUgtWiKvukcx ops@example\"]
+templates:
+  gold: {clone: {vm_id: 9000, node: pve1}}
+  deb: {pveam: debian-12-standard_12.7-1_amd64.tar.zst}
+containers:
+  copy: {template: gold}
+  fresh: {template: deb}
+";
+    let fleet = parse_fleet("fleet.yaml", yaml, &NoFiles).unwrap();
+    let p = plan(&fleet, None, &[]).unwrap();
+    let w: Vec<&String> = p
+        .warnings
+        .iter()
+        .filter(|w| w.contains("ssh_public_keys"))
+        .collect();
+    assert_eq!(w.len(), 1, "{:?}", p.warnings);
+    assert!(w[0].contains("of copy are not applied"), "{}", w[0]);
+    assert!(!w[0].contains("fresh"), "{}", w[0]);
+}

@@ -400,8 +400,45 @@ pub fn plan_on(
     actions.extend(creates.into_iter().map(|(_, a)| a));
     let mut plan = Plan::new(fleet, actions);
     plan.warnings = template_warnings(desired);
+    plan.warnings
+        .extend(clone_key_warning(desired, &plan.actions));
     plan.warnings.extend(drift_reports);
     Ok(plan)
+}
+
+/// Containers this plan creates from a clone template with `ssh_public_keys`: `pct clone` copies the source's
+/// root account, and no `pct` option adds keys to an existing container, so the keys are not applied. One line.
+fn clone_key_warning(desired: &Fleet, actions: &[Action]) -> Option<String> {
+    let names: Vec<&str> = actions
+        .iter()
+        .filter(|a| matches!(a.kind, ActionKind::Create { .. }))
+        .filter_map(|a| desired.containers.get(&a.container))
+        .filter(|c| {
+            !c.ssh_public_keys.is_empty()
+                && desired
+                    .templates
+                    .get(&c.template)
+                    .is_some_and(|t| t.source.is_clone())
+        })
+        .map(|c| c.name.as_str())
+        .collect();
+    if names.is_empty() {
+        return None;
+    }
+    const SHOWN: usize = 5;
+    let who = if names.len() > SHOWN {
+        format!(
+            "{} and {} more",
+            names[..SHOWN].join(", "),
+            names.len() - SHOWN
+        )
+    } else {
+        names.join(", ")
+    };
+    Some(format!(
+        "ssh_public_keys of {who} are not applied: they are made with pct clone, which copies the source \
+         container's root account (its /root/.ssh/authorized_keys); put the keys into the source"
+    ))
 }
 
 /// `field from -> to` of a drifted field, for the `drift: report` warning (a secret only says it changed).
