@@ -403,23 +403,51 @@ pub fn expand_json(
 
 /// The environment and file secrets a hook needs (to check them before it runs): (field, placeholder).
 pub fn secrets_needed(h: &Hook) -> Vec<(String, Placeholder<'_>)> {
-    fn add<'a>(out: &mut Vec<(String, Placeholder<'a>)>, field: String, t: &'a str) {
-        if let Ok(parts) = scan(t) {
-            for p in parts.into_iter().filter_map(Result::err) {
-                if matches!(p, Placeholder::Env(_) | Placeholder::File(_)) {
-                    out.push((field.clone(), p));
-                }
-            }
-        }
-    }
+    let add = secrets_in;
     let mut out = Vec::new();
     if let HookAction::Http(http) = &h.action {
         add(&mut out, format!("hooks.{}.http.url", h.name), &http.url);
         for (k, v) in &http.headers {
             add(&mut out, format!("hooks.{}.http.headers.{k}", h.name), v);
         }
+        if let Some(body) = &http.body {
+            body_strings(&mut out, format!("hooks.{}.http.body", h.name), body);
+        }
     }
     out
+}
+
+/// The secrets (`${env:..}`, `${file:..}`) template `t` names, as `(field, placeholder)`.
+fn secrets_in<'a>(out: &mut Vec<(String, Placeholder<'a>)>, field: String, t: &'a str) {
+    if let Ok(parts) = scan(t) {
+        for p in parts.into_iter().filter_map(Result::err) {
+            if matches!(p, Placeholder::Env(_) | Placeholder::File(_)) {
+                out.push((field.clone(), p));
+            }
+        }
+    }
+}
+
+/// The secrets named by the strings of a JSON body (every string is a template), with their paths.
+fn body_strings<'a>(
+    out: &mut Vec<(String, Placeholder<'a>)>,
+    field: String,
+    v: &'a serde_json::Value,
+) {
+    match v {
+        serde_json::Value::String(t) => secrets_in(out, field, t),
+        serde_json::Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                body_strings(out, format!("{field}.{i}"), item);
+            }
+        }
+        serde_json::Value::Object(m) => {
+            for (k, item) in m {
+                body_strings(out, format!("{field}.{k}"), item);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// The problems with the secrets the hooks need on the controller: one `(field, message)` per missing
@@ -551,7 +579,10 @@ mod tests {
                 url: "http://x/?t=${env:NOPE}".into(),
                 method: "GET".into(),
                 headers: BTreeMap::from([("X-Key".into(), "${file:/missing}".into())]),
-                body: None,
+                body: Some(serde_json::json!({
+                    "auth": {"token": "${env:TOKEN}", "other": ["ok", "${env:NOBODY}"]},
+                    "ttl": 300
+                })),
                 success_contains: None,
             }),
             timeout_secs: 1,
@@ -570,6 +601,11 @@ mod tests {
                     "hooks.dns.http.headers.X-Key".to_owned(),
                     "secret file /missing cannot be read: No such file or directory (os error 2)"
                         .to_owned()
+                ),
+                // a JSON body's strings are templates too: the one missing variable is named at its path
+                (
+                    "hooks.dns.http.body.auth.other.1".to_owned(),
+                    "environment variable NOBODY is not set on the controller".to_owned()
                 ),
             ]
         );
