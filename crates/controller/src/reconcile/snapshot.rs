@@ -41,6 +41,12 @@ pub fn queue_snapshot(
             },
         ));
     };
+    if action != SnapshotAction::List && d.container.state.is_template() {
+        return Err(Error::FailedPrecondition(format!(
+            "container {name} of fleet {fleet} is a template (state: template): PVE takes, deletes and rolls back \
+             no snapshots of a template"
+        )));
+    }
     if let Some(op) = w.latest(&k).filter(|op| op.state.is_active()) {
         return Err(Error::FailedPrecondition(format!(
             "container {name} of fleet {fleet} has a {} operation in flight ({}, {}): try again when it ends \

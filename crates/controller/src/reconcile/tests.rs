@@ -686,3 +686,54 @@ fn unpinned_template_digests_are_recorded_and_a_differing_node_fails() {
     pass(&st, st.now_ms()).unwrap();
     assert_eq!(st.store.ops().unwrap().len(), before);
 }
+
+/// `pxctl snapshot`: refused where PVE would refuse it or nothing is there yet, with what to do; queued once
+/// (a rollback of a running container starts it again), and not twice while one is in flight.
+#[test]
+fn snapshots_are_refused_with_a_reason_and_queued_one_at_a_time() {
+    use crate::model::{ManagedBy, ObservedContainer, OperationKind, SnapshotAction};
+    use crate::reconcile::queue_snapshot;
+    let st = state();
+    submit(&st, vec![web("ubuntu")]);
+    let q = |name: &str, action, snap: &str| {
+        queue_snapshot(&st, "pxfleet://user/alice", "dev", name, action, snap, "")
+    };
+    let e = q("web", SnapshotAction::Create, "s1").unwrap_err();
+    assert!(e.to_string().contains("not on a node yet"), "{e}");
+    let obs = ObservedContainer {
+        node: "n1".into(),
+        vm_id: 1000,
+        running: true,
+        managed: Some(ManagedBy {
+            fleet: "dev".into(),
+            name: "web".into(),
+        }),
+        ..Default::default()
+    };
+    st.store.set_observed("n1", 1000, Some(&obs)).unwrap();
+    let e = q("web", SnapshotAction::Create, "1st").unwrap_err();
+    assert!(e.to_string().contains("snapshot name `1st`"), "{e}");
+    let e = q("nope", SnapshotAction::Create, "s1").unwrap_err();
+    assert!(
+        e.to_string().contains("fleet dev has no container nope"),
+        "{e}"
+    );
+    let op = q("web", SnapshotAction::Rollback, "s1").unwrap();
+    match &op.kind {
+        OperationKind::Snapshot(s) => {
+            assert_eq!(s.action, SnapshotAction::Rollback);
+            assert!(s.start, "a running container is started again");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!((op.node.as_str(), op.vm_id), ("n1", 1000));
+    let e = q("web", SnapshotAction::Delete, "s1").unwrap_err();
+    assert!(e.to_string().contains("operation in flight"), "{e}");
+    let audit = st.store.audit_log().unwrap();
+    assert!(
+        audit
+            .iter()
+            .any(|a| a.action == "snapshot_rollback" && a.target == "dev"),
+        "{audit:?}"
+    );
+}
