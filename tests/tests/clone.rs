@@ -21,26 +21,29 @@ fn fleet() -> String {
     )
 }
 
+/// A template `gold` (CT `vmid` on mk33, 256 MiB, a 4 GiB root disk on local-lvm, DHCP on vmbr0, and `extra`
+/// options) made by hand with `pct create` and `pct template`, as a clone source is made without pxfleet.
+fn golden_by_hand(c: &Cluster, vmid: u32, extra: &[&str]) {
+    let mut args = vec![
+        "--hostname",
+        "gold",
+        "--memory",
+        "256",
+        "--rootfs",
+        "local-lvm:4",
+        "--net0",
+        "name=eth0,bridge=vmbr0,ip=dhcp,type=veth",
+    ];
+    args.extend_from_slice(extra);
+    create_by_hand(c, "mk33", vmid, &args);
+    let out = c.pve("mk33", "pct", &["template", &vmid.to_string()]);
+    assert_eq!(out.code, 0, "pct template: {}", out.stderr);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn full_and_linked_clones_of_a_template_are_configured_and_running() {
     let c = Cluster::start(1).await.expect("cluster");
-    create_by_hand(
-        &c,
-        "mk33",
-        9000,
-        &[
-            "--hostname",
-            "gold",
-            "--memory",
-            "256",
-            "--rootfs",
-            "local-lvm:4",
-            "--net0",
-            "name=eth0,bridge=vmbr0,ip=dhcp,type=veth",
-        ],
-    );
-    let out = c.pve("mk33", "pct", &["template", "9000"]);
-    assert_eq!(out.code, 0, "pct template: {}", out.stderr);
+    golden_by_hand(&c, 9000, &[]);
 
     let yaml = fleet();
     let plan = c.plan(&yaml).await.unwrap();
@@ -224,25 +227,7 @@ async fn a_template_declared_in_the_file_is_made_first_and_then_cloned() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_clone_keeps_the_mount_points_it_copied_when_the_file_gives_none() {
     let c = Cluster::start(1).await.expect("cluster");
-    create_by_hand(
-        &c,
-        "mk33",
-        9200,
-        &[
-            "--hostname",
-            "gold",
-            "--memory",
-            "256",
-            "--rootfs",
-            "local-lvm:4",
-            "--mp0",
-            "local-lvm:1,mp=/srv/data",
-            "--net0",
-            "name=eth0,bridge=vmbr0,ip=dhcp,type=veth",
-        ],
-    );
-    let out = c.pve("mk33", "pct", &["template", "9200"]);
-    assert_eq!(out.code, 0, "pct template: {}", out.stderr);
+    golden_by_hand(&c, 9200, &["--mp0", "local-lvm:1,mp=/srv/data"]);
     let yaml = format!(
         "fleet: cmp\n\
          defaults:\n  \
